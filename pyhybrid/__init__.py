@@ -1,0 +1,1 @@
+"""pyhybrid: hybrid retrieval (dense + lexical + graph, fused by RRF) inside PostgreSQL."""

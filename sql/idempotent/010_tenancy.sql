@@ -1,0 +1,118 @@
+-- Tenant context and tenant administration. Safe to run again.
+
+CREATE OR REPLACE FUNCTION hybrid._current_tenant() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN s.t IS NULL THEN NULL
+        WHEN pg_has_role(current_user, 'hybrid_app', 'MEMBER') THEN s.t
+        WHEN EXISTS (SELECT 1 FROM hybrid.tenant_grant g
+                     WHERE g.role_name = current_user AND g.tenant_id = s.t) THEN s.t
+    END
+    FROM (SELECT nullif(btrim(current_setting('hybrid.tenant_id', true)), '') AS t) s
+$$;
+COMMENT ON FUNCTION hybrid._current_tenant() IS
+'The tenant the caller acts for: hybrid.tenant_id when the caller is a trusted app role (member of hybrid_app) or a login role granted that tenant; NULL otherwise (fail closed).';
+
+CREATE OR REPLACE FUNCTION hybrid._current_acl() RETURNS text[]
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH requested AS (
+        SELECT CASE WHEN nullif(btrim(current_setting('hybrid.acl_labels', true)), '') IS NULL THEN NULL
+                    ELSE ARRAY(SELECT btrim(x) FROM unnest(string_to_array(current_setting('hybrid.acl_labels', true), ',')) x
+                               WHERE btrim(x) <> '')
+               END AS labels
+    )
+    SELECT CASE
+        WHEN hybrid._current_tenant() IS NULL THEN '{}'::text[]
+        WHEN pg_has_role(current_user, 'hybrid_app', 'MEMBER') THEN coalesce(r.labels, '{}'::text[])
+        ELSE coalesce((SELECT ARRAY(SELECT l FROM unnest(g.acl_labels) l
+                                    WHERE r.labels IS NULL OR l = ANY (r.labels))
+                       FROM hybrid.tenant_grant g
+                       WHERE g.role_name = current_user AND g.tenant_id = hybrid._current_tenant()), '{}'::text[])
+    END
+    FROM requested r
+$$;
+COMMENT ON FUNCTION hybrid._current_acl() IS
+'ACL labels the caller holds: hybrid.acl_labels (comma-separated) for app roles; for tenant login roles the labels granted to them, narrowed to hybrid.acl_labels when set. A chunk with ACL labels is visible only to callers holding at least one of them.';
+
+CREATE OR REPLACE FUNCTION hybrid.create_tenant(tenant_id text) RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF tenant_id IS NULL OR tenant_id !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$' THEN
+        RAISE EXCEPTION 'tenant_id must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$, got %', coalesce(quote_literal(tenant_id), 'NULL')
+            USING ERRCODE = '22023', HINT = 'Use letters, digits, and _ . : - (at most 63 characters).';
+    END IF;
+    INSERT INTO hybrid.tenant AS t (tenant_id) VALUES (create_tenant.tenant_id)
+    ON CONFLICT ON CONSTRAINT tenant_pkey DO NOTHING;
+    RETURN tenant_id;
+END
+$$;
+COMMENT ON FUNCTION hybrid.create_tenant(text) IS
+'Creates a tenant (idempotent) and returns its id. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.create_tenant(text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION hybrid._grant_base(role_name name) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = role_name) THEN
+        RAISE EXCEPTION 'role_name % does not exist', quote_ident(role_name)
+            USING ERRCODE = '42704', HINT = 'CREATE ROLE it first.';
+    END IF;
+    EXECUTE format('GRANT hybrid_user TO %I', role_name);
+    -- A non-superuser cannot LOAD 'age'; preloading it per role lets Cypher work for it.
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'age')
+       AND (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+        EXECUTE format('ALTER ROLE %I SET session_preload_libraries = %L', role_name, 'age');
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION hybrid._grant_base(name) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION hybrid.grant_tenant(role_name name, tenant_id text, acl_labels text[] DEFAULT '{}')
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = grant_tenant.tenant_id) THEN
+        RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(tenant_id)
+            USING ERRCODE = '22023', HINT = 'Call hybrid.create_tenant first.';
+    END IF;
+    PERFORM hybrid._grant_base(role_name);
+    INSERT INTO hybrid.tenant_grant AS g (role_name, tenant_id, acl_labels)
+    VALUES (grant_tenant.role_name, grant_tenant.tenant_id, coalesce(grant_tenant.acl_labels, '{}'))
+    ON CONFLICT ON CONSTRAINT tenant_grant_pkey DO UPDATE SET acl_labels = excluded.acl_labels;
+END
+$$;
+COMMENT ON FUNCTION hybrid.grant_tenant(name, text, text[]) IS
+'Binds an existing login role to a tenant (and the ACL labels it may claim there). The role then sees that tenant''s rows only when it sets hybrid.tenant_id to it. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.grant_tenant(name, text, text[]) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION hybrid.revoke_tenant(role_name name, tenant_id text) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM hybrid.tenant_grant g WHERE g.role_name = revoke_tenant.role_name AND g.tenant_id = revoke_tenant.tenant_id;
+$$;
+COMMENT ON FUNCTION hybrid.revoke_tenant(name, text) IS 'Removes a role''s binding to a tenant. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.revoke_tenant(name, text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION hybrid.grant_app(role_name name) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM hybrid._grant_base(role_name);
+    EXECUTE format('GRANT hybrid_app TO %I', role_name);
+END
+$$;
+COMMENT ON FUNCTION hybrid.grant_app(name) IS
+'Makes an existing role a trusted application role: it may act for any tenant by setting hybrid.tenant_id (and hybrid.acl_labels) per transaction. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.grant_app(name) FROM PUBLIC;

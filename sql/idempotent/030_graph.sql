@@ -1,0 +1,172 @@
+-- Graph tenancy and bulk edge loading over the AGE graph hybrid_graph. Every function here
+-- uses only dynamic SQL or run-time casts, so it can be created where AGE is missing.
+
+CREATE OR REPLACE FUNCTION hybrid._secure_graph() RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    tbl regclass;
+    tenant_qual text := $q$(properties OPERATOR(ag_catalog.->>) 'tenant_id'::text) = (SELECT hybrid._current_tenant())$q$;
+BEGIN
+    IF to_regclass('hybrid.graph_node') IS NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE 'DROP POLICY IF EXISTS graph_node_tenant ON hybrid.graph_node';
+    EXECUTE 'CREATE POLICY graph_node_tenant ON hybrid.graph_node USING (tenant_id = (SELECT hybrid._current_tenant())) '
+            'WITH CHECK (tenant_id = (SELECT hybrid._current_tenant()))';
+    FOR tbl IN
+        SELECT l.relation
+        FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
+        WHERE g.name = 'hybrid_graph'
+    LOOP
+        EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', tbl);
+        EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', tbl);
+        EXECUTE format('DROP POLICY IF EXISTS tenant_rows ON %s', tbl);
+        EXECUTE format('CREATE POLICY tenant_rows ON %s USING (%s) WITH CHECK (%s)', tbl, tenant_qual, tenant_qual);
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO hybrid_user', tbl);
+    END LOOP;
+    EXECUTE 'GRANT USAGE ON SCHEMA hybrid_graph TO hybrid_user';
+    EXECUTE 'GRANT USAGE ON ALL SEQUENCES IN SCHEMA hybrid_graph TO hybrid_user';
+    EXECUTE 'GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.graph_node TO hybrid_user';
+    EXECUTE 'GRANT USAGE ON SCHEMA ag_catalog TO hybrid_user';
+    EXECUTE 'GRANT SELECT ON ALL TABLES IN SCHEMA ag_catalog TO hybrid_user';
+END
+$$;
+COMMENT ON FUNCTION hybrid._secure_graph() IS
+'Enables and forces RLS with the tenant policy on every label table of hybrid_graph (AGE parent tables included) and grants hybrid_user what it needs.';
+REVOKE ALL ON FUNCTION hybrid._secure_graph() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION hybrid._ensure_edge_label(rel text) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = ag_catalog, pg_catalog, pg_temp  -- create_elabel names AGE's opclass unqualified
+SET client_min_messages = warning
+AS $$
+BEGIN
+    IF rel IS NULL OR rel !~ '^[A-Z][A-Z0-9_]{0,62}$' THEN
+        RAISE EXCEPTION 'rel must be an UPPER_SNAKE_CASE name matching ^[A-Z][A-Z0-9_]{0,62}$, got %', coalesce(quote_literal(rel), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF rel IN ('CHUNK', 'ENTITY') THEN
+        RAISE EXCEPTION 'rel % is reserved', rel USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
+                   WHERE g.name = 'hybrid_graph' AND l.name = rel) THEN
+        PERFORM ag_catalog.create_elabel('hybrid_graph'::cstring, rel::cstring);
+        PERFORM hybrid._secure_graph();
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._ensure_edge_label(text) IS
+'Creates the AGE edge label rel in hybrid_graph if missing, under the tenant policy.';
+REVOKE ALL ON FUNCTION hybrid._ensure_edge_label(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION hybrid._ensure_edge_label(text) TO hybrid_user;
+
+CREATE OR REPLACE FUNCTION hybrid.begin_edges() RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    CREATE TEMP TABLE IF NOT EXISTS hybrid_edge_stage (
+        ord  bigserial,
+        src  text,
+        dst  text,
+        rel  text,
+        properties jsonb
+    ) ON COMMIT DROP;
+    TRUNCATE pg_temp.hybrid_edge_stage;
+END
+$$;
+COMMENT ON FUNCTION hybrid.begin_edges() IS
+'Creates the transaction-scoped staging table pg_temp.hybrid_edge_stage(src, dst, rel, properties) to COPY edges into; hybrid.finish_edges() loads them.';
+
+CREATE OR REPLACE FUNCTION hybrid.finish_edges(OUT edges_added bigint, OUT edges_present bigint, OUT nodes_added bigint)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+    bad record;
+    r text;
+    n bigint;
+BEGIN
+    IF v_tenant IS NULL THEN
+        RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
+            USING ERRCODE = '42501';
+    END IF;
+    IF to_regclass('hybrid.graph_node') IS NULL THEN
+        RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
+            USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
+    END IF;
+    SELECT ord, src, dst, rel INTO bad FROM pg_temp.hybrid_edge_stage
+    WHERE src IS NULL OR btrim(src) = '' OR dst IS NULL OR btrim(dst) = ''
+       OR rel IS NULL OR rel !~ '^[A-Z][A-Z0-9_]{0,62}$' OR rel IN ('CHUNK', 'ENTITY') OR src = dst
+    ORDER BY ord LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'edge row %: %', bad.ord,
+            CASE WHEN bad.src IS NULL OR btrim(bad.src) = '' THEN 'src is missing'
+                 WHEN bad.dst IS NULL OR btrim(bad.dst) = '' THEN 'dst is missing'
+                 WHEN bad.src = bad.dst THEN 'src and dst are the same node'
+                 ELSE format('rel must be UPPER_SNAKE_CASE (^[A-Z][A-Z0-9_]{0,62}$), got %L', bad.rel) END
+            USING ERRCODE = '22023';
+    END IF;
+
+    FOR r IN SELECT DISTINCT s.rel FROM pg_temp.hybrid_edge_stage s LOOP
+        PERFORM hybrid._ensure_edge_label(r);
+    END LOOP;
+
+    -- vertices for nodes seen for the first time: chunks of this tenant are Chunk, the rest Entity
+    CREATE TEMP TABLE hybrid_new_node ON COMMIT DROP AS
+    SELECT DISTINCT x.node_id,
+           CASE WHEN EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_id = v_tenant AND c.chunk_id = x.node_id)
+                THEN 'chunk' ELSE 'entity' END AS kind
+    FROM (SELECT src AS node_id FROM pg_temp.hybrid_edge_stage UNION SELECT dst FROM pg_temp.hybrid_edge_stage) x
+    WHERE NOT EXISTS (SELECT 1 FROM hybrid.graph_node g WHERE g.tenant_id = v_tenant AND g.node_id = x.node_id);
+
+    EXECUTE $sql$
+        WITH v AS (
+            INSERT INTO hybrid_graph."Chunk" (properties)
+            SELECT jsonb_build_object('node_id', n.node_id, 'tenant_id', $1)::text::ag_catalog.agtype
+            FROM pg_temp.hybrid_new_node n WHERE n.kind = 'chunk'
+            RETURNING id, properties
+        )
+        INSERT INTO hybrid.graph_node (tenant_id, node_id, kind, vertex_id)
+        SELECT $1, v.properties OPERATOR(ag_catalog.->>) 'node_id'::text, 'chunk', v.id FROM v
+    $sql$ USING v_tenant;
+    EXECUTE $sql$
+        WITH v AS (
+            INSERT INTO hybrid_graph."Entity" (properties)
+            SELECT jsonb_build_object('node_id', n.node_id, 'tenant_id', $1)::text::ag_catalog.agtype
+            FROM pg_temp.hybrid_new_node n WHERE n.kind = 'entity'
+            RETURNING id, properties
+        )
+        INSERT INTO hybrid.graph_node (tenant_id, node_id, kind, vertex_id)
+        SELECT $1, v.properties OPERATOR(ag_catalog.->>) 'node_id'::text, 'entity', v.id FROM v
+    $sql$ USING v_tenant;
+    SELECT count(*) INTO nodes_added FROM pg_temp.hybrid_new_node;
+    DROP TABLE pg_temp.hybrid_new_node;
+
+    edges_added := 0;
+    FOR r IN SELECT DISTINCT s.rel FROM pg_temp.hybrid_edge_stage s ORDER BY 1 LOOP
+        EXECUTE format($sql$
+            INSERT INTO hybrid_graph.%I (start_id, end_id, properties)
+            SELECT DISTINCT ON (a.vertex_id, b.vertex_id) a.vertex_id, b.vertex_id,
+                   (coalesce(s.properties, '{}'::jsonb) || jsonb_build_object('tenant_id', $1))::text::ag_catalog.agtype
+            FROM pg_temp.hybrid_edge_stage s
+            JOIN hybrid.graph_node a ON a.tenant_id = $1 AND a.node_id = s.src
+            JOIN hybrid.graph_node b ON b.tenant_id = $1 AND b.node_id = s.dst
+            WHERE s.rel = $2
+              AND NOT EXISTS (SELECT 1 FROM hybrid_graph.%I e WHERE e.start_id = a.vertex_id AND e.end_id = b.vertex_id)
+            ORDER BY a.vertex_id, b.vertex_id, s.ord
+        $sql$, r, r) USING v_tenant, r;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        edges_added := edges_added + n;
+    END LOOP;
+    SELECT count(*) INTO edges_present FROM pg_temp.hybrid_edge_stage;
+    edges_present := edges_present - edges_added;
+    TRUNCATE pg_temp.hybrid_edge_stage;
+END
+$$;
+COMMENT ON FUNCTION hybrid.finish_edges() IS
+'Loads the staged edges into hybrid_graph for the current tenant: validates every row (naming the first bad one, SQLSTATE 22023), creates missing edge labels and vertices (a node that is a chunk of the tenant becomes a Chunk vertex, any other an Entity), and inserts edges straight into the label tables, skipping ones already present. Returns counts.';

@@ -1,0 +1,132 @@
+-- Bulk ingestion: COPY into a staging table, then one validated, atomic upsert.
+
+CREATE OR REPLACE FUNCTION hybrid.embedding_dim() RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT value::integer FROM hybrid.setting WHERE key = 'embedding_dim' $$;
+COMMENT ON FUNCTION hybrid.embedding_dim() IS 'The dimension of hybrid.chunk.embedding, chosen at install.';
+
+CREATE OR REPLACE FUNCTION hybrid.begin_ingest() RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    CREATE TEMP TABLE IF NOT EXISTS hybrid_chunk_stage (
+        ord          bigserial,
+        tenant_id    text,
+        chunk_id     text,
+        document_id  text,
+        position     integer,
+        content      text,
+        embedding    real[],
+        acl_labels   text[],
+        metadata     jsonb
+    ) ON COMMIT DROP;
+    TRUNCATE pg_temp.hybrid_chunk_stage;
+END
+$$;
+COMMENT ON FUNCTION hybrid.begin_ingest() IS
+'Creates the transaction-scoped staging table pg_temp.hybrid_chunk_stage to COPY chunks into; hybrid.finish_ingest(corpus_id) loads them.';
+
+CREATE OR REPLACE FUNCTION hybrid.finish_ingest(
+    corpus_id text,
+    OUT inserted bigint, OUT updated bigint, OUT unchanged bigint, OUT superseded bigint)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+    v_dim integer := hybrid.embedding_dim();
+    bad record;
+BEGIN
+    IF v_tenant IS NULL THEN
+        RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
+            USING ERRCODE = '42501';
+    END IF;
+    IF corpus_id IS NULL OR btrim(corpus_id) = '' THEN
+        RAISE EXCEPTION 'corpus_id must not be empty' USING ERRCODE = '22023';
+    END IF;
+
+    SELECT q.ord, q.chunk_id, q.rule INTO bad FROM (
+        SELECT s.ord, s.chunk_id,
+           CASE
+             WHEN s.chunk_id IS NULL OR btrim(s.chunk_id) = '' THEN 'chunk_id is missing'
+             WHEN s.document_id IS NULL OR btrim(s.document_id) = '' THEN 'document_id is missing'
+             WHEN s.content IS NULL THEN 'content is missing'
+             WHEN s.tenant_id IS NOT NULL AND s.tenant_id <> v_tenant
+               THEN format('tenant_id %L is not the tenant of this transaction (%L)', s.tenant_id, v_tenant)
+             WHEN s.embedding IS NOT NULL AND cardinality(s.embedding) <> v_dim
+               THEN format('embedding has %s dimensions, expected %s', cardinality(s.embedding), v_dim)
+             WHEN s.embedding IS NOT NULL AND 'NaN'::real = ANY (s.embedding) THEN 'embedding contains NaN'
+             WHEN s.embedding IS NOT NULL AND ('Infinity'::real = ANY (s.embedding) OR '-Infinity'::real = ANY (s.embedding))
+               THEN 'embedding contains an infinite value'
+             WHEN s.embedding IS NOT NULL AND array_position(s.embedding, NULL) IS NOT NULL THEN 'embedding contains NULL'
+             WHEN s.metadata IS NOT NULL AND jsonb_typeof(s.metadata) <> 'object' THEN 'metadata must be a JSON object'
+             WHEN count(*) OVER (PARTITION BY s.chunk_id) > 1 THEN 'chunk_id appears more than once in the batch'
+           END AS rule
+        FROM pg_temp.hybrid_chunk_stage s) q
+    WHERE q.rule IS NOT NULL
+    ORDER BY q.ord LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'chunk row % (chunk_id %): %', bad.ord, coalesce(quote_literal(bad.chunk_id), 'NULL'), bad.rule
+            USING ERRCODE = CASE WHEN bad.rule LIKE 'tenant_id%' THEN '42501' ELSE '22023' END,
+                  HINT = 'Nothing was written; fix the row and ingest the batch again.';
+    END IF;
+
+    INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES (v_tenant, finish_ingest.corpus_id)
+    ON CONFLICT ON CONSTRAINT corpus_pkey DO NOTHING;
+
+    -- re-ingesting a document supersedes its chunks that the new batch does not carry
+    UPDATE hybrid.chunk c SET superseded = true, updated_at = now()
+    WHERE c.tenant_id = v_tenant
+      AND NOT c.superseded
+      AND c.document_id IN (SELECT DISTINCT s.document_id FROM pg_temp.hybrid_chunk_stage s)
+      AND NOT EXISTS (SELECT 1 FROM pg_temp.hybrid_chunk_stage s WHERE s.chunk_id = c.chunk_id);
+    GET DIAGNOSTICS superseded = ROW_COUNT;
+
+    WITH src AS (
+        SELECT s.chunk_id, s.document_id, coalesce(s.position, 0) AS position, s.content,
+               s.embedding::vector AS embedding,
+               coalesce(s.acl_labels, '{}') AS acl_labels, coalesce(s.metadata, '{}') AS metadata,
+               md5(concat_ws(E'\x1f', s.document_id, coalesce(s.position, 0)::text, s.content,
+                             coalesce(s.embedding::text, ''), coalesce(s.acl_labels, '{}')::text,
+                             coalesce(s.metadata, '{}')::text, finish_ingest.corpus_id)) AS content_hash
+        FROM pg_temp.hybrid_chunk_stage s
+    ), up AS (
+        INSERT INTO hybrid.chunk AS c (tenant_id, chunk_id, corpus_id, document_id, position, content,
+                                       embedding, acl_labels, metadata, content_hash)
+        SELECT v_tenant, src.chunk_id, finish_ingest.corpus_id, src.document_id, src.position, src.content,
+               src.embedding, src.acl_labels, src.metadata, src.content_hash
+        FROM src
+        ON CONFLICT ON CONSTRAINT chunk_pkey DO UPDATE
+            SET corpus_id = excluded.corpus_id, document_id = excluded.document_id, position = excluded.position,
+                content = excluded.content, embedding = excluded.embedding, acl_labels = excluded.acl_labels,
+                metadata = excluded.metadata, content_hash = excluded.content_hash, superseded = false,
+                updated_at = now()
+            WHERE c.content_hash IS DISTINCT FROM excluded.content_hash OR c.superseded
+        RETURNING (xmax = 0) AS is_insert
+    )
+    SELECT count(*) FILTER (WHERE is_insert), count(*) FILTER (WHERE NOT is_insert) INTO inserted, updated FROM up;
+    SELECT count(*) - inserted - updated INTO unchanged FROM pg_temp.hybrid_chunk_stage;
+    TRUNCATE pg_temp.hybrid_chunk_stage;
+END
+$$;
+COMMENT ON FUNCTION hybrid.finish_ingest(text) IS
+'Loads the staged chunks into corpus_id for the current tenant, atomically: validates every row first (the first bad row is named, SQLSTATE 22023, or 42501 for another tenant''s row), supersedes chunks of re-ingested documents that the batch no longer carries, and upserts by chunk id (unchanged rows are not rewritten). Returns counts.';
+
+CREATE OR REPLACE FUNCTION hybrid.delete_document(document_id text, corpus_id text DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    n bigint;
+BEGIN
+    DELETE FROM hybrid.chunk c
+    WHERE c.tenant_id = hybrid._current_tenant() AND c.document_id = delete_document.document_id
+      AND (delete_document.corpus_id IS NULL OR c.corpus_id = delete_document.corpus_id);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION hybrid.delete_document(text, text) IS
+'Deletes every chunk of a document of the current tenant (optionally within one corpus); returns how many.';

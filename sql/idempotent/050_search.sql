@@ -1,0 +1,305 @@
+-- Retrieval: one branch function per source, the RRF fusion, and hybrid_retrieve.
+
+CREATE OR REPLACE FUNCTION hybrid._scope_size(corpus_ids text[], filter jsonb, cap integer) RETURNS integer
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT count(*)::integer FROM (
+        SELECT 1 FROM hybrid.chunk c
+        WHERE NOT c.superseded
+          AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+          AND (filter IS NULL OR c.metadata @> filter)
+        LIMIT cap + 1) s
+$$;
+COMMENT ON FUNCTION hybrid._scope_size(text[], jsonb, integer) IS
+'How many live chunks the caller can see in the given corpora (counting stops past cap): picks exact or index search.';
+
+CREATE OR REPLACE FUNCTION hybrid.search_dense(
+    query_embedding vector, k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
+    exact_threshold integer DEFAULT NULL)
+RETURNS TABLE (chunk_id text, rank integer, distance double precision)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+SET hnsw.iterative_scan = 'relaxed_order'
+SET hnsw.ef_search = 100
+AS $$
+DECLARE
+    v_threshold integer := coalesce(exact_threshold,
+        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 10000);
+BEGIN
+    IF hybrid._current_tenant() IS NULL THEN
+        RETURN;
+    END IF;
+    IF hybrid._scope_size(corpus_ids, filter, v_threshold) <= v_threshold THEN
+        -- small scope: exact distances over the tenant's rows (the btree finds them);
+        -- "+ 0" keeps the planner off the HNSW index, whose RLS post-filter would lose recall
+        RETURN QUERY
+        SELECT c.chunk_id, (row_number() OVER (ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id))::integer,
+               (c.embedding <=> query_embedding)::double precision
+        FROM hybrid.chunk c
+        WHERE NOT c.superseded AND c.embedding IS NOT NULL
+          AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+          AND (filter IS NULL OR c.metadata @> filter)
+        ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id
+        LIMIT k;
+    ELSE
+        PERFORM set_config('hnsw.ef_search', greatest(100, least(1000, k * 2))::text, true);
+        RETURN QUERY
+        SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d
+        FROM (SELECT c.chunk_id, (c.embedding <=> query_embedding)::double precision AS d
+              FROM hybrid.chunk c
+              WHERE NOT c.superseded
+                AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+                AND (filter IS NULL OR c.metadata @> filter)
+              ORDER BY c.embedding <=> query_embedding
+              LIMIT k) s
+        ORDER BY s.d, s.chunk_id;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
+'Dense branch: the caller''s k nearest live chunks by cosine distance (rank 1 = nearest). Scopes of at most exact_threshold chunks (default: setting exact_threshold, else 10000) are searched exactly; larger ones through HNSW with iterative scans.';
+
+CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- plainto_tsquery never raises on user text; its AND/phrase operators become OR so that
+    -- lexical search ranks partial matches instead of requiring every word
+    SELECT regexp_replace(plainto_tsquery('english'::regconfig, query_text)::text, ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery
+$$;
+
+CREATE OR REPLACE FUNCTION hybrid.bm25_available() RETURNS boolean
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL $$;
+COMMENT ON FUNCTION hybrid.bm25_available() IS 'True when the pg_textsearch BM25 index on chunk content exists.';
+
+CREATE OR REPLACE FUNCTION hybrid.search_lexical(
+    query_text text, k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
+    method text DEFAULT NULL, exact_threshold integer DEFAULT NULL)
+RETURNS TABLE (chunk_id text, rank integer, score double precision)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_method text := coalesce(method, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END);
+    v_threshold integer := coalesce(exact_threshold,
+        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 10000);
+    v_query tsquery;
+BEGIN
+    IF v_method NOT IN ('bm25', 'ts_rank') THEN
+        RAISE EXCEPTION 'lexical must be ''bm25'' or ''ts_rank'', got %', quote_literal(v_method) USING ERRCODE = '22023';
+    END IF;
+    IF hybrid._current_tenant() IS NULL OR query_text IS NULL OR btrim(query_text) = '' THEN
+        RETURN;
+    END IF;
+    IF v_method = 'ts_rank' THEN
+        v_query := hybrid._or_tsquery(query_text);
+        IF numnode(v_query) = 0 THEN
+            RETURN;
+        END IF;
+        RETURN QUERY
+        SELECT s.chunk_id, (row_number() OVER (ORDER BY s.r DESC, s.chunk_id))::integer, s.r
+        FROM (SELECT c.chunk_id, ts_rank(c.tsv, v_query)::double precision AS r
+              FROM hybrid.chunk c
+              WHERE NOT c.superseded AND c.tsv @@ v_query
+                AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+                AND (filter IS NULL OR c.metadata @> filter)
+              ORDER BY 2 DESC, 1
+              LIMIT k) s
+        ORDER BY s.r DESC, s.chunk_id;
+        RETURN;
+    END IF;
+
+    IF NOT hybrid.bm25_available() THEN
+        RAISE EXCEPTION 'lexical => ''bm25'' needs the pg_textsearch extension, which is not installed'
+            USING ERRCODE = '0A000', HINT = 'Use lexical => ''ts_rank'', or install pg_textsearch and run pyhybrid migrate.';
+    END IF;
+    -- bm25 scores are negative (lower is better); 0 means no query term matched
+    IF hybrid._scope_size(corpus_ids, filter, v_threshold) <= v_threshold THEN
+        RETURN QUERY
+        SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
+        FROM (SELECT x.chunk_id, -x.raw AS sc
+              FROM (SELECT c.chunk_id, (c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25'))::double precision AS raw
+                    FROM hybrid.chunk c
+                    WHERE NOT c.superseded
+                      AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+                      AND (filter IS NULL OR c.metadata @> filter)) x
+              WHERE x.raw < 0
+              ORDER BY x.raw + 0, x.chunk_id
+              LIMIT k) s
+        ORDER BY s.sc DESC, s.chunk_id;
+    ELSE
+        RETURN QUERY
+        SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
+        FROM (SELECT x.chunk_id, -x.raw AS sc
+              FROM (SELECT c.chunk_id, (c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25'))::double precision AS raw
+                    FROM hybrid.chunk c
+                    WHERE NOT c.superseded
+                      AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+                      AND (filter IS NULL OR c.metadata @> filter)
+                    ORDER BY c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25')
+                    LIMIT k) x
+              WHERE x.raw < 0) s
+        ORDER BY s.sc DESC, s.chunk_id;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text, integer) IS
+'Lexical branch: the caller''s k best live chunks for query_text by BM25 (pg_textsearch; the default where installed) or ts_rank over the GIN index (method => ''ts_rank''). Score is higher-is-better (BM25 sign flipped). User text never raises a syntax error.';
+
+CREATE OR REPLACE FUNCTION hybrid.search_graph(
+    seeds text[], hops integer DEFAULT 1, k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL)
+RETURNS TABLE (chunk_id text, rank integer, distance integer)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+    v_front text[];
+    v_pos integer[];
+    v_visited text[];
+    v_found_ids text[] := '{}';
+    v_found_dist integer[] := '{}';
+    v_found_pos integer[] := '{}';
+    v_next_ids text[];
+    v_next_pos integer[];
+    v_next_kind text[];
+    h integer;
+BEGIN
+    IF hops IS NULL OR hops < 1 OR hops > 3 THEN
+        RAISE EXCEPTION 'graph_hops must be between 1 and 3, got %', coalesce(hops::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF v_tenant IS NULL OR seeds IS NULL OR cardinality(seeds) = 0 THEN
+        RETURN;
+    END IF;
+    IF to_regclass('hybrid.graph_node') IS NULL THEN
+        RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
+            USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
+    END IF;
+    -- seeds the caller cannot see start no path: a chunk seed must be a visible live chunk
+    SELECT array_agg(s.id ORDER BY s.p), array_agg(s.p ORDER BY s.p) INTO v_front, v_pos
+    FROM (SELECT u.id, min(u.p)::integer AS p FROM unnest(seeds) WITH ORDINALITY AS u(id, p) GROUP BY u.id) s
+    JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = s.id
+    WHERE g.kind = 'entity'
+       OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_id = v_tenant AND c.chunk_id = s.id AND NOT c.superseded);
+    v_visited := coalesce(seeds, '{}');
+    FOR h IN 1..hops LOOP
+        EXIT WHEN v_front IS NULL OR cardinality(v_front) = 0;
+        SELECT array_agg(n.node_id ORDER BY n.p, n.node_id), array_agg(n.p ORDER BY n.p, n.node_id),
+               array_agg(n.kind ORDER BY n.p, n.node_id)
+        INTO v_next_ids, v_next_pos, v_next_kind
+        FROM (
+            SELECT g.node_id, g.kind, min(nb.p) AS p
+            FROM (
+                SELECT e.end_id AS vid, f.p
+                FROM unnest(v_front, v_pos) AS f(node_id, p)
+                JOIN hybrid.graph_node fg ON fg.tenant_id = v_tenant AND fg.node_id = f.node_id
+                JOIN hybrid_graph._ag_label_edge e ON e.start_id = fg.vertex_id
+                UNION ALL
+                SELECT e.start_id, f.p
+                FROM unnest(v_front, v_pos) AS f(node_id, p)
+                JOIN hybrid.graph_node fg ON fg.tenant_id = v_tenant AND fg.node_id = f.node_id
+                JOIN hybrid_graph._ag_label_edge e ON e.end_id = fg.vertex_id
+            ) nb
+            JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
+            WHERE NOT (g.node_id = ANY (v_visited))
+            GROUP BY g.node_id, g.kind
+        ) n
+        WHERE n.kind = 'entity'
+           OR EXISTS (SELECT 1 FROM hybrid.chunk c
+                      WHERE c.tenant_id = v_tenant AND c.chunk_id = n.node_id AND NOT c.superseded
+                        AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+                        AND (filter IS NULL OR c.metadata @> filter));
+        EXIT WHEN v_next_ids IS NULL;
+        v_visited := v_visited || v_next_ids;
+        SELECT v_found_ids || coalesce(array_agg(x.id ORDER BY x.o), '{}'),
+               v_found_dist || coalesce(array_agg(h ORDER BY x.o), '{}'),
+               v_found_pos || coalesce(array_agg(x.p ORDER BY x.o), '{}')
+        INTO v_found_ids, v_found_dist, v_found_pos
+        FROM unnest(v_next_ids, v_next_pos, v_next_kind) WITH ORDINALITY AS x(id, p, kind, o)
+        WHERE x.kind = 'chunk';
+        v_front := v_next_ids;
+        v_pos := v_next_pos;
+    END LOOP;
+    RETURN QUERY
+    SELECT f.id, (row_number() OVER (ORDER BY f.d, f.p, f.id))::integer, f.d
+    FROM unnest(v_found_ids, v_found_dist, v_found_pos) AS f(id, d, p)
+    ORDER BY f.d, f.p, f.id
+    LIMIT k;
+END
+$$;
+COMMENT ON FUNCTION hybrid.search_graph(text[], integer, integer, text[], jsonb) IS
+'Graph branch: live chunks reachable from the seeds (chunk or entity ids) in 1..hops edges of hybrid_graph, either direction, hop by hop under RLS (no path crosses a vertex or chunk the caller cannot see). Ranked by hop distance, then by the position of the seed they came from. Seeds themselves are not returned.';
+
+CREATE OR REPLACE FUNCTION hybrid._check_fusion_args(weights double precision[], k double precision, top_k integer)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    i integer;
+BEGIN
+    IF k IS NULL OR k <= 0 OR k = 'Infinity'::float8 OR k <> k THEN
+        RAISE EXCEPTION 'rrf_k must be a finite number > 0, got %', coalesce(k::text, 'NULL')
+            USING ERRCODE = '22023', HINT = 'The usual value is 60.';
+    END IF;
+    FOR i IN 1..coalesce(cardinality(weights), 0) LOOP
+        IF weights[i] IS NULL OR weights[i] < 0 OR weights[i] = 'Infinity'::float8 OR weights[i] <> weights[i] THEN
+            RAISE EXCEPTION 'weights[%] must be a finite number >= 0, got %', i, coalesce(weights[i]::text, 'NULL')
+                USING ERRCODE = '22023', HINT = 'A weight of 0 disables that source.';
+        END IF;
+    END LOOP;
+    IF top_k IS NOT NULL AND (top_k < 1 OR top_k > 1000) THEN
+        RAISE EXCEPTION 'top_k must be between 1 and 1000, got %', top_k USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION hybrid.rrf_fuse(
+    rankings jsonb, weights double precision[] DEFAULT NULL, k double precision DEFAULT 60, top_k integer DEFAULT NULL)
+RETURNS TABLE (id text, score double precision, ranks integer[])
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    n integer;
+BEGIN
+    IF rankings IS NULL OR jsonb_typeof(rankings) <> 'array' THEN
+        RAISE EXCEPTION 'rankings must be a JSON array of ranked id lists' USING ERRCODE = '22023';
+    END IF;
+    n := jsonb_array_length(rankings);
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(rankings) l WHERE jsonb_typeof(l) <> 'array')
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(rankings) l, jsonb_array_elements(l) x WHERE jsonb_typeof(x) <> 'string') THEN
+        RAISE EXCEPTION 'rankings must be a JSON array of arrays of string ids' USING ERRCODE = '22023';
+    END IF;
+    IF weights IS NOT NULL AND cardinality(weights) <> n THEN
+        RAISE EXCEPTION 'weights has % entries but rankings has % lists; they must match', cardinality(weights), n
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM hybrid._check_fusion_args(weights, k, top_k);
+    RETURN QUERY
+    WITH entries AS (
+        SELECT l.i::integer AS i, x.id, min(x.r)::integer AS r
+        FROM jsonb_array_elements(rankings) WITH ORDINALITY AS l(list, i),
+             jsonb_array_elements_text(l.list) WITH ORDINALITY AS x(id, r)
+        GROUP BY l.i, x.id
+    ), fused AS (
+        SELECT e.id,
+               sum(coalesce(weights[e.i], 1.0) / (k + e.r) ORDER BY e.i) AS score,
+               array_agg(e.i) AS lists, array_agg(e.r) AS rs
+        FROM entries e
+        GROUP BY e.id
+    )
+    SELECT f.id, f.score,
+           ARRAY(SELECT (SELECT f.rs[j] FROM generate_subscripts(f.lists, 1) j WHERE f.lists[j] = li)
+                 FROM generate_series(1, n) li)
+    FROM fused f
+    WHERE f.score > 0
+    ORDER BY f.score DESC, f.id
+    LIMIT top_k;
+END
+$$;
+COMMENT ON FUNCTION hybrid.rrf_fuse(jsonb, double precision[], double precision, integer) IS
+'Weighted Reciprocal Rank Fusion of ranked id lists: score(d) = sum_i w_i / (k + rank_i(d)), ranks 1-based, an id absent from a list adds 0 (a repeated id keeps its best rank). Returns id, score and its rank in each list (NULL where absent), by score descending then id; ids whose only lists have weight 0 are dropped. rankings: JSON array of arrays of ids; weights default to 1.';

@@ -1,0 +1,250 @@
+-- hybrid_retrieve: every branch, fused by weighted RRF, hydrated under RLS, in one call.
+
+CREATE OR REPLACE FUNCTION hybrid.graph_context(chunk_ids text[]) RETURNS TABLE (chunk_id text, context jsonb)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+BEGIN
+    IF v_tenant IS NULL OR to_regclass('hybrid.graph_node') IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH hit AS (
+        SELECT u.id, g.vertex_id FROM unnest(chunk_ids) AS u(id)
+        JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = u.id
+    ), nb AS (
+        SELECT hit.id, e.tableoid, 'out'::text AS direction, e.end_id AS vid
+        FROM hit JOIN hybrid_graph._ag_label_edge e ON e.start_id = hit.vertex_id
+        UNION ALL
+        SELECT hit.id, e.tableoid, 'in', e.start_id
+        FROM hit JOIN hybrid_graph._ag_label_edge e ON e.end_id = hit.vertex_id
+    )
+    SELECT nb.id,
+           jsonb_agg(jsonb_build_object('rel', pc.relname::text, 'direction', nb.direction, 'node_id', g.node_id,
+                                        'kind', g.kind, 'document_id', c.document_id, 'title', c.metadata->>'title')
+                     ORDER BY pc.relname, nb.direction, g.node_id)
+    FROM nb
+    JOIN pg_class pc ON pc.oid = nb.tableoid
+    JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
+    LEFT JOIN hybrid.chunk c ON g.kind = 'chunk' AND c.tenant_id = v_tenant AND c.chunk_id = g.node_id AND NOT c.superseded
+    WHERE g.kind = 'entity' OR c.chunk_id IS NOT NULL
+    GROUP BY nb.id;
+END
+$$;
+COMMENT ON FUNCTION hybrid.graph_context(text[]) IS
+'For each given chunk, its graph neighbourhood as a jsonb array of {rel, direction, node_id, kind, document_id, title}; neighbours the caller cannot see are left out.';
+
+CREATE OR REPLACE FUNCTION hybrid.retrieve(
+    query_embedding vector DEFAULT NULL,
+    query_text text DEFAULT NULL,
+    graph_seeds text[] DEFAULT NULL,
+    corpus_ids text[] DEFAULT NULL,
+    top_k integer DEFAULT 10,
+    per_source_k integer DEFAULT NULL,
+    vector_weight double precision DEFAULT 1.0,
+    keyword_weight double precision DEFAULT 1.0,
+    graph_weight double precision DEFAULT 0.5,
+    rrf_k double precision DEFAULT 60,
+    filter jsonb DEFAULT NULL,
+    graph_hops integer DEFAULT 1,
+    lexical text DEFAULT NULL,
+    graph_expand integer DEFAULT 0,
+    with_graph_context boolean DEFAULT false,
+    per_document boolean DEFAULT false)
+RETURNS TABLE (
+    chunk_id text, document_id text, corpus_id text, tenant_id text, score double precision,
+    vector_rank integer, keyword_rank integer, graph_rank integer,
+    vector_distance double precision, keyword_score double precision, graph_distance integer,
+    content text, metadata jsonb, acl_labels text[], "position" integer, graph_context jsonb)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_tenant text;
+    v_dim integer;
+    v_k integer;
+    v_dense boolean;
+    v_lex boolean;
+    v_graph boolean;
+    v_active integer := 0;
+    v_failed integer := 0;
+    v_first_state text;
+    v_first_msg text;
+    d_ids text[]; d_scores double precision[];
+    l_ids text[]; l_scores double precision[];
+    g_ids text[]; g_dist integer[];
+    v_seeds text[] := graph_seeds;
+    v_state text; v_msg text;
+BEGIN
+    -- validation: every rule names its parameter (SQLSTATE 22023)
+    PERFORM hybrid._check_fusion_args(ARRAY[vector_weight, keyword_weight, graph_weight], rrf_k, coalesce(top_k, 0));
+    IF per_source_k IS NOT NULL AND (per_source_k < top_k OR per_source_k > 10000) THEN
+        RAISE EXCEPTION 'per_source_k must be between top_k (%) and 10000, got %', top_k, per_source_k USING ERRCODE = '22023';
+    END IF;
+    IF graph_hops IS NULL OR graph_hops < 1 OR graph_hops > 3 THEN
+        RAISE EXCEPTION 'graph_hops must be between 1 and 3, got %', coalesce(graph_hops::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF graph_expand IS NULL OR graph_expand < 0 OR graph_expand > 100 THEN
+        RAISE EXCEPTION 'graph_expand must be between 0 and 100, got %', coalesce(graph_expand::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF lexical IS NOT NULL AND lexical NOT IN ('bm25', 'ts_rank') THEN
+        RAISE EXCEPTION 'lexical must be ''bm25'', ''ts_rank'' or NULL (automatic), got %', quote_literal(lexical) USING ERRCODE = '22023';
+    END IF;
+    IF filter IS NOT NULL AND jsonb_typeof(filter) <> 'object' THEN
+        RAISE EXCEPTION 'filter must be a JSON object, got a JSON %', jsonb_typeof(filter) USING ERRCODE = '22023';
+    END IF;
+    IF query_embedding IS NOT NULL THEN
+        v_dim := hybrid.embedding_dim();
+        IF vector_dims(query_embedding) <> v_dim THEN
+            RAISE EXCEPTION 'query_embedding has % dimensions, expected %', vector_dims(query_embedding), v_dim
+                USING ERRCODE = '22023', HINT = 'Embed the query with the model used at ingestion.';
+        END IF;
+        IF vector_norm(query_embedding) = 0 THEN
+            RAISE EXCEPTION 'query_embedding must not be the zero vector (cosine distance is undefined)' USING ERRCODE = '22023';
+        END IF;
+    END IF;
+    IF query_embedding IS NULL AND (query_text IS NULL OR btrim(query_text) = '')
+       AND (graph_seeds IS NULL OR cardinality(graph_seeds) = 0) THEN
+        RAISE EXCEPTION 'nothing to search: query_embedding, query_text and graph_seeds are all NULL or empty'
+            USING ERRCODE = '22023', HINT = 'Give at least one of them.';
+    END IF;
+
+    v_dense := query_embedding IS NOT NULL AND vector_weight > 0;
+    v_lex := query_text IS NOT NULL AND btrim(query_text) <> '' AND keyword_weight > 0;
+    v_graph := graph_weight > 0 AND ((graph_seeds IS NOT NULL AND cardinality(graph_seeds) > 0) OR graph_expand > 0);
+    IF NOT (v_dense OR v_lex OR v_graph) THEN
+        RAISE EXCEPTION 'every source given has weight 0: nothing to fuse' USING ERRCODE = '22023';
+    END IF;
+
+    v_tenant := hybrid._current_tenant();
+    IF v_tenant IS NULL THEN
+        RETURN;  -- fail closed: no tenant context, no rows
+    END IF;
+    v_k := coalesce(per_source_k, greatest(top_k * 3, 30));
+
+    -- each branch is collected whole or not at all, so a failure leaves nothing half-filled
+    IF v_dense THEN
+        v_active := v_active + 1;
+        BEGIN
+            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.distance ORDER BY s.rank)
+            INTO d_ids, d_scores
+            FROM hybrid.search_dense(query_embedding, v_k, corpus_ids, filter) s;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
+            RAISE WARNING 'hybrid_retrieve.source_failed: source=dense sqlstate=% reason=%', v_state, v_msg;
+            v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
+        END;
+    END IF;
+    IF v_lex THEN
+        v_active := v_active + 1;
+        BEGIN
+            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.score ORDER BY s.rank)
+            INTO l_ids, l_scores
+            FROM hybrid.search_lexical(query_text, v_k, corpus_ids, filter, lexical) s;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
+            RAISE WARNING 'hybrid_retrieve.source_failed: source=lexical sqlstate=% reason=%', v_state, v_msg;
+            v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
+        END;
+    END IF;
+    IF v_graph THEN
+        IF v_seeds IS NULL OR cardinality(v_seeds) = 0 THEN
+            -- automatic seeds: the best graph_expand chunks of the dense and lexical lists, fused
+            SELECT array_agg(f.id ORDER BY f.score DESC, f.id) INTO v_seeds
+            FROM hybrid.rrf_fuse(jsonb_build_array(to_jsonb(coalesce(d_ids, '{}')), to_jsonb(coalesce(l_ids, '{}'))),
+                                 ARRAY[vector_weight, keyword_weight], rrf_k, graph_expand) f;
+        END IF;
+        IF v_seeds IS NOT NULL THEN
+            v_active := v_active + 1;
+            BEGIN
+                SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.distance ORDER BY s.rank)
+                INTO g_ids, g_dist
+                FROM hybrid.search_graph(v_seeds, graph_hops, v_k, corpus_ids, filter) s;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
+                RAISE WARNING 'hybrid_retrieve.source_failed: source=graph sqlstate=% reason=%', v_state, v_msg;
+                v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
+            END;
+        END IF;
+    END IF;
+    IF v_active > 0 AND v_failed = v_active THEN
+        RAISE EXCEPTION 'hybrid_retrieve: every active source failed; first: %', v_first_msg
+            USING ERRCODE = v_first_state;
+    END IF;
+
+    RETURN QUERY
+    WITH d AS (
+        SELECT x.id, x.v, x.r::integer AS r FROM unnest(d_ids, d_scores) WITH ORDINALITY AS x(id, v, r)
+    ), l AS (
+        SELECT x.id, x.v, x.r::integer AS r FROM unnest(l_ids, l_scores) WITH ORDINALITY AS x(id, v, r)
+    ), g AS (
+        SELECT x.id, x.v, x.r::integer AS r FROM unnest(g_ids, g_dist) WITH ORDINALITY AS x(id, v, r)
+    ), ids AS (
+        SELECT d.id FROM d UNION SELECT l.id FROM l UNION SELECT g.id FROM g
+    ), fused AS (
+        -- the same arithmetic as hybrid.rrf_fuse: terms added in source order, absent terms add 0
+        SELECT ids.id, d.r AS dr, l.r AS lr, g.r AS gr, d.v AS dv, l.v AS lv, g.v AS gv,
+               coalesce(vector_weight / (rrf_k + d.r), 0)
+             + coalesce(keyword_weight / (rrf_k + l.r), 0)
+             + coalesce(graph_weight / (rrf_k + g.r), 0) AS score
+        FROM ids LEFT JOIN d ON d.id = ids.id LEFT JOIN l ON l.id = ids.id LEFT JOIN g ON g.id = ids.id
+    ), hydrated AS (
+        SELECT c.chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
+               c.content, c.metadata, c.acl_labels, c.position
+        FROM fused f
+        JOIN hybrid.chunk c ON c.tenant_id = v_tenant AND c.chunk_id = f.id AND NOT c.superseded
+    ), collapsed AS (
+        SELECT * FROM hydrated h
+        WHERE NOT per_document
+        UNION ALL
+        SELECT * FROM (SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
+                       WHERE per_document ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id) x
+    ), top AS (
+        SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id LIMIT top_k
+    )
+    SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
+           t.content, t.metadata, t.acl_labels, t.position, gc.context
+    FROM top t
+    LEFT JOIN hybrid.graph_context(CASE WHEN with_graph_context THEN (SELECT array_agg(t2.chunk_id) FROM top t2) END) gc
+           ON gc.chunk_id = t.chunk_id
+    ORDER BY t.score DESC, t.chunk_id;
+END
+$$;
+COMMENT ON FUNCTION hybrid.retrieve(vector, text, text[], text[], integer, integer, double precision, double precision,
+    double precision, double precision, jsonb, integer, text, integer, boolean, boolean) IS
+'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two) branches, each cut to per_source_k (default greatest(top_k*3, 30)) after corpus, metadata filter and ACL, fused by weighted RRF (score = sum w/(rrf_k + rank)), top_k rows by score then chunk_id. A failing branch raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. Same as public.hybrid_retrieve.';
+
+CREATE OR REPLACE FUNCTION public.hybrid_retrieve(
+    query_embedding vector DEFAULT NULL,
+    query_text text DEFAULT NULL,
+    graph_seeds text[] DEFAULT NULL,
+    corpus_ids text[] DEFAULT NULL,
+    top_k integer DEFAULT 10,
+    per_source_k integer DEFAULT NULL,
+    vector_weight double precision DEFAULT 1.0,
+    keyword_weight double precision DEFAULT 1.0,
+    graph_weight double precision DEFAULT 0.5,
+    rrf_k double precision DEFAULT 60,
+    filter jsonb DEFAULT NULL,
+    graph_hops integer DEFAULT 1,
+    lexical text DEFAULT NULL,
+    graph_expand integer DEFAULT 0,
+    with_graph_context boolean DEFAULT false,
+    per_document boolean DEFAULT false)
+RETURNS TABLE (
+    chunk_id text, document_id text, corpus_id text, tenant_id text, score double precision,
+    vector_rank integer, keyword_rank integer, graph_rank integer,
+    vector_distance double precision, keyword_score double precision, graph_distance integer,
+    content text, metadata jsonb, acl_labels text[], "position" integer, graph_context jsonb)
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT * FROM hybrid.retrieve(query_embedding, query_text, graph_seeds, corpus_ids, top_k, per_source_k,
+                                  vector_weight, keyword_weight, graph_weight, rrf_k, filter, graph_hops, lexical,
+                                  graph_expand, with_graph_context, per_document)
+$$;
+COMMENT ON FUNCTION public.hybrid_retrieve(vector, text, text[], text[], integer, integer, double precision,
+    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean) IS
+'hybrid.retrieve under a name on the default search_path: SELECT * FROM hybrid_retrieve(query_embedding => ..., query_text => ..., ...). See COMMENT ON FUNCTION hybrid.retrieve.';
