@@ -1,1 +1,43 @@
 """pyhybrid: hybrid retrieval (dense + lexical + graph, fused by RRF) inside PostgreSQL."""
+
+from ._base import SourceFailedWarning
+from .aio import AsyncHybridClient, AsyncTenantSession, connect_async
+from .client import HybridClient, TenantSession, connect
+from .errors import (
+    ExtensionMissingError,
+    InvalidParameterError,
+    PyhybridError,
+    RetrievalError,
+    SchemaError,
+    ServerError,
+    TenantError,
+)
+from .fusion import rrf_fuse
+from .simple import retrieve
+from .types import Chunk, ChunkRef, Edge, EdgeResult, HybridWeights, IngestResult
+
+__all__ = [
+    "AsyncHybridClient",
+    "AsyncTenantSession",
+    "Chunk",
+    "ChunkRef",
+    "Edge",
+    "EdgeResult",
+    "ExtensionMissingError",
+    "HybridClient",
+    "HybridWeights",
+    "IngestResult",
+    "InvalidParameterError",
+    "PyhybridError",
+    "RetrievalError",
+    "SchemaError",
+    "ServerError",
+    "SourceFailedWarning",
+    "TenantError",
+    "TenantSession",
+    "connect",
+    "connect_async",
+    "retrieve",
+    "rrf_fuse",
+]
+__version__ = "0.1.0"

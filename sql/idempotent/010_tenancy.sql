@@ -38,6 +38,32 @@ $$;
 COMMENT ON FUNCTION hybrid._current_acl() IS
 'ACL labels the caller holds: hybrid.acl_labels (comma-separated) for app roles; for tenant login roles the labels granted to them, narrowed to hybrid.acl_labels when set. A chunk with ACL labels is visible only to callers holding at least one of them.';
 
+CREATE OR REPLACE FUNCTION hybrid._acl_all() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(btrim(current_setting('hybrid.acl_labels', true)), '') = '*'
+       AND pg_has_role(current_user, 'hybrid_app', 'MEMBER')
+$$;
+COMMENT ON FUNCTION hybrid._acl_all() IS
+'True when a trusted app role set hybrid.acl_labels to ''*'': it then sees every chunk of its tenant whatever the ACL (ingestion uses this to write restricted chunks).';
+
+CREATE OR REPLACE FUNCTION hybrid._with_all_labels() RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    previous text := coalesce(current_setting('hybrid.acl_labels', true), '');
+BEGIN
+    IF pg_has_role(current_user, 'hybrid_app', 'MEMBER') THEN
+        PERFORM set_config('hybrid.acl_labels', '*', true);
+    END IF;
+    RETURN previous;
+END
+$$;
+COMMENT ON FUNCTION hybrid._with_all_labels() IS
+'For app roles, lifts the ACL restriction for the rest of the transaction (returns the previous labels to restore).';
+
 CREATE OR REPLACE FUNCTION hybrid.create_tenant(tenant_id text) RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

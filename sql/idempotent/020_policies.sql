@@ -35,13 +35,13 @@ CREATE POLICY corpus_delete ON hybrid.corpus FOR DELETE
 -- ACL: a chunk with labels is visible only to a caller holding at least one of them.
 CREATE POLICY chunk_select ON hybrid.chunk FOR SELECT
     USING (tenant_id = (SELECT hybrid._current_tenant())
-           AND (acl_labels = '{}' OR acl_labels && (SELECT hybrid._current_acl())));
+           AND (acl_labels = '{}' OR acl_labels && (SELECT hybrid._current_acl()) OR (SELECT hybrid._acl_all())));
 CREATE POLICY chunk_insert ON hybrid.chunk FOR INSERT
     WITH CHECK (tenant_id = (SELECT hybrid._current_tenant()));
 CREATE POLICY chunk_update ON hybrid.chunk FOR UPDATE
     USING (tenant_id = (SELECT hybrid._current_tenant())
-           AND (acl_labels = '{}' OR acl_labels && (SELECT hybrid._current_acl())))
+           AND (acl_labels = '{}' OR acl_labels && (SELECT hybrid._current_acl()) OR (SELECT hybrid._acl_all())))
     WITH CHECK (tenant_id = (SELECT hybrid._current_tenant()));
 CREATE POLICY chunk_delete ON hybrid.chunk FOR DELETE
     USING (tenant_id = (SELECT hybrid._current_tenant())
-           AND (acl_labels = '{}' OR acl_labels && (SELECT hybrid._current_acl())));
+           AND (acl_labels = '{}' OR acl_labels && (SELECT hybrid._current_acl()) OR (SELECT hybrid._acl_all())));

@@ -90,6 +90,7 @@ DECLARE
     bad record;
     r text;
     n bigint;
+    v_labels text;
 BEGIN
     IF v_tenant IS NULL THEN
         RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
@@ -112,6 +113,7 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
+    v_labels := hybrid._with_all_labels();  -- an ACL-restricted chunk is still a Chunk vertex
     FOR r IN SELECT DISTINCT s.rel FROM pg_temp.hybrid_edge_stage s LOOP
         PERFORM hybrid._ensure_edge_label(r);
     END LOOP;
@@ -166,6 +168,7 @@ BEGIN
     SELECT count(*) INTO edges_present FROM pg_temp.hybrid_edge_stage;
     edges_present := edges_present - edges_added;
     TRUNCATE pg_temp.hybrid_edge_stage;
+    PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END
 $$;
 COMMENT ON FUNCTION hybrid.finish_edges() IS

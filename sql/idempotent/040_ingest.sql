@@ -37,6 +37,7 @@ AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();
     v_dim integer := hybrid.embedding_dim();
+    v_labels text;
     bad record;
 BEGIN
     IF v_tenant IS NULL THEN
@@ -72,6 +73,9 @@ BEGIN
             USING ERRCODE = CASE WHEN bad.rule LIKE 'tenant_id%' THEN '42501' ELSE '22023' END,
                   HINT = 'Nothing was written; fix the row and ingest the batch again.';
     END IF;
+
+    -- an app role writes chunks whatever their ACL labels (RLS would hide rows it upserts)
+    v_labels := hybrid._with_all_labels();
 
     INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES (v_tenant, finish_ingest.corpus_id)
     ON CONFLICT ON CONSTRAINT corpus_pkey DO NOTHING;
@@ -109,6 +113,7 @@ BEGIN
     SELECT count(*) FILTER (WHERE is_insert), count(*) FILTER (WHERE NOT is_insert) INTO inserted, updated FROM up;
     SELECT count(*) - inserted - updated INTO unchanged FROM pg_temp.hybrid_chunk_stage;
     TRUNCATE pg_temp.hybrid_chunk_stage;
+    PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END
 $$;
 COMMENT ON FUNCTION hybrid.finish_ingest(text) IS

@@ -6,7 +6,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_us
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hybrid FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    hybrid._current_tenant(), hybrid._current_acl(), hybrid.embedding_dim(),
+    hybrid._current_tenant(), hybrid._current_acl(), hybrid._acl_all(), hybrid._with_all_labels(), hybrid.embedding_dim(),
     hybrid.begin_ingest(), hybrid.finish_ingest(text), hybrid.delete_document(text, text),
     hybrid.begin_edges(), hybrid.finish_edges(), hybrid._ensure_edge_label(text),
     hybrid._scope_size(text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),

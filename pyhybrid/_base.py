@@ -1,0 +1,274 @@
+"""Logic shared by the sync and async clients: validation, the SQL they send, row mapping."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+
+from .errors import InvalidParameterError, PyhybridError, from_psycopg
+from .types import Chunk, ChunkRef, Edge, HybridWeights
+
+RETRIEVE_SQL = """SELECT * FROM hybrid.retrieve(
+    query_embedding => %(query_embedding)s::vector,
+    query_text => %(query_text)s,
+    graph_seeds => %(graph_seeds)s::text[],
+    corpus_ids => %(corpus_ids)s::text[],
+    top_k => %(top_k)s,
+    per_source_k => %(per_source_k)s,
+    vector_weight => %(vector_weight)s,
+    keyword_weight => %(keyword_weight)s,
+    graph_weight => %(graph_weight)s,
+    rrf_k => %(rrf_k)s,
+    filter => %(filter)s::jsonb,
+    graph_hops => %(graph_hops)s,
+    lexical => %(lexical)s,
+    graph_expand => %(graph_expand)s,
+    with_graph_context => %(with_graph_context)s,
+    per_document => %(per_document)s)"""
+
+SET_TENANT_SQL = (
+    "SELECT set_config('hybrid.tenant_id', %s, true), set_config('hybrid.acl_labels', %s, true)"
+)
+BEGIN_INGEST_SQL = "SELECT hybrid.begin_ingest()"
+COPY_CHUNKS_SQL = (
+    "COPY pg_temp.hybrid_chunk_stage (tenant_id, chunk_id, document_id, position, content, embedding, "
+    "acl_labels, metadata) FROM STDIN (FORMAT BINARY)"
+)
+COPY_CHUNK_TYPES = ["text", "text", "text", "int4", "text", "float4[]", "text[]", "jsonb"]
+FINISH_INGEST_SQL = "SELECT * FROM hybrid.finish_ingest(%s)"
+BEGIN_EDGES_SQL = "SELECT hybrid.begin_edges()"
+COPY_EDGES_SQL = "COPY pg_temp.hybrid_edge_stage (src, dst, rel, properties) FROM STDIN (FORMAT BINARY)"
+COPY_EDGE_TYPES = ["text", "text", "text", "jsonb"]
+FINISH_EDGES_SQL = "SELECT * FROM hybrid.finish_edges()"
+DELETE_DOCUMENT_SQL = "SELECT hybrid.delete_document(%s, %s) AS deleted"
+EMBEDDING_DIM_SQL = "SELECT hybrid.embedding_dim() AS dim"
+CREATE_TENANT_SQL = "SELECT hybrid.create_tenant(%s)"
+GRANT_TENANT_SQL = "SELECT hybrid.grant_tenant(%s, %s, %s::text[])"
+GRANT_APP_SQL = "SELECT hybrid.grant_app(%s)"
+
+SOURCE_FAILED = "hybrid_retrieve.source_failed"
+
+
+class SourceFailedWarning(UserWarning):
+    """One retrieval source failed and the others were fused (from the server's WARNING)."""
+
+
+def notice_handler(diag: psycopg.errors.Diagnostic) -> None:
+    """Turn the server's source_failed warnings into Python warnings."""
+    msg = diag.message_primary or ""
+    if msg.startswith(SOURCE_FAILED):
+        warnings.warn(msg, SourceFailedWarning, stacklevel=2)
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Re-raise psycopg errors as the pyhybrid exception for their SQLSTATE, chained."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise from_psycopg(exc) from exc
+
+
+def tenant_params(tenant_id: str, acl_labels: Sequence[str] | None) -> tuple[str, str]:
+    """Validate a tenant scope; return the two settings' values."""
+    if not isinstance(tenant_id, str) or not tenant_id.strip():
+        raise InvalidParameterError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
+    labels = list(acl_labels or [])
+    for label in labels:
+        if not isinstance(label, str) or not label.strip() or "," in label:
+            raise InvalidParameterError(f"acl_labels entries must be non-empty strings without commas, got {label!r}")
+    return tenant_id, ",".join(labels)
+
+
+def vector_literal(vector: Any, name: str = "query_embedding") -> str | None:
+    """A list or numpy vector as pgvector's text form, validated (finite numbers, 1-D, non-zero)."""
+    if vector is None:
+        return None
+    try:
+        arr = np.asarray(vector, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"{name} must be a sequence of numbers") from exc
+    if arr.ndim != 1 or arr.size == 0:
+        raise InvalidParameterError(f"{name} must be a 1-D sequence of numbers, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise InvalidParameterError(f"{name} must contain only finite numbers (no NaN or infinity)")
+    if not arr.any():
+        raise InvalidParameterError(f"{name} must not be the zero vector (cosine distance is undefined)")
+    return "[" + ",".join(repr(float(x)) for x in arr.astype(np.float32)) + "]"
+
+
+def retrieve_params(
+    *,
+    vector: Any = None,
+    query_text: str | None = None,
+    graph_seeds: Sequence[str] | None = None,
+    corpus_ids: Sequence[str] | None = None,
+    top_k: int = 10,
+    per_backend_top_k: int | None = None,
+    weights: HybridWeights | None = None,
+    k: float = 60,
+    filters: Mapping[str, Any] | None = None,
+    graph_hops: int = 1,
+    lexical: str | None = None,
+    graph_expand: int = 0,
+    with_graph_context: bool = False,
+    per_document: bool = False,
+) -> dict[str, Any]:
+    """Validate retrieve() arguments with the SQL function's rules and messages; return the call's parameters."""
+    w = weights if weights is not None else HybridWeights()
+    if not isinstance(w, HybridWeights):
+        raise InvalidParameterError(f"weights must be a HybridWeights, got {type(w).__name__}")
+    if isinstance(k, bool) or not isinstance(k, (int, float)) or math.isnan(k) or math.isinf(k) or k <= 0:
+        raise InvalidParameterError(f"rrf_k must be a finite number > 0, got {k!r}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
+        raise InvalidParameterError(f"top_k must be between 1 and 1000, got {top_k!r}")
+    if per_backend_top_k is not None and (
+        isinstance(per_backend_top_k, bool) or not isinstance(per_backend_top_k, int)
+        or not top_k <= per_backend_top_k <= 10000
+    ):
+        raise InvalidParameterError(f"per_source_k must be between top_k ({top_k}) and 10000, got {per_backend_top_k!r}")
+    if isinstance(graph_hops, bool) or not isinstance(graph_hops, int) or not 1 <= graph_hops <= 3:
+        raise InvalidParameterError(f"graph_hops must be between 1 and 3, got {graph_hops!r}")
+    if isinstance(graph_expand, bool) or not isinstance(graph_expand, int) or not 0 <= graph_expand <= 100:
+        raise InvalidParameterError(f"graph_expand must be between 0 and 100, got {graph_expand!r}")
+    if lexical not in (None, "bm25", "ts_rank"):
+        raise InvalidParameterError(f"lexical must be 'bm25', 'ts_rank' or NULL (automatic), got {lexical!r}")
+    if filters is not None and not isinstance(filters, Mapping):
+        raise InvalidParameterError(f"filter must be a JSON object (a mapping), got {type(filters).__name__}")
+    if query_text is not None and not isinstance(query_text, str):
+        raise InvalidParameterError(f"query_text must be a string, got {type(query_text).__name__}")
+    seeds = _str_list("graph_seeds", graph_seeds)
+    corpora = _str_list("corpus_ids", corpus_ids)
+    emb = vector_literal(vector)
+    if emb is None and (query_text is None or not query_text.strip()) and not seeds:
+        raise InvalidParameterError(
+            "nothing to search: query_embedding, query_text and graph_seeds are all NULL or empty"
+        )
+    return {
+        "query_embedding": emb,
+        "query_text": query_text,
+        "graph_seeds": seeds,
+        "corpus_ids": corpora,
+        "top_k": top_k,
+        "per_source_k": per_backend_top_k,
+        "vector_weight": w.vector,
+        "keyword_weight": w.keyword,
+        "graph_weight": w.graph,
+        "rrf_k": float(k),
+        "filter": json.dumps(dict(filters)) if filters is not None else None,
+        "graph_hops": graph_hops,
+        "lexical": lexical,
+        "graph_expand": graph_expand,
+        "with_graph_context": bool(with_graph_context),
+        "per_document": bool(per_document),
+    }
+
+
+def _str_list(name: str, values: Sequence[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):
+        raise InvalidParameterError(f"{name} must be a list of strings, not a single string")
+    out = list(values)
+    for v in out:
+        if not isinstance(v, str):
+            raise InvalidParameterError(f"{name} must contain only strings, got {v!r}")
+    return out
+
+
+def rows_to_refs(rows: Iterable[Mapping[str, Any]]) -> list[ChunkRef]:
+    """Map hybrid_retrieve rows to ChunkRef by column name."""
+    return [ChunkRef.from_row(row) for row in rows]
+
+
+def _chunk_error(i: int, chunk_id: Any, rule: str) -> InvalidParameterError:
+    cid = repr(chunk_id) if chunk_id is not None else "NULL"
+    return InvalidParameterError(f"chunk row {i} (chunk_id {cid}): {rule}")
+
+
+def prepare_chunks(
+    chunks: Iterable[Chunk | Mapping[str, Any]], tenant_id: str, dim: int
+) -> list[tuple[Any, ...]]:
+    """Validate chunks (the first bad row is named, 1-based) and return COPY rows. Nothing is sent on error."""
+    rows: list[tuple[Any, ...]] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(chunks, start=1):
+        try:
+            c = raw if isinstance(raw, Chunk) else Chunk.from_mapping(raw)
+        except InvalidParameterError as exc:
+            raise _chunk_error(i, getattr(raw, "get", lambda _k: None)("chunk_id"), str(exc)) from None
+        if not isinstance(c.chunk_id, str) or not c.chunk_id.strip():
+            raise _chunk_error(i, c.chunk_id, "chunk_id is missing")
+        if not isinstance(c.document_id, str) or not c.document_id.strip():
+            raise _chunk_error(i, c.chunk_id, "document_id is missing")
+        if not isinstance(c.content, str):
+            raise _chunk_error(i, c.chunk_id, "content is missing")
+        if c.tenant_id is not None and c.tenant_id != tenant_id:
+            from .errors import TenantError
+
+            raise TenantError(
+                f"chunk row {i} (chunk_id {c.chunk_id!r}): tenant_id {c.tenant_id!r} is not the tenant "
+                f"of this transaction ({tenant_id!r})"
+            )
+        emb: list[float] | None = None
+        if c.embedding is not None:
+            arr = np.asarray(c.embedding, dtype=np.float32)
+            if arr.ndim != 1 or arr.shape[0] != dim:
+                n = arr.shape[0] if arr.ndim == 1 else arr.size
+                raise _chunk_error(i, c.chunk_id, f"embedding has {n} dimensions, expected {dim}")
+            if np.isnan(arr).any():
+                raise _chunk_error(i, c.chunk_id, "embedding contains NaN")
+            if np.isinf(arr).any():
+                raise _chunk_error(i, c.chunk_id, "embedding contains an infinite value")
+            emb = arr.tolist()
+        if not isinstance(c.metadata, Mapping):
+            raise _chunk_error(i, c.chunk_id, "metadata must be a JSON object")
+        if c.chunk_id in seen:
+            raise _chunk_error(i, c.chunk_id, "chunk_id appears more than once in the batch")
+        seen.add(c.chunk_id)
+        if isinstance(c.position, bool) or not isinstance(c.position, int):
+            raise _chunk_error(i, c.chunk_id, f"position must be an integer, got {c.position!r}")
+        labels = list(c.acl_labels or ())
+        if any(not isinstance(x, str) or not x for x in labels):
+            raise _chunk_error(i, c.chunk_id, "acl_labels must be non-empty strings")
+        rows.append((None, c.chunk_id, c.document_id, c.position, c.content, emb, labels, Jsonb(dict(c.metadata))))
+    return rows
+
+
+def prepare_edges(edges: Iterable[Edge | Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """Validate edges (the first bad row is named, 1-based) and return COPY rows."""
+    import re
+
+    rel_re = re.compile(r"^[A-Z][A-Z0-9_]{0,62}$")
+    rows: list[tuple[Any, ...]] = []
+    for i, raw in enumerate(edges, start=1):
+        e = raw if isinstance(raw, Edge) else Edge.from_mapping(raw)
+        if not isinstance(e.src, str) or not e.src.strip():
+            raise InvalidParameterError(f"edge row {i}: src is missing")
+        if not isinstance(e.dst, str) or not e.dst.strip():
+            raise InvalidParameterError(f"edge row {i}: dst is missing")
+        if e.src == e.dst:
+            raise InvalidParameterError(f"edge row {i}: src and dst are the same node")
+        if not isinstance(e.rel, str) or not rel_re.match(e.rel) or e.rel in ("CHUNK", "ENTITY"):
+            raise InvalidParameterError(
+                f"edge row {i}: rel must be UPPER_SNAKE_CASE (^[A-Z][A-Z0-9_]{{0,62}}$), got {e.rel!r}"
+            )
+        rows.append((e.src, e.dst, e.rel, Jsonb(dict(e.properties))))
+    return rows
+
+
+def check_name(name: str, value: Any) -> str:
+    """A required non-empty string argument."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidParameterError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+__all__ = ["PyhybridError"]

@@ -1,0 +1,192 @@
+"""The asynchronous client: the twin of pyhybrid.client with the same names, awaited."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Iterable, Mapping, Sequence
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from . import _base
+from .types import Chunk, ChunkRef, Edge, EdgeResult, HybridWeights, IngestResult
+
+
+class AsyncTenantSession:
+    """Work done for one tenant inside one transaction (see AsyncHybridClient.tenant)."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[dict[str, Any]], tenant_id: str) -> None:
+        self.conn = conn
+        self.tenant_id = tenant_id
+        self._dim: int | None = None
+
+    async def retrieve(
+        self,
+        vector: Any = None,
+        query_text: str | None = None,
+        graph_seeds: Sequence[str] | None = None,
+        corpus_ids: Sequence[str] | None = None,
+        top_k: int = 10,
+        per_backend_top_k: int | None = None,
+        weights: HybridWeights | None = None,
+        k: float = 60,
+        filters: Mapping[str, Any] | None = None,
+        graph_hops: int = 1,
+        *,
+        lexical: str | None = None,
+        graph_expand: int = 0,
+        with_graph_context: bool = False,
+        per_document: bool = False,
+    ) -> list[ChunkRef]:
+        """One hybrid_retrieve call; parameters as in SQL (see pyhybrid._base.retrieve_params)."""
+        params = _base.retrieve_params(
+            vector=vector, query_text=query_text, graph_seeds=graph_seeds, corpus_ids=corpus_ids, top_k=top_k,
+            per_backend_top_k=per_backend_top_k, weights=weights, k=k, filters=filters, graph_hops=graph_hops,
+            lexical=lexical, graph_expand=graph_expand, with_graph_context=with_graph_context,
+            per_document=per_document,
+        )
+        with _base.translate_errors():
+            cur = await self.conn.execute(_base.RETRIEVE_SQL, params)
+            rows = await cur.fetchall()
+        return _base.rows_to_refs(rows)
+
+    async def embedding_dim(self) -> int:
+        """The embedding dimension chosen at install."""
+        if self._dim is None:
+            with _base.translate_errors():
+                cur = await self.conn.execute(_base.EMBEDDING_DIM_SQL)
+                row = await cur.fetchone()
+            assert row is not None
+            self._dim = int(row["dim"])
+        return self._dim
+
+    async def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default") -> IngestResult:
+        """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing)."""
+        _base.check_name("corpus_id", corpus_id)
+        rows = _base.prepare_chunks(chunks, self.tenant_id, await self.embedding_dim())
+        with _base.translate_errors():
+            async with self.conn.transaction():
+                await self.conn.execute(_base.BEGIN_INGEST_SQL)
+                async with self.conn.cursor() as cur, cur.copy(_base.COPY_CHUNKS_SQL) as copy:
+                    copy.set_types(_base.COPY_CHUNK_TYPES)
+                    for row in rows:
+                        await copy.write_row(row)
+                res = await (await self.conn.execute(_base.FINISH_INGEST_SQL, (corpus_id,))).fetchone()
+        assert res is not None
+        return IngestResult(**{k: int(v) for k, v in res.items()})
+
+    async def add_edges(self, edges: Iterable[Edge | Mapping[str, Any]]) -> EdgeResult:
+        """Load graph edges in bulk (straight into AGE's label tables); duplicates are skipped."""
+        rows = _base.prepare_edges(edges)
+        with _base.translate_errors():
+            async with self.conn.transaction():
+                await self.conn.execute(_base.BEGIN_EDGES_SQL)
+                async with self.conn.cursor() as cur, cur.copy(_base.COPY_EDGES_SQL) as copy:
+                    copy.set_types(_base.COPY_EDGE_TYPES)
+                    for row in rows:
+                        await copy.write_row(row)
+                res = await (await self.conn.execute(_base.FINISH_EDGES_SQL)).fetchone()
+        assert res is not None
+        return EdgeResult(**{k: int(v) for k, v in res.items()})
+
+    async def delete_document(self, document_id: str, corpus_id: str | None = None) -> int:
+        """Delete every chunk of a document; returns how many."""
+        _base.check_name("document_id", document_id)
+        with _base.translate_errors():
+            row = await (await self.conn.execute(_base.DELETE_DOCUMENT_SQL, (document_id, corpus_id))).fetchone()
+        assert row is not None
+        return int(row["deleted"])
+
+
+class AsyncHybridClient:
+    """The async pyhybrid client: a single connection, or a pool. Create with connect_async()."""
+
+    def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4) -> None:
+        self.dsn = dsn
+        self._use_pool = pool
+        self._min_size, self._max_size = min_size, max_size
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
+        self._conn: psycopg.AsyncConnection[dict[str, Any]] | None = None
+
+    async def open(self) -> AsyncHybridClient:
+        """Open the connection or pool."""
+        with _base.translate_errors():
+            if self._use_pool:
+                self._pool = AsyncConnectionPool(
+                    self.dsn, min_size=self._min_size, max_size=self._max_size, open=False,
+                    kwargs={"row_factory": dict_row}, configure=self._configure,
+                )
+                await self._pool.open()
+            else:
+                self._conn = await psycopg.AsyncConnection.connect(self.dsn, row_factory=dict_row)
+                await self._configure(self._conn)
+        return self
+
+    @staticmethod
+    async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        conn.add_notice_handler(_base.notice_handler)
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
+        """A connection of this client (from the pool, if any)."""
+        if self._pool is not None:
+            async with self._pool.connection() as conn:
+                yield conn
+        else:
+            assert self._conn is not None, "call await client.open() first (connect_async does)"
+            yield self._conn
+
+    @asynccontextmanager
+    async def tenant(self, tenant_id: str, acl_labels: Sequence[str] | None = None) -> AsyncIterator[AsyncTenantSession]:
+        """A transaction acting for tenant_id (and holding acl_labels); commits on success."""
+        tid, labels = _base.tenant_params(tenant_id, acl_labels)
+        async with self.connection() as conn:
+            with _base.translate_errors():
+                async with conn.transaction():
+                    await conn.execute(_base.SET_TENANT_SQL, (tid, labels))
+                    yield AsyncTenantSession(conn, tid)
+
+    async def create_tenant(self, tenant_id: str) -> str:
+        """Create a tenant (idempotent; admin only)."""
+        _base.tenant_params(tenant_id, None)
+        return str(await self._scalar(_base.CREATE_TENANT_SQL, (tenant_id,)))
+
+    async def grant_tenant(self, role_name: str, tenant_id: str, acl_labels: Sequence[str] = ()) -> None:
+        """Bind an existing login role to a tenant (admin only)."""
+        _base.check_name("role_name", role_name)
+        await self._scalar(_base.GRANT_TENANT_SQL, (role_name, tenant_id, list(acl_labels)))
+
+    async def grant_app(self, role_name: str) -> None:
+        """Make an existing role a trusted application role (admin only)."""
+        _base.check_name("role_name", role_name)
+        await self._scalar(_base.GRANT_APP_SQL, (role_name,))
+
+    async def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
+        async with self.connection() as conn:
+            with _base.translate_errors():
+                async with conn.transaction():
+                    row = await (await conn.execute(sql, params)).fetchone()
+        return None if row is None else next(iter(row.values()))
+
+    async def close(self) -> None:
+        """Close the connection or pool."""
+        if self._pool is not None:
+            await self._pool.close()
+        if self._conn is not None:
+            await self._conn.close()
+
+    async def __aenter__(self) -> AsyncHybridClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def connect_async(
+    dsn: str | None = None, *, pool: bool = False, min_size: int = 1, max_size: int = 4
+) -> AsyncHybridClient:
+    """An open AsyncHybridClient on dsn, else $PYHYBRID_DSN, else the embedded server."""
+    from .server import resolve_dsn
+
+    return await AsyncHybridClient(resolve_dsn(dsn), pool=pool, min_size=min_size, max_size=max_size).open()

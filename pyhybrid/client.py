@@ -1,0 +1,176 @@
+"""The synchronous client: HybridClient, and TenantSession for one tenant-scoped transaction."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from . import _base
+from .types import Chunk, ChunkRef, Edge, EdgeResult, HybridWeights, IngestResult
+
+
+class TenantSession:
+    """Work done for one tenant inside one transaction (see HybridClient.tenant)."""
+
+    def __init__(self, conn: psycopg.Connection[dict[str, Any]], tenant_id: str) -> None:
+        self.conn = conn
+        self.tenant_id = tenant_id
+        self._dim: int | None = None
+
+    def retrieve(
+        self,
+        vector: Any = None,
+        query_text: str | None = None,
+        graph_seeds: Sequence[str] | None = None,
+        corpus_ids: Sequence[str] | None = None,
+        top_k: int = 10,
+        per_backend_top_k: int | None = None,
+        weights: HybridWeights | None = None,
+        k: float = 60,
+        filters: Mapping[str, Any] | None = None,
+        graph_hops: int = 1,
+        *,
+        lexical: str | None = None,
+        graph_expand: int = 0,
+        with_graph_context: bool = False,
+        per_document: bool = False,
+    ) -> list[ChunkRef]:
+        """One hybrid_retrieve call; parameters as in SQL (see pyhybrid._base.retrieve_params)."""
+        params = _base.retrieve_params(
+            vector=vector, query_text=query_text, graph_seeds=graph_seeds, corpus_ids=corpus_ids, top_k=top_k,
+            per_backend_top_k=per_backend_top_k, weights=weights, k=k, filters=filters, graph_hops=graph_hops,
+            lexical=lexical, graph_expand=graph_expand, with_graph_context=with_graph_context,
+            per_document=per_document,
+        )
+        with _base.translate_errors():
+            rows = self.conn.execute(_base.RETRIEVE_SQL, params).fetchall()
+        return _base.rows_to_refs(rows)
+
+    def embedding_dim(self) -> int:
+        """The embedding dimension chosen at install."""
+        if self._dim is None:
+            with _base.translate_errors():
+                row = self.conn.execute(_base.EMBEDDING_DIM_SQL).fetchone()
+            assert row is not None
+            self._dim = int(row["dim"])
+        return self._dim
+
+    def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default") -> IngestResult:
+        """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing)."""
+        _base.check_name("corpus_id", corpus_id)
+        rows = _base.prepare_chunks(chunks, self.tenant_id, self.embedding_dim())
+        with _base.translate_errors(), self.conn.transaction():
+            self.conn.execute(_base.BEGIN_INGEST_SQL)
+            with self.conn.cursor() as cur, cur.copy(_base.COPY_CHUNKS_SQL) as copy:
+                copy.set_types(_base.COPY_CHUNK_TYPES)
+                for row in rows:
+                    copy.write_row(row)
+            res = self.conn.execute(_base.FINISH_INGEST_SQL, (corpus_id,)).fetchone()
+        assert res is not None
+        return IngestResult(**{k: int(v) for k, v in res.items()})
+
+    def add_edges(self, edges: Iterable[Edge | Mapping[str, Any]]) -> EdgeResult:
+        """Load graph edges in bulk (straight into AGE's label tables); duplicates are skipped."""
+        rows = _base.prepare_edges(edges)
+        with _base.translate_errors(), self.conn.transaction():
+            self.conn.execute(_base.BEGIN_EDGES_SQL)
+            with self.conn.cursor() as cur, cur.copy(_base.COPY_EDGES_SQL) as copy:
+                copy.set_types(_base.COPY_EDGE_TYPES)
+                for row in rows:
+                    copy.write_row(row)
+            res = self.conn.execute(_base.FINISH_EDGES_SQL).fetchone()
+        assert res is not None
+        return EdgeResult(**{k: int(v) for k, v in res.items()})
+
+    def delete_document(self, document_id: str, corpus_id: str | None = None) -> int:
+        """Delete every chunk of a document; returns how many."""
+        _base.check_name("document_id", document_id)
+        with _base.translate_errors():
+            row = self.conn.execute(_base.DELETE_DOCUMENT_SQL, (document_id, corpus_id)).fetchone()
+        assert row is not None
+        return int(row["deleted"])
+
+
+class HybridClient:
+    """A pyhybrid client on psycopg 3: a single connection, or a pool when pool=True."""
+
+    def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4) -> None:
+        self.dsn = dsn
+        self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
+        self._conn: psycopg.Connection[dict[str, Any]] | None = None
+        with _base.translate_errors():
+            if pool:
+                self._pool = ConnectionPool(
+                    dsn, min_size=min_size, max_size=max_size, open=True,
+                    kwargs={"row_factory": dict_row}, configure=self._configure,
+                )
+            else:
+                self._conn = psycopg.connect(dsn, row_factory=dict_row)
+                self._configure(self._conn)
+
+    @staticmethod
+    def _configure(conn: psycopg.Connection[Any]) -> None:
+        conn.add_notice_handler(_base.notice_handler)
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A connection of this client (from the pool, if any)."""
+        if self._pool is not None:
+            with self._pool.connection() as conn:
+                yield conn
+        else:
+            assert self._conn is not None
+            yield self._conn
+
+    @contextmanager
+    def tenant(self, tenant_id: str, acl_labels: Sequence[str] | None = None) -> Iterator[TenantSession]:
+        """A transaction acting for tenant_id (and holding acl_labels); commits on success."""
+        tid, labels = _base.tenant_params(tenant_id, acl_labels)
+        with self.connection() as conn:
+            with _base.translate_errors(), conn.transaction():
+                conn.execute(_base.SET_TENANT_SQL, (tid, labels))
+                yield TenantSession(conn, tid)
+
+    def create_tenant(self, tenant_id: str) -> str:
+        """Create a tenant (idempotent; admin only)."""
+        _base.tenant_params(tenant_id, None)
+        return str(self._scalar(_base.CREATE_TENANT_SQL, (tenant_id,)))
+
+    def grant_tenant(self, role_name: str, tenant_id: str, acl_labels: Sequence[str] = ()) -> None:
+        """Bind an existing login role to a tenant (admin only)."""
+        _base.check_name("role_name", role_name)
+        self._scalar(_base.GRANT_TENANT_SQL, (role_name, tenant_id, list(acl_labels)))
+
+    def grant_app(self, role_name: str) -> None:
+        """Make an existing role a trusted application role (admin only)."""
+        _base.check_name("role_name", role_name)
+        self._scalar(_base.GRANT_APP_SQL, (role_name,))
+
+    def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
+        with self.connection() as conn, _base.translate_errors(), conn.transaction():
+            row = conn.execute(sql, params).fetchone()
+        return None if row is None else next(iter(row.values()))
+
+    def close(self) -> None:
+        """Close the connection or pool."""
+        if self._pool is not None:
+            self._pool.close()
+        if self._conn is not None:
+            self._conn.close()
+
+    def __enter__(self) -> HybridClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(dsn: str | None = None, *, pool: bool = False, min_size: int = 1, max_size: int = 4) -> HybridClient:
+    """A HybridClient on dsn, else $PYHYBRID_DSN, else the embedded server (started if needed)."""
+    from .server import resolve_dsn
+
+    return HybridClient(resolve_dsn(dsn), pool=pool, min_size=min_size, max_size=max_size)

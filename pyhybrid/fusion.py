@@ -1,0 +1,82 @@
+"""Weighted Reciprocal Rank Fusion in pure Python, with the arithmetic of hybrid.rrf_fuse."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from .errors import InvalidParameterError, RetrievalError
+from .types import ChunkRef
+
+
+def check_fusion_args(n_lists: int, weights: Sequence[float] | None, k: float, top_k: int | None) -> list[float]:
+    """Validate like SQL's hybrid._check_fusion_args; return the weights (default 1 each)."""
+    if isinstance(k, bool) or not isinstance(k, (int, float)) or math.isnan(k) or math.isinf(k) or k <= 0:
+        raise InvalidParameterError(f"rrf_k must be a finite number > 0, got {k!r}")
+    if weights is None:
+        ws = [1.0] * n_lists
+    else:
+        ws = list(weights)
+        if len(ws) != n_lists:
+            raise InvalidParameterError(
+                f"weights has {len(ws)} entries but rankings has {n_lists} lists; they must match"
+            )
+    for i, w in enumerate(ws, start=1):
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or math.isnan(w) or math.isinf(w) or w < 0:
+            raise InvalidParameterError(f"weights[{i}] must be a finite number >= 0, got {w!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000):
+        raise InvalidParameterError(f"top_k must be between 1 and 1000, got {top_k!r}")
+    return [float(w) for w in ws]
+
+
+def rrf_scores(
+    rankings: Sequence[Sequence[str]], weights: Sequence[float] | None = None, k: float = 60, top_k: int | None = None
+) -> list[tuple[str, float, list[int | None]]]:
+    """Fuse ranked id lists: (id, score, rank in each list) by score desc, then id; as hybrid.rrf_fuse."""
+    ws = check_fusion_args(len(rankings), weights, k, top_k)
+    ranks: dict[str, list[int | None]] = {}
+    for i, ranking in enumerate(rankings):
+        for r, item in enumerate(ranking, start=1):
+            slot = ranks.setdefault(item, [None] * len(rankings))
+            if slot[i] is None:
+                slot[i] = r
+    out: list[tuple[str, float, list[int | None]]] = []
+    for item, rs in ranks.items():
+        score = 0.0
+        first = True
+        for i, r in enumerate(rs):
+            if r is None:
+                continue
+            term = ws[i] / (k + r)
+            # SQL's sum() starts from its first term, not from 0.0
+            score = term if first else score + term
+            first = False
+        if score > 0:
+            out.append((item, score, rs))
+    out.sort(key=lambda t: (-t[1], t[0]))
+    return out[:top_k] if top_k is not None else out
+
+
+def rrf_fuse(
+    rankings: Sequence[Sequence[ChunkRef]],
+    weights: Sequence[float] | None = None,
+    k: float = 60,
+    top_k: int | None = None,
+) -> list[ChunkRef]:
+    """Fuse ranked ChunkRef lists by weighted RRF: score(d) = sum_i w_i / (k + rank_i(d)).
+
+    rankings: lists, best first, all of one tenant (else RetrievalError).
+    weights: one per list, >= 0 (default 1 each). k: > 0. top_k: 1..1000 or None for all.
+    The returned refs carry the fused score; a chunk keeps the content and metadata of the
+    first list that holds it. Ties are broken by chunk_id.
+    """
+    tenants = {ref.tenant_id for ranking in rankings for ref in ranking}
+    if len(tenants) > 1:
+        raise RetrievalError(f"rrf_fuse: all refs must share one tenant_id, got {sorted(tenants)}")
+    first_ref: dict[str, ChunkRef] = {}
+    for ranking in rankings:
+        for ref in ranking:
+            first_ref.setdefault(ref.chunk_id, ref)
+    fused = rrf_scores([[ref.chunk_id for ref in ranking] for ranking in rankings], weights, k, top_k)
+    return [dataclasses.replace(first_ref[item], score=score) for item, score, _ in fused]

@@ -1,0 +1,161 @@
+"""Value types: ChunkRef (a retrieved chunk), HybridWeights, and Chunk / Edge for ingestion."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from .errors import InvalidParameterError
+
+
+@dataclass(frozen=True)
+class ChunkRef:
+    """A chunk returned by retrieval, with its fused score and each source's rank and raw score."""
+
+    chunk_id: str
+    tenant_id: str
+    corpus_id: str | None = None
+    document_id: str | None = None
+    score: float = 0.0
+    content: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    acl_labels: tuple[str, ...] = ()
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+    graph_rank: int | None = None
+    vector_distance: float | None = None
+    keyword_score: float | None = None
+    graph_distance: int | None = None
+    position: int | None = None
+    graph_context: tuple[Mapping[str, Any], ...] | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ChunkRef:
+        """Build from a hybrid_retrieve row mapped by column name."""
+        ctx = row.get("graph_context")
+        return cls(
+            chunk_id=row["chunk_id"],
+            tenant_id=row["tenant_id"],
+            corpus_id=row.get("corpus_id"),
+            document_id=row.get("document_id"),
+            score=float(row["score"]),
+            content=row.get("content"),
+            metadata=row.get("metadata") or {},
+            acl_labels=tuple(row.get("acl_labels") or ()),
+            vector_rank=row.get("vector_rank"),
+            keyword_rank=row.get("keyword_rank"),
+            graph_rank=row.get("graph_rank"),
+            vector_distance=row.get("vector_distance"),
+            keyword_score=row.get("keyword_score"),
+            graph_distance=row.get("graph_distance"),
+            position=row.get("position"),
+            graph_context=tuple(ctx) if ctx is not None else None,
+        )
+
+
+def _check_weight(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidParameterError(f"{name} must be a number >= 0, got {value!r}")
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        raise InvalidParameterError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class HybridWeights:
+    """RRF weights of the dense, lexical and graph sources; 0 disables a source."""
+
+    vector: float = 1.0
+    keyword: float = 1.0
+    graph: float = 0.5
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vector", _check_weight("vector_weight", self.vector))
+        object.__setattr__(self, "keyword", _check_weight("keyword_weight", self.keyword))
+        object.__setattr__(self, "graph", _check_weight("graph_weight", self.graph))
+
+    @classmethod
+    def parse(cls, text: str) -> HybridWeights:
+        """Parse "vector,keyword,graph" (e.g. "1,1,0.5") or "vector=1,graph=0"."""
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        try:
+            if all("=" in p for p in parts):
+                kw = {k.strip(): float(v) for k, v in (p.split("=", 1) for p in parts)}
+                unknown = set(kw) - {"vector", "keyword", "graph"}
+                if unknown:
+                    raise InvalidParameterError(f"weights: unknown source(s) {sorted(unknown)}; use vector, keyword, graph")
+                return cls(**kw)
+            if len(parts) != 3:
+                raise InvalidParameterError(f"weights must be three numbers 'vector,keyword,graph', got {text!r}")
+            v, k, g = (float(p) for p in parts)
+        except ValueError as exc:
+            raise InvalidParameterError(f"weights must be numbers, got {text!r}") from exc
+        return cls(v, k, g)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A chunk to ingest. embedding may be None (then only lexical and graph search find it)."""
+
+    chunk_id: str
+    document_id: str
+    content: str
+    embedding: Sequence[float] | Any | None = None
+    position: int = 0
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    acl_labels: Sequence[str] = ()
+    tenant_id: str | None = None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Chunk:
+        """Build from a dict such as a JSONL line; unknown keys are rejected."""
+        allowed = {"chunk_id", "document_id", "content", "embedding", "position", "metadata", "acl_labels", "tenant_id"}
+        unknown = set(data) - allowed
+        if unknown:
+            raise InvalidParameterError(f"unknown chunk field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        return cls(
+            chunk_id=data.get("chunk_id"),  # type: ignore[arg-type]
+            document_id=data.get("document_id"),  # type: ignore[arg-type]
+            content=data.get("content"),  # type: ignore[arg-type]
+            embedding=data.get("embedding"),
+            position=data.get("position", 0) or 0,
+            metadata=data.get("metadata") or {},
+            acl_labels=tuple(data.get("acl_labels") or ()),
+            tenant_id=data.get("tenant_id"),
+        )
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A typed graph edge between two node ids (chunk ids or entity ids) of one tenant."""
+
+    src: str
+    dst: str
+    rel: str
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Edge:
+        """Build from {"src", "dst", "rel", "properties"?}."""
+        return cls(src=data.get("src"), dst=data.get("dst"), rel=data.get("rel"),  # type: ignore[arg-type]
+                   properties=data.get("properties") or {})
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What an ingest did."""
+
+    inserted: int
+    updated: int
+    unchanged: int
+    superseded: int
+
+
+@dataclass(frozen=True)
+class EdgeResult:
+    """What an add_edges call did."""
+
+    edges_added: int
+    edges_present: int
+    nodes_added: int

@@ -1,0 +1,176 @@
+"""Test fixtures: one real PostgreSQL per session, a fresh database per test, non-superuser roles."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import psycopg
+import pytest
+from psycopg import conninfo
+
+from pyhybrid import migrate
+from pyhybrid.server import start_embedded
+
+ROLES = {
+    "pyh_app": "app",        # trusted application role: acts for any tenant
+    "pyh_acme": "acme",      # tenant login role bound to acme (may claim ACL label "quality")
+    "pyh_globex": "globex",  # tenant login role bound to globex
+    "pyh_nobody": None,      # a hybrid user bound to no tenant
+}
+
+
+def datasets_dir() -> Path:
+    env = os.environ.get("PYHYBRID_DATASETS")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+@pytest.fixture(scope="session")
+def admin_dsn() -> Iterator[str]:
+    """A superuser DSN: $PYHYBRID_TEST_DSN, else an embedded server in a temporary data dir."""
+    env = os.environ.get("PYHYBRID_TEST_DSN")
+    if env:
+        yield env
+        return
+    data_dir = Path(tempfile.mkdtemp(prefix="pyhybrid-test-")) / "pgdata"
+    dsn = start_embedded(data_dir)
+    yield dsn
+    from pyhybrid.server import stop_embedded
+
+    stop_embedded(data_dir)
+
+
+def _with(dsn: str, **kw: Any) -> str:
+    return conninfo.make_conninfo(dsn, **kw)
+
+
+@pytest.fixture(scope="session")
+def extensions(admin_dsn: str) -> set[str]:
+    with psycopg.connect(admin_dsn) as c:
+        return {r[0] for r in c.execute("SELECT name FROM pg_available_extensions").fetchall()}
+
+
+@pytest.fixture(scope="session")
+def template_db(admin_dsn: str) -> Iterator[str]:
+    """A migrated database with tenants acme and globex and the test roles, used as a template."""
+    name = f"pyh_tpl_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+        for role in ROLES:
+            c.execute(
+                "SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)
+            )
+            if c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
+                c.execute(f'CREATE ROLE "{role}" LOGIN PASSWORD \'{role}\'')
+    dsn = _with(admin_dsn, dbname=name)
+    migrate.upgrade(dsn)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
+        c.execute("SELECT hybrid.grant_app('pyh_app')")
+        c.execute("SELECT hybrid.grant_tenant('pyh_acme', 'acme', ARRAY['quality'])")
+        c.execute("SELECT hybrid.grant_tenant('pyh_globex', 'globex')")
+        c.execute("GRANT hybrid_user TO pyh_nobody")
+    yield name
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@dataclass
+class Db:
+    """A fresh database for one test."""
+
+    name: str
+    admin: str
+
+    def dsn(self, role: str | None = None) -> str:
+        """DSN of this database as role (default: the superuser)."""
+        if role is None:
+            return self.admin
+        return _with(self.admin, user=role, password=role)
+
+
+@pytest.fixture()
+def db(admin_dsn: str, template_db: str) -> Iterator[Db]:
+    name = f"pyh_t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    yield Db(name=name, admin=_with(admin_dsn, dbname=name))
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture()
+def require_age(extensions: set[str]) -> None:
+    """AGE is part of CI's server: its absence is a failure, not a skip."""
+    assert "age" in extensions, "Apache AGE is not available on the test server (CI's server has it)"
+
+
+@pytest.fixture()
+def require_bm25(extensions: set[str]) -> None:
+    """pg_textsearch is part of CI's server: its absence is a failure, not a skip."""
+    assert "pg_textsearch" in extensions, "pg_textsearch is not available on the test server (CI's server has it)"
+
+
+class Api:
+    """Runs the same test case through the sync or the async client (one case, two I/O layers)."""
+
+    def __init__(self, mode: str, dsn: str) -> None:
+        self.mode = mode
+        self.dsn = dsn
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if mode == "sync":
+            from pyhybrid import HybridClient
+
+            self._client: Any = HybridClient(dsn)
+        else:
+            from pyhybrid import AsyncHybridClient
+
+            self._loop = asyncio.new_event_loop()
+            self._client = self._loop.run_until_complete(AsyncHybridClient(dsn).open())
+
+    def _run(self, coro: Any) -> Any:
+        assert self._loop is not None
+        return self._loop.run_until_complete(coro)
+
+    def call(self, tenant: str, method: str, *args: Any, acl_labels: list[str] | None = None, **kw: Any) -> Any:
+        """client.tenant(tenant, acl_labels) then session.method(*args, **kw), in one transaction."""
+        if self.mode == "sync":
+            with self._client.tenant(tenant, acl_labels) as t:
+                return getattr(t, method)(*args, **kw)
+
+        async def go() -> Any:
+            async with self._client.tenant(tenant, acl_labels) as t:
+                return await getattr(t, method)(*args, **kw)
+
+        return self._run(go())
+
+    def retrieve(self, tenant: str, **kw: Any) -> Any:
+        acl = kw.pop("acl_labels", None)
+        return self.call(tenant, "retrieve", acl_labels=acl, **kw)
+
+    def ingest(self, tenant: str, chunks: Any, corpus_id: str = "default") -> Any:
+        return self.call(tenant, "ingest", chunks, corpus_id=corpus_id)
+
+    def add_edges(self, tenant: str, edges: Any) -> Any:
+        return self.call(tenant, "add_edges", edges)
+
+    def close(self) -> None:
+        if self.mode == "sync":
+            self._client.close()
+        else:
+            self._run(self._client.close())
+            assert self._loop is not None
+            self._loop.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def api(request: pytest.FixtureRequest, db: Db) -> Iterator[Api]:
+    """The app role's client, sync or async: every test using it runs through both."""
+    a = Api(request.param, db.dsn("pyh_app"))
+    yield a
+    a.close()

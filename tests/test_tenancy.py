@@ -1,0 +1,139 @@
+"""Tenant isolation by row-level security, as the tenancy model in DESIGN.md promises."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pyhybrid import HybridClient, TenantError
+from tests.conftest import Db
+from tests.helpers import chunks
+
+
+def _seed(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c:
+        with c.tenant("acme") as t:
+            t.ingest(chunks("a", 5))
+        with c.tenant("globex") as t:
+            t.ingest(chunks("g", 3))
+
+
+def _count(dsn: str, tenant: str | None, table: str = "hybrid.chunk") -> int:
+    with psycopg.connect(dsn) as conn:
+        if tenant is not None:
+            conn.execute("SELECT set_config('hybrid.tenant_id', %s, false)", (tenant,))
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_tenant_login_role_sees_only_its_own_rows(db: Db) -> None:
+    _seed(db)
+    assert _count(db.dsn("pyh_acme"), "acme") == 5
+    assert _count(db.dsn("pyh_globex"), "globex") == 3
+
+
+def test_no_tenant_set_shows_zero_rows(db: Db) -> None:
+    _seed(db)
+    assert _count(db.dsn("pyh_acme"), None) == 0
+    assert _count(db.dsn("pyh_app"), None) == 0
+
+
+def test_tenant_role_setting_another_tenant_sees_none_of_its_rows(db: Db) -> None:
+    _seed(db)
+    assert _count(db.dsn("pyh_acme"), "globex") == 0
+    assert _count(db.dsn("pyh_nobody"), "acme") == 0
+
+
+def test_insert_of_another_tenants_row_fails_with_42501(db: Db) -> None:
+    _seed(db)
+    with psycopg.connect(db.dsn("pyh_acme")) as conn:
+        conn.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(
+                "INSERT INTO hybrid.chunk (tenant_id, chunk_id, corpus_id, document_id, content, content_hash) "
+                "VALUES ('globex', 'x', 'default', 'd', 'c', 'h')"
+            )
+
+
+def test_app_role_sees_exactly_the_tenant_of_the_transaction(db: Db) -> None:
+    _seed(db)
+    with HybridClient(db.dsn("pyh_app")) as c:
+        for tenant, n in (("acme", 5), ("globex", 3)):
+            with c.tenant(tenant) as t:
+                rows = t.conn.execute("SELECT DISTINCT tenant_id FROM hybrid.chunk").fetchall()
+                assert [r["tenant_id"] for r in rows] == [tenant]
+                assert t.conn.execute("SELECT count(*) AS n FROM hybrid.chunk").fetchone() == {"n": n}
+        # the setting is transaction-scoped: after commit there is no tenant again
+        with c.connection() as conn:
+            assert conn.execute("SELECT count(*) AS n FROM hybrid.chunk").fetchone() == {"n": 0}
+
+
+def test_acl_labels_restrict_chunks_within_a_tenant(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c:
+        with c.tenant("acme") as t:
+            t.ingest(chunks("pub", 2) + chunks("sec", 2, acl_labels=("quality",)))
+        with c.tenant("acme") as t:
+            assert t.conn.execute("SELECT count(*) AS n FROM hybrid.chunk").fetchone() == {"n": 2}
+        with c.tenant("acme", acl_labels=["quality"]) as t:
+            assert t.conn.execute("SELECT count(*) AS n FROM hybrid.chunk").fetchone() == {"n": 4}
+    # a tenant role may claim only the labels it was granted
+    with HybridClient(db.dsn("pyh_acme")) as c, c.tenant("acme") as t:
+        assert t.conn.execute("SELECT count(*) AS n FROM hybrid.chunk").fetchone() == {"n": 4}
+    with HybridClient(db.dsn("pyh_acme")) as c, c.tenant("acme", acl_labels=["finance"]) as t:
+        assert t.conn.execute("SELECT count(*) AS n FROM hybrid.chunk").fetchone() == {"n": 2}
+
+
+def test_ingest_through_client_as_other_tenant_role_raises_tenant_error(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_acme")) as c:
+        with pytest.raises(TenantError, match="no tenant"):
+            with c.tenant("globex") as t:
+                t.ingest(chunks("x", 1))
+
+
+def _graph(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c:
+        with c.tenant("acme") as t:
+            t.ingest(chunks("a", 3))
+            t.add_edges([{"src": "a-0", "dst": "a-1", "rel": "LINKS"}, {"src": "a-1", "dst": "a-2", "rel": "LINKS"}])
+        with c.tenant("globex") as t:
+            t.ingest(chunks("g", 2))
+            t.add_edges([{"src": "g-0", "dst": "g-1", "rel": "LINKS"}])
+
+
+@pytest.mark.usefixtures("require_age")
+def test_graph_label_tables_obey_the_tenant_rules(db: Db) -> None:
+    _graph(db)
+    for table in ('hybrid_graph._ag_label_vertex', 'hybrid_graph."Chunk"', 'hybrid_graph._ag_label_edge',
+                  'hybrid_graph."LINKS"', "hybrid.graph_node"):
+        assert _count(db.dsn("pyh_acme"), "acme", table) in (3, 2), table
+        assert _count(db.dsn("pyh_acme"), None, table) == 0, table
+        assert _count(db.dsn("pyh_acme"), "globex", table) == 0, table
+        assert _count(db.dsn("pyh_globex"), "globex", table) in (2, 1), table
+
+
+@pytest.mark.usefixtures("require_age")
+def test_unlabelled_cypher_match_shows_only_the_tenants_graph(db: Db) -> None:
+    _graph(db)
+    query = ("SELECT count(*) FROM ag_catalog.cypher('hybrid_graph', $$ MATCH (a)-[e]->(b) RETURN a, e, b $$) "
+             "AS (a ag_catalog.agtype, e ag_catalog.agtype, b ag_catalog.agtype)")
+    nodes = ("SELECT count(*) FROM ag_catalog.cypher('hybrid_graph', $$ MATCH (v) RETURN v $$) "
+             "AS (v ag_catalog.agtype)")
+    for role, tenant, n_edges, n_nodes in (("pyh_acme", "acme", 2, 3), ("pyh_globex", "globex", 1, 2),
+                                           ("pyh_acme", "globex", 0, 0), ("pyh_acme", None, 0, 0)):
+        with psycopg.connect(db.dsn(role)) as conn:
+            if tenant:
+                conn.execute("SELECT set_config('hybrid.tenant_id', %s, false)", (tenant,))
+            conn.execute("SET search_path = ag_catalog, public")
+            assert conn.execute(query).fetchone() == (n_edges,), (role, tenant)
+            assert conn.execute(nodes).fetchone() == (n_nodes,), (role, tenant)
+
+
+@pytest.mark.usefixtures("require_age")
+def test_tenant_cannot_write_into_another_tenants_graph(db: Db) -> None:
+    _graph(db)
+    with psycopg.connect(db.dsn("pyh_acme")) as conn:
+        conn.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("""INSERT INTO hybrid_graph."Chunk" (properties)
+                            VALUES ('{"node_id": "evil", "tenant_id": "globex"}'::ag_catalog.agtype)""")
