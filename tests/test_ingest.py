@@ -1,0 +1,120 @@
+"""Bulk ingestion: COPY + upsert, idempotent, atomic, with errors that name the row and the rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import psycopg
+import pytest
+
+from pyhybrid import Chunk, HybridClient, InvalidParameterError, TenantError
+from tests.conftest import Api, Db
+from tests.helpers import DIM, chunks, unit
+
+
+def _rows(db: Db, tenant: str = "acme") -> list[tuple[str, bool]]:
+    with psycopg.connect(db.dsn()) as c:
+        return [(r[0], r[1]) for r in c.execute(
+            "SELECT chunk_id, superseded FROM hybrid.chunk WHERE tenant_id = %s ORDER BY chunk_id", (tenant,))]
+
+
+def test_ingesting_the_same_10000_chunks_twice_leaves_10000_rows(api: Api, db: Db) -> None:
+    batch = chunks("c", 10_000, doc_size=4)
+    first = api.ingest("acme", batch)
+    second = api.ingest("acme", batch)
+    assert (first.inserted, first.updated) == (10_000, 0)
+    assert (second.inserted, second.updated, second.unchanged) == (0, 0, 10_000)
+    assert len(_rows(db)) == 10_000
+
+
+@pytest.mark.parametrize("bad, rule", [
+    ({"chunk_id": None}, "chunk_id is missing"),
+    ({"chunk_id": "  "}, "chunk_id is missing"),
+    ({"document_id": None}, "document_id is missing"),
+    ({"embedding": [0.1] * (DIM - 1)}, f"embedding has {DIM - 1} dimensions, expected {DIM}"),
+    ({"embedding": [math.nan] + [0.1] * (DIM - 1)}, "embedding contains NaN"),
+    ({"embedding": [math.inf] + [0.1] * (DIM - 1)}, "embedding contains an infinite value"),
+    ({"chunk_id": "c-1"}, "chunk_id appears more than once in the batch"),
+])
+def test_a_batch_with_one_bad_row_writes_nothing_and_names_the_row(api: Api, db: Db, bad: dict, rule: str) -> None:
+    good = [c.__dict__.copy() for c in chunks("c", 5)]
+    good[3].update(bad)
+    with pytest.raises(InvalidParameterError, match="chunk row 4 .*" + rule.replace("(", r"\(")):
+        api.ingest("acme", good)
+    assert _rows(db) == []
+
+
+def test_a_row_of_another_tenant_is_refused_and_nothing_written(api: Api, db: Db) -> None:
+    batch = [c.__dict__.copy() for c in chunks("c", 3)]
+    batch[1]["tenant_id"] = "globex"
+    with pytest.raises(TenantError, match="chunk row 2"):
+        api.ingest("acme", batch)
+    assert _rows(db) == [] and _rows(db, "globex") == []
+
+
+def test_sql_validation_names_the_row_when_python_is_bypassed(db: Db) -> None:
+    with psycopg.connect(db.dsn("pyh_app")) as c:
+        c.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+        c.execute("SELECT hybrid.begin_ingest()")
+        c.execute("INSERT INTO pg_temp.hybrid_chunk_stage (chunk_id, document_id, content, embedding) "
+                  "VALUES ('a', 'd', 'x', array_fill(0.5::real, ARRAY[384])), ('b', 'd', 'y', ARRAY[1,2]::real[])")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="chunk row 2 .*'b'.*2 dimensions, expected 384"):
+            c.execute("SELECT * FROM hybrid.finish_ingest('default')")
+
+
+def test_reingesting_a_document_supersedes_chunks_it_no_longer_has(api: Api, db: Db) -> None:
+    api.ingest("acme", chunks("c", 6, doc_size=3))  # docs c-doc-0 (c-0..2), c-doc-1 (c-3..5)
+    new_doc0 = [Chunk(chunk_id="c-0", document_id="c-doc-0", content="rewritten", embedding=unit(7))]
+    result = api.ingest("acme", new_doc0)
+    assert (result.updated, result.superseded) == (1, 2)
+    assert _rows(db) == [("c-0", False), ("c-1", True), ("c-2", True), ("c-3", False), ("c-4", False), ("c-5", False)]
+    hits = api.retrieve("acme", query_text="chunk number", top_k=10)
+    assert {h.chunk_id for h in hits} == {"c-3", "c-4", "c-5"}
+
+
+def test_chunks_without_embedding_are_found_lexically(api: Api) -> None:
+    api.ingest("acme", [Chunk(chunk_id="t", document_id="d", content="peristaltic occlusion sensor")])
+    hits = api.retrieve("acme", query_text="occlusion")
+    assert [h.chunk_id for h in hits] == ["t"]
+
+
+def test_numpy_embeddings_and_lists_are_accepted(api: Api) -> None:
+    vec = unit(3)
+    api.ingest("acme", [Chunk(chunk_id="n", document_id="d", content="x", embedding=vec),
+                        Chunk(chunk_id="l", document_id="d", content="y", embedding=vec.tolist())])
+    hits = api.retrieve("acme", vector=np.asarray(vec), top_k=2)
+    assert {h.chunk_id for h in hits} == {"n", "l"}
+
+
+@pytest.mark.usefixtures("require_age")
+def test_add_edges_is_idempotent_and_creates_entity_vertices(api: Api, db: Db) -> None:
+    api.ingest("acme", chunks("c", 3))
+    edges = [{"src": "c-0", "dst": "c-1", "rel": "VERIFIES"}, {"src": "c-2", "dst": "ent:pump", "rel": "MENTIONS"}]
+    first = api.add_edges("acme", edges)
+    second = api.add_edges("acme", edges)
+    assert (first.edges_added, first.nodes_added) == (2, 4)
+    assert (second.edges_added, second.edges_present, second.nodes_added) == (0, 2, 0)
+    with psycopg.connect(db.dsn()) as c:
+        kinds = dict(c.execute("SELECT node_id, kind FROM hybrid.graph_node").fetchall())
+    assert kinds == {"c-0": "chunk", "c-1": "chunk", "c-2": "chunk", "ent:pump": "entity"}
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("edge, rule", [
+    ({"src": "a", "dst": "b", "rel": "verifies"}, "rel must be UPPER_SNAKE_CASE"),
+    ({"src": "a", "dst": "a", "rel": "X"}, "src and dst are the same node"),
+    ({"src": "", "dst": "b", "rel": "X"}, "src is missing"),
+])
+def test_bad_edges_are_refused_with_the_row_and_rule(api: Api, edge: dict, rule: str) -> None:
+    with pytest.raises(InvalidParameterError, match="edge row 2: " + rule):
+        api.add_edges("acme", [{"src": "a", "dst": "b", "rel": "X"}, edge])
+
+
+def test_delete_document_removes_its_chunks(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c:
+        with c.tenant("acme") as t:
+            t.ingest(chunks("c", 4, doc_size=2))
+        with c.tenant("acme") as t:
+            assert t.delete_document("c-doc-0") == 2
+    assert [r[0] for r in _rows(db)] == ["c-2", "c-3"]
