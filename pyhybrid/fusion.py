@@ -45,10 +45,10 @@ def rrf_scores(
     for item, rs in ranks.items():
         score = 0.0
         first = True
-        for i, r in enumerate(rs):
-            if r is None:
+        for i, rank in enumerate(rs):
+            if rank is None:
                 continue
-            term = ws[i] / (k + r)
+            term = ws[i] / (k + rank)
             # SQL's sum() starts from its first term, not from 0.0
             score = term if first else score + term
             first = False

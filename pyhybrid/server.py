@@ -75,7 +75,7 @@ def stop_embedded(data_dir: Path | None = None) -> bool:
     if not status["running"]:
         return False
     pgserver = _pgserver()
-    from pgserver._commands import pg_ctl
+    pg_ctl = pgserver._commands.pg_ctl
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -31,7 +31,8 @@ def retrieve(
         vector: Any = default_embedder().embed_query(query)
         text: str | None = query
     elif isinstance(query, tuple) and len(query) == 2:
-        vector, text = query
+        vector = query[0]
+        text = query[1] if isinstance(query[1], str) or query[1] is None else str(query[1])
     else:
         vector, text = query, None
     from .client import connect
