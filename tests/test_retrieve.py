@@ -11,7 +11,7 @@ from tests.conftest import Api, Db
 from tests.helpers import chunks, near, unit
 
 
-def sql(db: Db, query: str, params: object = None, *, role: str = "pyh_acme", tenant: str = "acme",
+def sql(db: Db, query: str, params: object = None, *, role: str | None = "pyh_acme", tenant: str = "acme",
         acl: str = "") -> list[dict]:
     with psycopg.connect(db.dsn(role), row_factory=dict_row) as c:
         c.execute("SELECT set_config('hybrid.tenant_id', %s, false), set_config('hybrid.acl_labels', %s, false)",
@@ -308,3 +308,10 @@ def test_dense_branch_plan_uses_hnsw_for_large_scopes_and_exact_scan_for_small(d
     assert "chunk_embedding_hnsw" in "\n".join(r[0] for r in big)
     # the exact path never goes through HNSW (whose RLS post-filter loses recall on small tenants)
     assert "hnsw" not in "\n".join(r[0] for r in small)
+
+
+def test_a_role_that_bypasses_rls_still_gets_one_tenants_rows_from_hybrid_retrieve(api: Api, db: Db) -> None:
+    _corpus(api)
+    rows = sql(db, "SELECT tenant_id, chunk_id FROM hybrid_retrieve(query_embedding => %s::vector, "
+                   "query_text => 'occlusion alarm', top_k => 50)", (str(unit(1).tolist()),), role=None)  # superuser
+    assert rows and {r["tenant_id"] for r in rows} == {"acme"} and "secret" not in {r["chunk_id"] for r in rows}

@@ -6,7 +6,8 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     SELECT count(*)::integer FROM (
         SELECT 1 FROM hybrid.chunk c
-        WHERE NOT c.superseded
+        WHERE c.tenant_id = (SELECT hybrid._current_tenant()) AND NOT c.superseded
+          AND (c.acl_labels = '{}' OR c.acl_labels && (SELECT hybrid._current_acl()) OR (SELECT hybrid._acl_all()))
           AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
           AND (filter IS NULL OR c.metadata @> filter)
         LIMIT cap + 1) s
@@ -24,10 +25,15 @@ SET hnsw.iterative_scan = 'relaxed_order'
 SET hnsw.ef_search = 100
 AS $$
 DECLARE
+    -- explicit tenant and ACL predicates repeat RLS, so a role that bypasses RLS (a superuser)
+    -- still gets one tenant's rows, and the tenant btree serves them
+    v_tenant text := hybrid._current_tenant();
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
     v_threshold integer := coalesce(exact_threshold,
         (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 10000);
 BEGIN
-    IF hybrid._current_tenant() IS NULL THEN
+    IF v_tenant IS NULL THEN
         RETURN;
     END IF;
     IF hybrid._scope_size(corpus_ids, filter, v_threshold) <= v_threshold THEN
@@ -37,7 +43,7 @@ BEGIN
         SELECT c.chunk_id, (row_number() OVER (ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id))::integer,
                (c.embedding <=> query_embedding)::double precision
         FROM hybrid.chunk c
-        WHERE NOT c.superseded AND c.embedding IS NOT NULL
+        WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all) AND c.embedding IS NOT NULL
           AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
           AND (filter IS NULL OR c.metadata @> filter)
         ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id
@@ -48,7 +54,7 @@ BEGIN
         SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d
         FROM (SELECT c.chunk_id, (c.embedding <=> query_embedding)::double precision AS d
               FROM hybrid.chunk c
-              WHERE NOT c.superseded
+              WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
                 AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                 AND (filter IS NULL OR c.metadata @> filter)
               ORDER BY c.embedding <=> query_embedding
@@ -83,6 +89,9 @@ LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
+    v_tenant text := hybrid._current_tenant();
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
     v_method text := coalesce(method, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END);
     v_threshold integer := coalesce(exact_threshold,
         (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 10000);
@@ -91,7 +100,7 @@ BEGIN
     IF v_method NOT IN ('bm25', 'ts_rank') THEN
         RAISE EXCEPTION 'lexical must be ''bm25'' or ''ts_rank'', got %', quote_literal(v_method) USING ERRCODE = '22023';
     END IF;
-    IF hybrid._current_tenant() IS NULL OR query_text IS NULL OR btrim(query_text) = '' THEN
+    IF v_tenant IS NULL OR query_text IS NULL OR btrim(query_text) = '' THEN
         RETURN;
     END IF;
     IF v_method = 'ts_rank' THEN
@@ -103,7 +112,7 @@ BEGIN
         SELECT s.chunk_id, (row_number() OVER (ORDER BY s.r DESC, s.chunk_id))::integer, s.r
         FROM (SELECT c.chunk_id, ts_rank(c.tsv, v_query)::double precision AS r
               FROM hybrid.chunk c
-              WHERE NOT c.superseded AND c.tsv @@ v_query
+              WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all) AND c.tsv @@ v_query
                 AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                 AND (filter IS NULL OR c.metadata @> filter)
               ORDER BY 2 DESC, 1
@@ -123,7 +132,7 @@ BEGIN
         FROM (SELECT x.chunk_id, -x.raw AS sc
               FROM (SELECT c.chunk_id, (c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25'))::double precision AS raw
                     FROM hybrid.chunk c
-                    WHERE NOT c.superseded
+                    WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
                       AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                       AND (filter IS NULL OR c.metadata @> filter)) x
               WHERE x.raw < 0
@@ -136,7 +145,7 @@ BEGIN
         FROM (SELECT x.chunk_id, -x.raw AS sc
               FROM (SELECT c.chunk_id, (c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25'))::double precision AS raw
                     FROM hybrid.chunk c
-                    WHERE NOT c.superseded
+                    WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
                       AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                       AND (filter IS NULL OR c.metadata @> filter)
                     ORDER BY c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25')
@@ -157,6 +166,8 @@ SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators 
 AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
     v_front text[];
     v_pos integer[];
     v_visited text[];
@@ -183,7 +194,7 @@ BEGIN
     FROM (SELECT u.id, min(u.p)::integer AS p FROM unnest(seeds) WITH ORDINALITY AS u(id, p) GROUP BY u.id) s
     JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = s.id
     WHERE g.kind = 'entity'
-       OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_id = v_tenant AND c.chunk_id = s.id AND NOT c.superseded);
+       OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.chunk_id = s.id AND c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all));
     v_visited := coalesce(seeds, '{}');
     FOR h IN 1..hops LOOP
         EXIT WHEN v_front IS NULL OR cardinality(v_front) = 0;
@@ -209,7 +220,7 @@ BEGIN
         ) n
         WHERE n.kind = 'entity'
            OR EXISTS (SELECT 1 FROM hybrid.chunk c
-                      WHERE c.tenant_id = v_tenant AND c.chunk_id = n.node_id AND NOT c.superseded
+                      WHERE c.chunk_id = n.node_id AND c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
                         AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                         AND (filter IS NULL OR c.metadata @> filter));
         EXIT WHEN v_next_ids IS NULL;

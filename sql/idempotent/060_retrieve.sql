@@ -28,7 +28,9 @@ BEGIN
     FROM nb
     JOIN pg_class pc ON pc.oid = nb.tableoid
     JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
-    LEFT JOIN hybrid.chunk c ON g.kind = 'chunk' AND c.tenant_id = v_tenant AND c.chunk_id = g.node_id AND NOT c.superseded
+    LEFT JOIN hybrid.chunk c ON g.kind = 'chunk' AND c.chunk_id = g.node_id
+          AND c.tenant_id = v_tenant AND NOT c.superseded
+          AND (c.acl_labels = '{}' OR c.acl_labels && hybrid._current_acl() OR hybrid._acl_all())
     WHERE g.kind = 'entity' OR c.chunk_id IS NOT NULL
     GROUP BY nb.id;
 END
@@ -63,6 +65,8 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     v_tenant text;
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
     v_dim integer;
     v_k integer;
     v_dense boolean;
@@ -195,6 +199,7 @@ BEGIN
                c.content, c.metadata, c.acl_labels, c.position
         FROM fused f
         JOIN hybrid.chunk c ON c.tenant_id = v_tenant AND c.chunk_id = f.id AND NOT c.superseded
+         AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
     ), collapsed AS (
         SELECT * FROM hydrated h
         WHERE NOT per_document
