@@ -1,0 +1,384 @@
+"""The pyhybrid command line: server, migrate, doctor, tenant, ingest, ingest-edges, search, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import psycopg
+from psycopg import conninfo
+
+from . import _base, migrate, server
+from .errors import InvalidParameterError, PyhybridError
+from .types import ChunkRef, HybridWeights
+
+APP_ROLE = "pyhybrid_app"
+
+
+class Target:
+    """Where a command works: the admin DSN, and the non-superuser app DSN tenant work runs as."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.embedded = not (args.dsn or os.environ.get(server.ENV_DSN))
+        data_dir = Path(args.data_dir) if getattr(args, "data_dir", None) else None
+        self.admin = server.resolve_dsn(args.dsn, data_dir)
+
+    def ensure_ready(self) -> None:
+        """On the embedded server: migrate to head and create the app role (both idempotent)."""
+        if not self.embedded:
+            return
+        migrate.upgrade(self.admin)
+        with psycopg.connect(self.admin, autocommit=True) as c:
+            if c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone() is None:
+                c.execute("SELECT set_config('pyhybrid.role', %s, false)", (APP_ROLE,))
+                c.execute("DO $$ BEGIN EXECUTE format('CREATE ROLE %I LOGIN', "
+                          "current_setting('pyhybrid.role')); END $$")
+            c.execute("SELECT hybrid.grant_app(%s)", (APP_ROLE,))
+
+    def ensure_tenant(self, tenant: str) -> None:
+        """On the embedded server, create the tenant if missing."""
+        if self.embedded:
+            with psycopg.connect(self.admin, autocommit=True) as c:
+                c.execute(_base.CREATE_TENANT_SQL, (tenant,))
+
+    @property
+    def app(self) -> str:
+        """The DSN tenant work runs as: the app role on the embedded server (RLS applies), else the DSN given."""
+        return conninfo.make_conninfo(self.admin, user=APP_ROLE) if self.embedded else self.admin
+
+
+def _progress(total: int | None, desc: str, quiet: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="chunk", disable=quiet, file=sys.stderr)
+
+
+def _batches(records: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    """Batches of about size records, never splitting a document (re-ingest supersedes per call)."""
+    batch: list[dict[str, Any]] = []
+    for rec in records:
+        if len(batch) >= size and rec.get("document_id") != batch[-1].get("document_id"):
+            yield batch
+            batch = []
+        batch.append(rec)
+    if batch:
+        yield batch
+
+
+def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[str, Any]], *, batch_size: int = 1000,
+                   acl_labels: Sequence[str] = (), quiet: bool = False, total: int | None = None) -> dict[str, int]:
+    """Embed records lacking an embedding and ingest them in document-aligned batches."""
+    from .client import HybridClient
+
+    totals = {"inserted": 0, "updated": 0, "unchanged": 0, "superseded": 0}
+    embedder = None
+    with HybridClient(dsn) as client, _progress(total, f"ingest {tenant}/{corpus}", quiet) as bar:
+        for batch in _batches(records, batch_size):
+            missing = [r for r in batch if r.get("embedding") is None]
+            if missing:
+                if embedder is None:
+                    from .embed import default_embedder
+
+                    embedder = default_embedder()
+                vectors = embedder([r["content"] for r in missing])
+                for r, v in zip(missing, vectors):
+                    r["embedding"] = v
+            if acl_labels:
+                for r in batch:
+                    r.setdefault("acl_labels", list(acl_labels))
+            with client.tenant(tenant) as t:
+                res = t.ingest(batch, corpus_id=corpus)
+            for key in totals:
+                totals[key] += getattr(res, key)
+            bar.update(len(batch))
+    return totals
+
+
+def _print_table(refs: Sequence[ChunkRef], *, width: int = 72) -> None:
+    print(f"{'rank':>4}  {'chunk':<26} {'fused':>8}  {'dense':>5} {'lex':>5} {'graph':>5}  content")
+    for i, r in enumerate(refs, start=1):
+        def rk(v: int | None) -> str:
+            return "-" if v is None else str(v)
+        text = " ".join((r.content or "").split())
+        text = text if len(text) <= width else text[: width - 1] + "…"
+        print(f"{i:>4}  {r.chunk_id[:26]:<26} {r.score:8.5f}  {rk(r.vector_rank):>5} {rk(r.keyword_rank):>5} "
+              f"{rk(r.graph_rank):>5}  {text}")
+
+
+def _print_context(ref: ChunkRef) -> None:
+    if not ref.graph_context:
+        return
+    print(f"      graph context of {ref.chunk_id}:")
+    for c in ref.graph_context:
+        arrow = "->" if c.get("direction") == "out" else "<-"
+        title = f"  {c['title']}" if c.get("title") else ""
+        print(f"        {arrow} {c.get('rel')} {arrow} {c.get('node_id')} ({c.get('kind')}){title}")
+
+
+def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
+    """Run one search as the CLI does; prints the table, JSON or explanation."""
+    from .client import HybridClient
+    from .embed import default_embedder
+
+    weights = HybridWeights.parse(args.weights) if args.weights else HybridWeights()
+    vector = default_embedder().embed_query(args.text) if weights.vector > 0 else None
+    filters = json.loads(args.filter) if args.filter else None
+    kwargs: dict[str, Any] = dict(
+        vector=vector, query_text=args.text, corpus_ids=args.corpus or None, top_k=args.top_k,
+        weights=weights, k=args.rrf_k, filters=filters, graph_hops=args.hops, lexical=args.lexical,
+        graph_expand=args.graph_expand if weights.graph > 0 else 0, with_graph_context=True,
+        per_document=args.per_document,
+    )
+    acl = [a for a in (args.acl or "").split(",") if a]
+    with HybridClient(dsn) as client, client.tenant(args.tenant, acl) as t:
+        refs = t.retrieve(**kwargs)
+    if args.json:
+        out = [{k: v for k, v in r.__dict__.items()} for r in refs]
+        print(json.dumps(out, indent=2, default=list))
+        return refs
+    _print_table(refs)
+    if refs:
+        _print_context(refs[0])
+    if args.explain:
+        params = _base.retrieve_params(**kwargs)
+        if params["query_embedding"]:
+            params["query_embedding"] = params["query_embedding"][:40] + f"…] ({len(vector) if vector is not None else 0} dims)"
+        print("\nsources: dense = pgvector cosine (HNSW or exact), lex = "
+              f"{args.lexical or 'bm25 where installed, else ts_rank'}, graph = AGE neighbours of the seeds "
+              f"({'the ' + str(kwargs['graph_expand']) + ' best dense/lexical hits' if kwargs['graph_expand'] else 'none'})")
+        for r in refs:
+            found = [name for name, rank in (("dense", r.vector_rank), ("lexical", r.keyword_rank),
+                                             ("graph", r.graph_rank)) if rank is not None]
+            print(f"  {r.chunk_id}: found by {', '.join(found)}")
+        print("\nSQL call (one statement, parameters bound by psycopg):")
+        print(_base.RETRIEVE_SQL)
+        print("parameters:", json.dumps(params, indent=2))
+    return refs
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir) if args.data_dir else None
+    if args.action == "start":
+        print(server.start_embedded(data_dir))
+    elif args.action == "stop":
+        print("stopped" if server.stop_embedded(data_dir) else "not running")
+    elif args.action == "status":
+        print(json.dumps(server.embedded_status(data_dir), indent=2))
+    else:
+        st = server.embedded_status(data_dir)
+        if not st["running"]:
+            print("the embedded server is not running: pyhybrid server start", file=sys.stderr)
+            return 1
+        print(st["dsn"])
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    target = Target(args)
+    with psycopg.connect(target.admin) as c:
+        report = migrate.check_extensions(c)
+    for name, what in report.missing_optional.items():
+        print(f"note: extension {name!r} is not available on this server: {what} is disabled", file=sys.stderr)
+    if args.downgrade:
+        migrate.downgrade(target.admin, revision=args.downgrade)
+        print(f"downgraded to {args.downgrade}")
+    else:
+        migrate.upgrade(target.admin, dim=args.dim)
+        if target.embedded:
+            target.ensure_ready()
+        print("schema hybrid is at head")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    target = Target(args)
+    problems = 0
+    with psycopg.connect(target.admin) as c:
+        print("server:", c.execute("SELECT version()").fetchone()[0])  # type: ignore[index]
+        print("connected as:", c.execute("SELECT current_user || CASE WHEN rolsuper THEN ' (superuser: bypasses RLS; "
+                                          "use an app or tenant role for queries)' ELSE '' END FROM pg_roles "
+                                          "WHERE rolname = current_user").fetchone()[0])  # type: ignore[index]
+        avail = dict(c.execute("SELECT name, default_version FROM pg_available_extensions "
+                               "WHERE name IN ('vector','age','pg_textsearch')").fetchall())
+        installed = dict(c.execute("SELECT extname, extversion FROM pg_extension").fetchall())
+        for name, why in (("vector", "required: embeddings and the dense branch"),
+                          *migrate.OPTIONAL_EXTENSIONS.items()):
+            state = (f"installed {installed[name]}" if name in installed else
+                     f"available {avail[name]}, not installed (run: pyhybrid migrate)" if name in avail else
+                     "MISSING")
+            if name not in installed:
+                problems += 1
+            print(f"extension {name:<14} {state:<40} {why}")
+        if c.execute("SELECT to_regnamespace('hybrid')").fetchone() == (None,):
+            print("schema hybrid: MISSING (run: pyhybrid migrate)")
+            return 1
+        ver = c.execute("SELECT version_num FROM alembic_version").fetchone() if c.execute(
+            "SELECT to_regclass('alembic_version')").fetchone() != (None,) else None
+        print("schema hybrid: installed, alembic revision", ver[0] if ver else "unknown",
+              "| embedding dim", c.execute("SELECT hybrid.embedding_dim()").fetchone()[0])  # type: ignore[index]
+        for idx in ("chunk_embedding_hnsw", "chunk_tsv_gin", "chunk_content_bm25", "chunk_document_idx"):
+            ok = c.execute("SELECT to_regclass(%s)", (f"hybrid.{idx}",)).fetchone() != (None,)
+            problems += 0 if ok or idx == "chunk_content_bm25" and "pg_textsearch" not in avail else 1
+            print(f"index {idx:<22} {'present' if ok else 'MISSING'}")
+        rls = c.execute("SELECT c.oid::regclass::text, c.relrowsecurity AND c.relforcerowsecurity FROM pg_class c "
+                        "WHERE c.relnamespace IN ('hybrid'::regnamespace) AND c.relkind = 'r' "
+                        "AND c.relname IN ('chunk', 'corpus', 'graph_node') ORDER BY 1").fetchall()
+        for rel, on in rls:
+            problems += 0 if on else 1
+            print(f"RLS {rel:<22} {'enabled and forced' if on else 'NOT FORCED'}")
+        if c.execute("SELECT to_regnamespace('hybrid_graph')").fetchone() != (None,):
+            weak = c.execute("SELECT count(*) FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g "
+                             "ON g.graphid = l.graph JOIN pg_class c ON c.oid = l.relation "
+                             "WHERE g.name = 'hybrid_graph' AND NOT (c.relrowsecurity AND c.relforcerowsecurity)"
+                             ).fetchone()[0]  # type: ignore[index]
+            problems += weak
+            print(f"RLS on AGE label tables: {'all enabled and forced' if not weak else f'{weak} NOT FORCED'}")
+        counts = c.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.chunk)").fetchone()
+        print(f"data: {counts[0]} tenants, {counts[1]} chunks (as seen by this role)")  # type: ignore[index]
+    print("ok" if problems == 0 else f"{problems} problem(s) found")
+    return 0 if problems == 0 else 1
+
+
+def cmd_tenant(args: argparse.Namespace) -> int:
+    from .client import HybridClient
+
+    target = Target(args)
+    target.ensure_ready()
+    with HybridClient(target.admin) as c:
+        if args.action == "create":
+            print(c.create_tenant(args.name))
+        elif args.action == "grant":
+            c.grant_tenant(args.role, args.name, [a for a in (args.acl or "").split(",") if a])
+            print(f"role {args.role} may act for tenant {args.name}")
+        else:
+            c.grant_app(args.name)
+            print(f"role {args.name} is a trusted app role")
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from .chunking import read_source
+
+    target = Target(args)
+    target.ensure_ready()
+    target.ensure_tenant(args.tenant)
+    records = list(read_source(Path(args.path), max_words=args.chunk_size, overlap_words=args.overlap))
+    totals = ingest_records(target.app, args.tenant, args.corpus, iter(records), batch_size=args.batch,
+                            acl_labels=[a for a in (args.acl or "").split(",") if a], quiet=args.quiet,
+                            total=len(records))
+    print(json.dumps(totals))
+    return 0
+
+
+def cmd_ingest_edges(args: argparse.Namespace) -> int:
+    from .client import HybridClient
+
+    target = Target(args)
+    target.ensure_ready()
+    path = Path(args.path)
+    edges = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    with HybridClient(target.app) as c, c.tenant(args.tenant) as t:
+        res = t.add_edges(edges)
+    print(json.dumps(res.__dict__))
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    target = Target(args)
+    target.ensure_ready()
+    search(target.app, args)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    target = Target(args)
+    target.ensure_ready()
+    return run_demo(target, quiet=args.quiet)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pyhybrid", description=__doc__)
+    p.add_argument("--dsn", help=f"an external PostgreSQL (default ${server.ENV_DSN}, else the embedded server)")
+    p.add_argument("--data-dir", help=f"the embedded server's data dir (default ${server.ENV_DATA_DIR} or a per-user dir)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("server", help="manage the embedded PostgreSQL")
+    s.add_argument("action", choices=["start", "stop", "status", "url"])
+    s.set_defaults(func=cmd_server)
+
+    s = sub.add_parser("migrate", help="install or upgrade the hybrid schema (Alembic upgrade head)")
+    s.add_argument("--dim", type=int, default=None, help="embedding dimension for a fresh install (default 384)")
+    s.add_argument("--downgrade", metavar="REV", help="downgrade to REV instead (base removes everything)")
+    s.set_defaults(func=cmd_migrate)
+
+    s = sub.add_parser("doctor", help="check the server, extensions, schema, indexes and RLS")
+    s.set_defaults(func=cmd_doctor)
+
+    s = sub.add_parser("tenant", help="create tenants and grant roles (admin)")
+    s.add_argument("action", choices=["create", "grant", "grant-app"])
+    s.add_argument("name", help="tenant id (create, grant) or role name (grant-app)")
+    s.add_argument("--role", help="with grant: the login role to bind to the tenant")
+    s.add_argument("--acl", help="with grant: comma-separated ACL labels the role may claim")
+    s.set_defaults(func=cmd_tenant)
+
+    s = sub.add_parser("ingest", help="chunk, embed and load text/markdown/JSONL files")
+    s.add_argument("path", help="a file or directory (.txt, .md, .jsonl)")
+    s.add_argument("--tenant", required=True)
+    s.add_argument("--corpus", default="default")
+    s.add_argument("--chunk-size", type=int, default=180, help="words per chunk (default 180, ~240 tokens)")
+    s.add_argument("--overlap", type=int, default=30, help="words shared by consecutive chunks (default 30)")
+    s.add_argument("--batch", type=int, default=1000, help="chunks per transaction (documents are never split)")
+    s.add_argument("--acl", help="comma-separated ACL labels for chunks that carry none")
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("ingest-edges", help='load graph edges from JSONL {"src", "dst", "rel"}')
+    s.add_argument("path")
+    s.add_argument("--tenant", required=True)
+    s.set_defaults(func=cmd_ingest_edges)
+
+    s = sub.add_parser("search", help="hybrid search as a tenant")
+    s.add_argument("text")
+    s.add_argument("--tenant", default=os.environ.get("PYHYBRID_TENANT"), required="PYHYBRID_TENANT" not in os.environ)
+    s.add_argument("--corpus", action="append", help="restrict to a corpus (repeatable)")
+    s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--weights", default="1,1,2",
+                   help="vector,keyword,graph RRF weights (default 1,1,2: graph-expanded hits carry one term)")
+    s.add_argument("--rrf-k", type=float, default=60)
+    s.add_argument("--lexical", choices=["bm25", "ts_rank"])
+    s.add_argument("--hops", type=int, default=1)
+    s.add_argument("--graph-expand", type=int, default=1,
+                   help="seed the graph branch with the N best dense/lexical hits (default 1; 0 = off)")
+    s.add_argument("--filter", help='metadata filter as JSON, e.g. \'{"lang": "en"}\'')
+    s.add_argument("--acl", help="comma-separated ACL labels the caller holds")
+    s.add_argument("--per-document", action="store_true", help="best chunk per document only")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--explain", action="store_true", help="which source found which row, and the SQL call")
+    s.set_defaults(func=cmd_search)
+
+    s = sub.add_parser("demo", help="the guided tour: two tenants, a regulated-product corpus, hybrid queries")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except PyhybridError as exc:
+        print(f"pyhybrid: error: {exc}", file=sys.stderr)
+        return 2
+    except (psycopg.OperationalError, json.JSONDecodeError, InvalidParameterError) as exc:
+        print(f"pyhybrid: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
