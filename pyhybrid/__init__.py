@@ -1,5 +1,6 @@
 """pyhybrid: hybrid retrieval (dense + lexical + graph, fused by RRF) inside PostgreSQL."""
 
+from . import server
 from ._base import SourceFailedWarning
 from .aio import AsyncHybridClient, AsyncTenantSession, connect_async
 from .client import HybridClient, TenantSession, connect
@@ -38,6 +39,7 @@ __all__ = [
     "connect",
     "connect_async",
     "retrieve",
+    "server",
     "rrf_fuse",
 ]
 __version__ = "0.1.0"

@@ -49,6 +49,16 @@ def start_embedded(data_dir: Path | None = None) -> str:
     return uri
 
 
+def embedded_dsn(role: str | None = None, data_dir: Path | None = None) -> str:
+    """The embedded server's DSN (started if needed), as role if given (e.g. "pyhybrid_app")."""
+    dsn = start_embedded(data_dir)
+    if role is None:
+        return dsn
+    from psycopg import conninfo
+
+    return conninfo.make_conninfo(dsn, user=role)
+
+
 def embedded_status(data_dir: Path | None = None) -> dict[str, Any]:
     """Whether the embedded server at data_dir runs, with its pid and DSN."""
     path = (data_dir or default_data_dir()).expanduser()

@@ -1,0 +1,114 @@
+"""The command line: the demo end to end, ingest and search, doctor, migrate, the embedded server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pyhybrid.cli import main
+from tests.conftest import Db
+
+
+@pytest.fixture()
+def demo_db(db: Db, capsys: pytest.CaptureFixture[str]) -> Db:
+    assert main(["--dsn", db.dsn(), "demo", "--quiet"]) == 0
+    return db
+
+
+@pytest.mark.usefixtures("require_age", "require_bm25")
+def test_demo_runs_end_to_end_and_shows_isolation(demo_db: Db, capsys: pytest.CaptureFixture[str]) -> None:
+    out = capsys.readouterr().out
+    assert "TENANT LEAK" not in out
+    assert "(tenants in the result: ['acme'])" in out and "(tenants in the result: ['globex'])" in out
+    import re
+
+    match = re.search(r"^(\d+) of (\d+) expected chunks found", out, re.M)
+    assert match, out
+    found, total = int(match[1]), int(match[2])
+    assert total >= 10 and found >= total - 2, out
+
+
+@pytest.mark.usefixtures("require_age", "require_bm25")
+def test_search_finds_the_requirement_and_through_the_graph_its_test_protocol(
+        demo_db: Db, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["--dsn", demo_db.dsn(), "search", "How quickly must the pump alarm after a downstream occlusion?",
+                 "--tenant", "acme", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "acme:REQ-012#0: found by dense, lexical" in out
+    assert "acme:TP-031#2: found by graph" in out
+    assert "SELECT * FROM hybrid.retrieve(" in out and '"query_text": "How quickly' in out
+
+
+@pytest.mark.usefixtures("require_age", "require_bm25")
+def test_search_json_as_the_other_tenant_returns_only_its_chunks(demo_db: Db, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["--dsn", demo_db.dsn(), "search", "occlusion alarm", "--tenant", "globex", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and {r["tenant_id"] for r in rows} == {"globex"}
+
+
+def test_ingest_a_directory_is_idempotent(db: Db, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pump.md").write_text("# Pump\n\n" + "The pump shall raise an occlusion alarm. " * 60)
+    (tmp_path / "notes.txt").write_text("Battery lasts six hours on a full charge.")
+    args = ["--dsn", db.dsn(), "ingest", str(tmp_path), "--tenant", "acme", "--corpus", "docs", "--quiet",
+            "--chunk-size", "100", "--overlap", "20"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(args) == 0
+    second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert first["inserted"] >= 4 and second == {"inserted": 0, "updated": 0, "unchanged": first["inserted"],
+                                                 "superseded": 0}
+    assert main(["--dsn", db.dsn(), "search", "how long does the battery last", "--tenant", "acme", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["chunk_id"] == "notes.txt#0"
+
+
+def test_bad_input_exits_2_with_a_message_naming_the_rule(db: Db, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "bad.jsonl"
+    f.write_text('{"chunk_id": "a", "document_id": "d", "content": "x", "embedding": [1, 2]}\n')
+    assert main(["--dsn", db.dsn(), "ingest", str(f), "--tenant", "acme", "--quiet"]) == 2
+    assert "chunk row 1 (chunk_id 'a'): embedding has 2 dimensions, expected 384" in capsys.readouterr().err
+    assert main(["--dsn", db.dsn(), "search", "x", "--tenant", "acme", "--top-k", "0"]) == 2
+    assert "top_k must be between 1 and 1000" in capsys.readouterr().err
+
+
+def test_doctor_reports_extensions_indexes_and_rls(db: Db, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--dsn", db.dsn(), "doctor"])
+    out = capsys.readouterr().out
+    assert "extension vector" in out and "RLS hybrid.chunk" in out and "enabled and forced" in out
+    assert code == 0, out
+
+
+def test_doctor_on_a_database_without_the_schema_says_how_to_fix_it(admin_dsn: str,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from psycopg import conninfo
+
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS pyh_doctor_empty")
+        c.execute("CREATE DATABASE pyh_doctor_empty")
+    try:
+        assert main(["--dsn", conninfo.make_conninfo(admin_dsn, dbname="pyh_doctor_empty"), "doctor"]) == 1
+        assert "schema hybrid: MISSING (run: pyhybrid migrate)" in capsys.readouterr().out
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as c:
+            c.execute("DROP DATABASE IF EXISTS pyh_doctor_empty WITH (FORCE)")
+
+
+def test_embedded_server_start_status_url_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = str(tmp_path / "pg")
+    assert main(["--data-dir", data, "server", "start"]) == 0
+    dsn = capsys.readouterr().out.strip()
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+    assert main(["--data-dir", data, "server", "status"]) == 0
+    assert json.loads(capsys.readouterr().out)["running"] is True
+    assert main(["--data-dir", data, "server", "url"]) == 0
+    assert capsys.readouterr().out.strip().startswith("postgresql://")
+    assert main(["--data-dir", data, "server", "stop"]) == 0
+    assert capsys.readouterr().out.strip() == "stopped"
+    assert main(["--data-dir", data, "server", "status"]) == 0
+    assert json.loads(capsys.readouterr().out)["running"] is False
