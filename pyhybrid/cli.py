@@ -202,9 +202,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print("connected as:", c.execute("SELECT current_user || CASE WHEN rolsuper THEN ' (superuser: bypasses RLS; "
                                           "use an app or tenant role for queries)' ELSE '' END FROM pg_roles "
                                           "WHERE rolname = current_user").fetchone()[0])  # type: ignore[index]
-        avail = dict(c.execute("SELECT name, default_version FROM pg_available_extensions "
+        avail: dict[str, str] = dict(c.execute("SELECT name, default_version FROM pg_available_extensions "
                                "WHERE name IN ('vector','age','pg_textsearch')").fetchall())
-        installed = dict(c.execute("SELECT extname, extversion FROM pg_extension").fetchall())
+        installed: dict[str, str] = dict(c.execute("SELECT extname, extversion FROM pg_extension").fetchall())
         for name, why in (("vector", "required: embeddings and the dense branch"),
                           *migrate.OPTIONAL_EXTENSIONS.items()):
             state = (f"installed {installed[name]}" if name in installed else

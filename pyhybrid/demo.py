@@ -81,16 +81,16 @@ def run_demo(target: Target, *, quiet: bool = False) -> int:
     started = time.perf_counter()
     print("pyhybrid demo: hybrid retrieval inside PostgreSQL (pgvector + BM25 + Apache AGE, fused by RRF)\n")
     stats = load_demo(target, quiet=quiet)
-    for t, s in stats.items():
-        print(f"tenant {t}: {s['inserted']} chunks inserted, {s['updated']} updated, {s['unchanged']} unchanged; "
+    for tenant_id, s in stats.items():
+        print(f"tenant {tenant_id}: {s['inserted']} chunks inserted, {s['updated']} updated, {s['unchanged']} unchanged; "
               f"graph edges added {s['edges']['edges_added']} (already there {s['edges']['edges_present']})")
     embed = default_embedder()
     found = total = 0
     with HybridClient(target.app) as client:
         for n, q in enumerate(queries(), start=1):
             expect = set(q.get("expect", []))
-            with client.tenant(q["tenant"], q.get("acl_labels")) as t:
-                refs = t.retrieve(vector=embed.embed_query(q["text"]), query_text=q["text"], top_k=10,
+            with client.tenant(q["tenant"], q.get("acl_labels")) as session:
+                refs = session.retrieve(vector=embed.embed_query(q["text"]), query_text=q["text"], top_k=10,
                                   weights=DEMO_WEIGHTS, filters=q.get("filter"),
                                   graph_expand=DEMO_EXPAND, with_graph_context=True)
             hits = expect & {r.chunk_id for r in refs}
@@ -106,17 +106,17 @@ def run_demo(target: Target, *, quiet: bool = False) -> int:
                 print("  TENANT LEAK: a row of another tenant was returned")
                 return 1
         print("\n[isolation] the same question, \"occlusion alarm\", asked by each tenant:")
-        q = "occlusion alarm"
-        vec = embed.embed_query(q)
+        question = "occlusion alarm"
+        vec = embed.embed_query(question)
         for tenant in TENANTS:
-            with client.tenant(tenant) as t:
-                refs = t.retrieve(vector=vec, query_text=q, top_k=5)
+            with client.tenant(tenant) as session:
+                refs = session.retrieve(vector=vec, query_text=question, top_k=5)
             owners = sorted({r.tenant_id for r in refs})
             print(f"  {tenant}: {', '.join(r.chunk_id for r in refs)}  (tenants in the result: {owners})")
         print("\n[acl] chunks labelled 'quality' appear only for callers holding that label:")
         for labels in ([], ["quality"]):
-            with client.tenant("acme", labels) as t:
-                refs = t.retrieve(vector=embed.embed_query("confidential supplier audit"),
+            with client.tenant("acme", labels) as session:
+                refs = session.retrieve(vector=embed.embed_query("confidential supplier audit"),
                                   query_text="confidential supplier audit", top_k=3)
             print(f"  acl_labels={labels}: " + ", ".join(f"{r.chunk_id}{' [' + ','.join(r.acl_labels) + ']' if r.acl_labels else ''}" for r in refs))
     print(f"\n{found} of {total} expected chunks found; demo took {time.perf_counter() - started:.1f} s.")
