@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import struct
 import warnings
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -12,7 +14,7 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .errors import InvalidParameterError, PyhybridError, from_psycopg
+from .errors import InvalidParameterError, PyhybridError, TenantError, from_psycopg
 from .types import Chunk, ChunkRef, Edge, HybridWeights
 
 RETRIEVE_SQL = """SELECT * FROM hybrid.retrieve(
@@ -39,9 +41,8 @@ SET_TENANT_SQL = (
 BEGIN_INGEST_SQL = "SELECT hybrid.begin_ingest()"
 COPY_CHUNKS_SQL = (
     "COPY pg_temp.hybrid_chunk_stage (tenant_id, chunk_id, document_id, position, content, embedding, "
-    "acl_labels, metadata) FROM STDIN (FORMAT BINARY)"
+    "acl_labels, metadata, content_hash) FROM STDIN (FORMAT BINARY)"
 )
-COPY_CHUNK_TYPES = ["text", "text", "text", "int4", "text", "float4[]", "text[]", "jsonb"]
 FINISH_INGEST_SQL = "SELECT * FROM hybrid.finish_ingest(%s)"
 BEGIN_EDGES_SQL = "SELECT hybrid.begin_edges()"
 COPY_EDGES_SQL = "COPY pg_temp.hybrid_edge_stage (src, dst, rel, properties) FROM STDIN (FORMAT BINARY)"
@@ -52,6 +53,8 @@ EMBEDDING_DIM_SQL = "SELECT hybrid.embedding_dim() AS dim"
 CREATE_TENANT_SQL = "SELECT hybrid.create_tenant(%s)"
 GRANT_TENANT_SQL = "SELECT hybrid.grant_tenant(%s, %s, %s::text[])"
 GRANT_APP_SQL = "SELECT hybrid.grant_app(%s)"
+SUSPEND_INDEX_SQL = "SELECT hybrid.suspend_vector_index()"
+RESUME_INDEX_SQL = "SELECT hybrid.resume_vector_index()"
 
 SOURCE_FAILED = "hybrid_retrieve.source_failed"
 
@@ -193,11 +196,59 @@ def _chunk_error(i: int, chunk_id: Any, rule: str) -> InvalidParameterError:
     return InvalidParameterError(f"chunk row {i} (chunk_id {cid}): {rule}")
 
 
+def content_hash(c: Chunk, embedding: Any, corpus_id: str) -> str:
+    """What makes re-ingesting a chunk a no-op: the same hash means nothing changed."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (c.document_id, str(c.position), c.content, "\x1f".join(c.acl_labels or ()),
+                 json.dumps(dict(c.metadata), sort_keys=True, default=str), corpus_id):
+        h.update(part.encode())
+        h.update(b"\x1f")
+    if embedding is not None:
+        h.update(embedding.tobytes())
+    return "py:" + h.hexdigest()
+
+
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" * 2
+_COPY_TRAILER = b"\xff\xff"
+_NULL = b"\xff\xff\xff\xff"
+_I32 = struct.Struct(">i")
+_ROW9 = struct.pack(">h", 9)
+_TEXT_OID, _FLOAT4_OID = 25, 700
+
+
+def _text(value: str) -> bytes:
+    data = value.encode()
+    return _I32.pack(len(data)) + data
+
+
+def _text_array(items: Sequence[str]) -> bytes:
+    if not items:
+        data = struct.pack(">iii", 0, 0, _TEXT_OID)
+    else:
+        data = struct.pack(">iiiii", 1, 0, _TEXT_OID, len(items), 1) + b"".join(_text(x) for x in items)
+    return _I32.pack(len(data)) + data
+
+
+def _embedding_fields(matrix: np.ndarray[Any, Any]) -> list[bytes]:
+    """Each row of matrix as a binary float4[] COPY field, built for the whole batch at once."""
+    n, dim = matrix.shape
+    cells = np.empty((n, dim, 2), dtype=">i4")
+    cells[:, :, 0] = 4
+    cells[:, :, 1] = matrix.astype(">f4").view(">i4")
+    head = _I32.pack(20 + dim * 8) + struct.pack(">iiiii", 1, 0, _FLOAT4_OID, dim, 1)
+    blob = cells.tobytes()
+    step = dim * 8
+    return [head + blob[i * step:(i + 1) * step] for i in range(n)]
+
+
 def prepare_chunks(
-    chunks: Iterable[Chunk | Mapping[str, Any]], tenant_id: str, dim: int
-) -> list[tuple[Any, ...]]:
-    """Validate chunks (the first bad row is named, 1-based) and return COPY rows. Nothing is sent on error."""
-    rows: list[tuple[Any, ...]] = []
+    chunks: Iterable[Chunk | Mapping[str, Any]], tenant_id: str, dim: int, corpus_id: str = "default"
+) -> bytes:
+    """Validate chunks (the first bad row is named, 1-based) and return the binary COPY payload for
+    pg_temp.hybrid_chunk_stage (columns as COPY_CHUNKS_SQL). Nothing is sent on error."""
+    parts: list[tuple[bytes, bytes]] = []
+    vectors: list[np.ndarray[Any, Any]] = []
+    has_vector: list[bool] = []
     seen: set[str] = set()
     for i, raw in enumerate(chunks, start=1):
         try:
@@ -210,14 +261,14 @@ def prepare_chunks(
             raise _chunk_error(i, c.chunk_id, "document_id is missing")
         if not isinstance(c.content, str):
             raise _chunk_error(i, c.chunk_id, "content is missing")
+        if "\x00" in c.content or "\x00" in c.chunk_id or "\x00" in c.document_id:
+            raise _chunk_error(i, c.chunk_id, "text contains a NUL character, which PostgreSQL cannot store")
         if c.tenant_id is not None and c.tenant_id != tenant_id:
-            from .errors import TenantError
-
             raise TenantError(
                 f"chunk row {i} (chunk_id {c.chunk_id!r}): tenant_id {c.tenant_id!r} is not the tenant "
                 f"of this transaction ({tenant_id!r})"
             )
-        emb: list[float] | None = None
+        arr = None
         if c.embedding is not None:
             arr = np.asarray(c.embedding, dtype=np.float32)
             if arr.ndim != 1 or arr.shape[0] != dim:
@@ -227,19 +278,36 @@ def prepare_chunks(
                 raise _chunk_error(i, c.chunk_id, "embedding contains NaN")
             if np.isinf(arr).any():
                 raise _chunk_error(i, c.chunk_id, "embedding contains an infinite value")
-            emb = arr.tolist()
+            vectors.append(arr)
+        has_vector.append(arr is not None)
         if not isinstance(c.metadata, Mapping):
             raise _chunk_error(i, c.chunk_id, "metadata must be a JSON object")
+        try:
+            meta = json.dumps(dict(c.metadata), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise _chunk_error(i, c.chunk_id, f"metadata is not valid JSON ({exc})") from None
         if c.chunk_id in seen:
             raise _chunk_error(i, c.chunk_id, "chunk_id appears more than once in the batch")
         seen.add(c.chunk_id)
-        if isinstance(c.position, bool) or not isinstance(c.position, int):
-            raise _chunk_error(i, c.chunk_id, f"position must be an integer, got {c.position!r}")
+        if isinstance(c.position, bool) or not isinstance(c.position, int) or not -2**31 <= c.position < 2**31:
+            raise _chunk_error(i, c.chunk_id, f"position must be a 32-bit integer, got {c.position!r}")
         labels = list(c.acl_labels or ())
         if any(not isinstance(x, str) or not x for x in labels):
             raise _chunk_error(i, c.chunk_id, "acl_labels must be non-empty strings")
-        rows.append((None, c.chunk_id, c.document_id, c.position, c.content, emb, labels, Jsonb(dict(c.metadata))))
-    return rows
+        meta_bytes = b"\x01" + meta.encode()
+        head = (_ROW9 + _NULL + _text(c.chunk_id) + _text(c.document_id) + b"\x00\x00\x00\x04"
+                + _I32.pack(c.position) + _text(c.content))
+        tail = (_text_array(labels) + _I32.pack(len(meta_bytes)) + meta_bytes
+                + _text(content_hash(c, arr, corpus_id)))
+        parts.append((head, tail))
+    fields = iter(_embedding_fields(np.stack(vectors)) if vectors else [])
+    out = [_COPY_HEADER]
+    for (head, tail), has in zip(parts, has_vector):
+        out.append(head)
+        out.append(next(fields) if has else _NULL)
+        out.append(tail)
+    out.append(_COPY_TRAILER)
+    return b"".join(out)
 
 
 def prepare_edges(edges: Iterable[Edge | Mapping[str, Any]]) -> list[tuple[Any, ...]]:

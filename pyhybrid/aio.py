@@ -64,14 +64,12 @@ class AsyncTenantSession:
     async def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default") -> IngestResult:
         """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing)."""
         _base.check_name("corpus_id", corpus_id)
-        rows = _base.prepare_chunks(chunks, self.tenant_id, await self.embedding_dim())
+        payload = _base.prepare_chunks(chunks, self.tenant_id, await self.embedding_dim(), corpus_id)
         with _base.translate_errors():
             async with self.conn.transaction():
                 await self.conn.execute(_base.BEGIN_INGEST_SQL)
                 async with self.conn.cursor() as cur, cur.copy(_base.COPY_CHUNKS_SQL) as copy:
-                    copy.set_types(_base.COPY_CHUNK_TYPES)
-                    for row in rows:
-                        await copy.write_row(row)
+                    await copy.write(payload)
                 res = await (await self.conn.execute(_base.FINISH_INGEST_SQL, (corpus_id,))).fetchone()
         assert res is not None
         return IngestResult(**{k: int(v) for k, v in res.items()})
@@ -161,6 +159,18 @@ class AsyncHybridClient:
         """Make an existing role a trusted application role (admin only)."""
         _base.check_name("role_name", role_name)
         await self._scalar(_base.GRANT_APP_SQL, (role_name,))
+
+    @asynccontextmanager
+    async def bulk_load(self) -> AsyncIterator[None]:
+        """Drop the HNSW index for a large load and rebuild it afterwards, even on error (admin only).
+
+        Meanwhile dense search stays correct (exact) but slow on large tenants.
+        """
+        await self._scalar(_base.SUSPEND_INDEX_SQL, ())
+        try:
+            yield
+        finally:
+            await self._scalar(_base.RESUME_INDEX_SQL, ())
 
     async def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
         async with self.connection() as conn:

@@ -267,9 +267,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     target.ensure_ready()
     target.ensure_tenant(args.tenant)
     records = list(read_source(Path(args.path), max_words=args.chunk_size, overlap_words=args.overlap))
-    totals = ingest_records(target.app, args.tenant, args.corpus, iter(records), batch_size=args.batch,
-                            acl_labels=[a for a in (args.acl or "").split(",") if a], quiet=args.quiet,
-                            total=len(records))
+
+    def load() -> dict[str, int]:
+        return ingest_records(target.app, args.tenant, args.corpus, iter(records), batch_size=args.batch,
+                              acl_labels=[a for a in (args.acl or "").split(",") if a], quiet=args.quiet,
+                              total=len(records))
+
+    if args.bulk:
+        from .client import HybridClient
+
+        with HybridClient(target.admin) as admin, admin.bulk_load():
+            totals = load()
+    else:
+        totals = load()
     print(json.dumps(totals))
     return 0
 
@@ -335,6 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--overlap", type=int, default=30, help="words shared by consecutive chunks (default 30)")
     s.add_argument("--batch", type=int, default=1000, help="chunks per transaction (documents are never split)")
     s.add_argument("--acl", help="comma-separated ACL labels for chunks that carry none")
+    s.add_argument("--bulk", action="store_true",
+                   help="drop the HNSW index during the load and rebuild it after (admin; for large loads)")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_ingest)
 

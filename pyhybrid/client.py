@@ -62,13 +62,11 @@ class TenantSession:
     def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default") -> IngestResult:
         """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing)."""
         _base.check_name("corpus_id", corpus_id)
-        rows = _base.prepare_chunks(chunks, self.tenant_id, self.embedding_dim())
+        payload = _base.prepare_chunks(chunks, self.tenant_id, self.embedding_dim(), corpus_id)
         with _base.translate_errors(), self.conn.transaction():
             self.conn.execute(_base.BEGIN_INGEST_SQL)
             with self.conn.cursor() as cur, cur.copy(_base.COPY_CHUNKS_SQL) as copy:
-                copy.set_types(_base.COPY_CHUNK_TYPES)
-                for row in rows:
-                    copy.write_row(row)
+                copy.write(payload)
             res = self.conn.execute(_base.FINISH_INGEST_SQL, (corpus_id,)).fetchone()
         assert res is not None
         return IngestResult(**{k: int(v) for k, v in res.items()})
@@ -149,6 +147,18 @@ class HybridClient:
         """Make an existing role a trusted application role (admin only)."""
         _base.check_name("role_name", role_name)
         self._scalar(_base.GRANT_APP_SQL, (role_name,))
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Drop the HNSW index for a large load and rebuild it afterwards, even on error (admin only).
+
+        Meanwhile dense search stays correct (exact) but slow on large tenants.
+        """
+        self._scalar(_base.SUSPEND_INDEX_SQL, ())
+        try:
+            yield
+        finally:
+            self._scalar(_base.RESUME_INDEX_SQL, ())
 
     def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
         with self.connection() as conn, _base.translate_errors(), conn.transaction():

@@ -15,6 +15,7 @@ import pytest
 from psycopg import conninfo
 
 from pyhybrid import migrate
+from pyhybrid._paths import sql_dir
 from pyhybrid.server import start_embedded
 
 ROLES = {
@@ -99,7 +100,15 @@ def db(admin_dsn: str, template_db: str) -> Iterator[Db]:
     name = f"pyh_t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    yield Db(name=name, admin=_with(admin_dsn, dbname=name))
+    dsn = _with(admin_dsn, dbname=name)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        # pg_textsearch keys its shared index state on the index OID alone, and a template clone
+        # copies OIDs: two clones would share one BM25 state (timescale/pg_textsearch#464).
+        # Recreating the index gives this database's a fresh OID.
+        if c.execute("SELECT to_regclass('hybrid.chunk_content_bm25')").fetchone() != (None,):
+            c.execute("DROP INDEX hybrid.chunk_content_bm25")
+            c.execute((sql_dir() / "optional" / "bm25_0001_index.sql").read_text())
+    yield Db(name=name, admin=dsn)
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

@@ -315,3 +315,22 @@ def test_a_role_that_bypasses_rls_still_gets_one_tenants_rows_from_hybrid_retrie
     rows = sql(db, "SELECT tenant_id, chunk_id FROM hybrid_retrieve(query_embedding => %s::vector, "
                    "query_text => 'occlusion alarm', top_k => 50)", (str(unit(1).tolist()),), role=None)  # superuser
     assert rows and {r["tenant_id"] for r in rows} == {"acme"} and "secret" not in {r["chunk_id"] for r in rows}
+
+
+@pytest.mark.usefixtures("require_bm25")
+def test_bm25_for_a_small_tenant_keeps_the_index_order_past_other_tenants_rows(api: Api, db: Db) -> None:
+    api.ingest("globex", [Chunk(chunk_id=f"g{i}", document_id=f"g{i}", content=f"valve valve seal number {i}")
+                          for i in range(400)])
+    api.ingest("acme", [Chunk(chunk_id=f"a{i}", document_id=f"a{i}",
+                              content="valve " * (i + 1) + "housing " * (10 - i)) for i in range(5)])
+    hits = sql(db, "SELECT chunk_id, score FROM hybrid.search_lexical('valve', 30, method => 'bm25')")
+    # the BM25 index ranks every acme chunk although 400 globex chunks score higher
+    assert [h["chunk_id"] for h in hits] == ["a4", "a3", "a2", "a1", "a0"]
+    assert all(h["score"] > 0 for h in hits)
+    with psycopg.connect(db.dsn(), row_factory=dict_row) as c:  # the index's own order, all tenants
+        c.execute("SET enable_sort = off")
+        ranked = c.execute("SELECT chunk_id, -(content <@> to_bm25query('valve', 'hybrid.chunk_content_bm25')) AS s "
+                           "FROM hybrid.chunk ORDER BY content <@> to_bm25query('valve', 'hybrid.chunk_content_bm25') "
+                           "LIMIT 1000").fetchall()
+    expected = [(r["chunk_id"], r["s"]) for r in ranked if r["chunk_id"].startswith("a")]
+    assert [(h["chunk_id"], h["score"]) for h in hits] == expected

@@ -31,7 +31,7 @@ DECLARE
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
     v_threshold integer := coalesce(exact_threshold,
-        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 10000);
+        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 5000);
 BEGIN
     IF v_tenant IS NULL THEN
         RETURN;
@@ -83,18 +83,17 @@ COMMENT ON FUNCTION hybrid.bm25_available() IS 'True when the pg_textsearch BM25
 
 CREATE OR REPLACE FUNCTION hybrid.search_lexical(
     query_text text, k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
-    method text DEFAULT NULL, exact_threshold integer DEFAULT NULL)
+    method text DEFAULT NULL)
 RETURNS TABLE (chunk_id text, rank integer, score double precision)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
+SET enable_sort = off  -- keeps the planner on the BM25 index's ordered scan (see below)
 AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
     v_method text := coalesce(method, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END);
-    v_threshold integer := coalesce(exact_threshold,
-        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 10000);
     v_query tsquery;
 BEGIN
     IF v_method NOT IN ('bm25', 'ts_rank') THEN
@@ -125,23 +124,11 @@ BEGIN
         RAISE EXCEPTION 'lexical => ''bm25'' needs the pg_textsearch extension, which is not installed'
             USING ERRCODE = '0A000', HINT = 'Use lexical => ''ts_rank'', or install pg_textsearch and run pyhybrid migrate.';
     END IF;
-    -- bm25 scores are negative (lower is better); 0 means no query term matched
-    IF hybrid._scope_size(corpus_ids, filter, v_threshold) <= v_threshold THEN
-        RETURN QUERY
-        SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
-        FROM (SELECT x.chunk_id, -x.raw AS sc
-              FROM (SELECT c.chunk_id, (c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25'))::double precision AS raw
-                    FROM hybrid.chunk c
-                    WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
-                      AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
-                      AND (filter IS NULL OR c.metadata @> filter)) x
-              WHERE x.raw < 0
-              ORDER BY x.raw + 0, x.chunk_id
-              LIMIT k) s
-        ORDER BY s.sc DESC, s.chunk_id;
-    ELSE
-        RETURN QUERY
-        SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
+    -- Always the BM25 index's ordered scan: it keeps scanning past rows the tenant, ACL or filter
+    -- drop, so small tenants lose nothing; computed row by row (a non-index plan), <@> gives
+    -- different, wrong scores. Scores are negative (lower is better); 0 means no term matched.
+    RETURN QUERY
+    SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
         FROM (SELECT x.chunk_id, -x.raw AS sc
               FROM (SELECT c.chunk_id, (c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25'))::double precision AS raw
                     FROM hybrid.chunk c
@@ -151,11 +138,10 @@ BEGIN
                     ORDER BY c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25')
                     LIMIT k) x
               WHERE x.raw < 0) s
-        ORDER BY s.sc DESC, s.chunk_id;
-    END IF;
+    ORDER BY s.sc DESC, s.chunk_id;
 END
 $$;
-COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text, integer) IS
+COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text) IS
 'Lexical branch: the caller''s k best live chunks for query_text by BM25 (pg_textsearch; the default where installed) or ts_rank over the GIN index (method => ''ts_rank''). Score is higher-is-better (BM25 sign flipped). User text never raises a syntax error.';
 
 CREATE OR REPLACE FUNCTION hybrid.search_graph(

@@ -11,7 +11,7 @@ GRANT EXECUTE ON FUNCTION
     hybrid.begin_edges(), hybrid.finish_edges(), hybrid._ensure_edge_label(text),
     hybrid._scope_size(text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
     hybrid.search_dense(vector, integer, text[], jsonb, integer),
-    hybrid.search_lexical(text, integer, text[], jsonb, text, integer),
+    hybrid.search_lexical(text, integer, text[], jsonb, text),
     hybrid.search_graph(text[], integer, integer, text[], jsonb),
     hybrid._check_fusion_args(double precision[], double precision, integer),
     hybrid.rrf_fuse(jsonb, double precision[], double precision, integer),

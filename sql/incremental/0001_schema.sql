@@ -82,8 +82,7 @@ BEGIN
 END
 $dim$;
 
-CREATE INDEX chunk_embedding_hnsw ON hybrid.chunk
-    USING hnsw (embedding vector_cosine_ops) WHERE NOT superseded;
+-- the HNSW index is created by hybrid.resume_vector_index() (sql/idempotent/045_indexes.sql)
 
 -- tenant and tenant_grant are control tables (no tenant data): RLS is on for callers,
 -- not forced, so the owner's admin functions (create_tenant, grant_tenant) can manage them.
