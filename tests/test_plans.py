@@ -1,0 +1,112 @@
+"""Every branch of hybrid_retrieve uses an index under RLS on 200k chunks (index scan counters)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Iterator
+
+import psycopg
+import pytest
+from psycopg import conninfo
+
+from pyhybrid import HybridClient, migrate
+
+N = 200_000
+
+
+@pytest.fixture(scope="module")
+def big_db(admin_dsn: str, template_db: str) -> Iterator[str]:
+    """200k chunks: tenant globex owns 99%, acme 1%. Loaded by SQL as the superuser for speed; the
+    embedding dimension is 16 (installed with dim=16) since plans do not depend on it."""
+    name = f"pyh_plans_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    dsn = conninfo.make_conninfo(admin_dsn, dbname=name)
+    migrate.upgrade(dsn, dim=16)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
+        c.execute("SELECT hybrid.grant_tenant('pyh_acme', 'acme'), hybrid.grant_tenant('pyh_globex', 'globex')")
+        c.execute("SELECT hybrid.grant_app('pyh_app')")
+        c.execute("INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES ('acme', 'c'), ('globex', 'c')")
+        c.execute("SELECT hybrid.suspend_vector_index()")
+        c.execute("""
+            INSERT INTO hybrid.chunk (tenant_id, chunk_id, corpus_id, document_id, content, embedding, content_hash)
+            SELECT CASE WHEN g %% 100 = 0 THEN 'acme' ELSE 'globex' END, 'c' || g, 'c', 'd' || g,
+                   'pump valve w' || (g %% 997) || ' alarm w' || (g %% 89) || ' battery w' || (g %% 13),
+                   (SELECT array_agg(random())::real[] FROM generate_series(1, 16) WHERE g > 0)::vector,
+                   'h' || g
+            FROM generate_series(1, %s) g""", (N,))
+        c.execute("SELECT hybrid.resume_vector_index()")
+        c.execute("VACUUM ANALYZE hybrid.chunk")
+    with HybridClient(conninfo.make_conninfo(dsn, user="pyh_app", password="pyh_app")) as client:
+        for tenant, step in (("acme", 100), ("globex", 1)):
+            with client.tenant(tenant) as t:
+                ids = [f"c{g}" for g in range(step, 300 * step + 1, step)
+                       if (tenant == "acme") == (g % 100 == 0)][:200]
+                t.add_edges([{"src": a, "dst": b, "rel": "LINKS"} for a, b in zip(ids, ids[1:])])
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("VACUUM ANALYZE")
+    yield dsn
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def index_scans(dsn: str, role: str, tenant: str, call: str) -> dict[str, int]:
+    """Run call as role for tenant; return how many times each index was scanned by it."""
+    def snapshot(c: psycopg.Connection) -> dict[str, int]:
+        c.execute("SELECT pg_stat_clear_snapshot()")
+        return {r[0]: r[1] for r in c.execute(
+            "SELECT indexrelname, idx_scan FROM pg_stat_all_indexes "
+            "WHERE schemaname IN ('hybrid', 'hybrid_graph')").fetchall()}
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        before = snapshot(admin)
+        with psycopg.connect(conninfo.make_conninfo(dsn, user=role, password=role)) as c:
+            c.execute("SELECT set_config('hybrid.tenant_id', %s, false)", (tenant,))
+            assert c.execute(call).fetchall(), call
+            c.execute("SELECT pg_stat_force_next_flush()")
+            c.commit()
+        after = snapshot(admin)
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0) > 0}
+
+
+Q = "'[" + ",".join(["0.5"] * 16) + "]'::vector"
+
+
+@pytest.mark.parametrize("role, tenant", [("pyh_acme", "acme"), ("pyh_globex", "globex")])
+def test_dense_branch_uses_an_index_for_a_1pct_and_a_99pct_tenant(big_db: str, role: str, tenant: str) -> None:
+    used = index_scans(big_db, role, tenant, f"SELECT * FROM hybrid.search_dense({Q}, 30)")
+    if tenant == "globex":
+        assert "chunk_embedding_hnsw" in used, used
+    else:  # exact distances over the tenant's rows, found through the tenant btree
+        assert "chunk_embedding_hnsw" not in used and "chunk_corpus_idx" in used, used
+
+
+@pytest.mark.usefixtures("require_bm25")
+@pytest.mark.parametrize("role, tenant", [("pyh_acme", "acme"), ("pyh_globex", "globex")])
+def test_bm25_branch_uses_the_bm25_index(big_db: str, role: str, tenant: str) -> None:
+    used = index_scans(big_db, role, tenant, "SELECT * FROM hybrid.search_lexical('valve w13 alarm', 30, method => 'bm25')")
+    assert "chunk_content_bm25" in used, used
+
+
+def test_ts_rank_branch_uses_the_gin_index_for_a_large_tenant(big_db: str) -> None:
+    used = index_scans(big_db, "pyh_globex", "globex",
+                       "SELECT * FROM hybrid.search_lexical('w13 w500', 30, method => 'ts_rank')")
+    assert "chunk_tsv_gin" in used, used
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("role, tenant, seed", [("pyh_acme", "acme", "c1000"), ("pyh_globex", "globex", "c101")])
+def test_graph_branch_walks_edges_by_index(big_db: str, role: str, tenant: str, seed: str) -> None:
+    used = index_scans(big_db, role, tenant, f"SELECT * FROM hybrid.search_graph(ARRAY['{seed}'], 2)")
+    assert "graph_node_pkey" in used and "graph_node_vertex_id_key" in used, used
+    assert any(k.startswith("LINKS_") for k in used), used  # the edge label's start_id / end_id btrees
+
+
+@pytest.mark.usefixtures("require_age", "require_bm25")
+def test_hybrid_retrieve_runs_every_branch_through_its_index(big_db: str) -> None:
+    used = index_scans(big_db, "pyh_globex", "globex",
+                       f"SELECT * FROM hybrid_retrieve(query_embedding => {Q}, query_text => 'valve alarm w13', "
+                       "graph_seeds => ARRAY['c101'])")
+    for index in ("chunk_embedding_hnsw", "chunk_content_bm25", "graph_node_pkey", "chunk_pkey"):
+        assert index in used, (index, used)
