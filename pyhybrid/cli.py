@@ -187,7 +187,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         migrate.downgrade(target.admin, revision=args.downgrade)
         print(f"downgraded to {args.downgrade}")
     else:
-        migrate.upgrade(target.admin, dim=args.dim)
+        migrate.upgrade(target.admin, dim=args.dim, reapply=True)
         if target.embedded:
             target.ensure_ready()
         print("schema hybrid is at head")
@@ -237,6 +237,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                              ).fetchone()[0]  # type: ignore[index]
             problems += weak
             print(f"RLS on AGE label tables: {'all enabled and forced' if not weak else f'{weak} NOT FORCED'}")
+        for fn, what in (("pg_catalog.ts_match_vq(tsvector, tsquery)", "ts_rank search uses the GIN index under RLS"),
+                         ("ag_catalog.graphid_eq(ag_catalog.graphid, ag_catalog.graphid)",
+                          "graph hops use the edge indexes under RLS")):
+            row = c.execute("SELECT proleakproof FROM pg_proc WHERE oid = to_regprocedure(%s)", (fn,)).fetchone()
+            if row is not None:
+                print(f"leakproof {fn.split('(')[0]:<24} {'yes' if row[0] else 'no: run pyhybrid migrate as a superuser'}"
+                      f"  ({what})")
         counts = c.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.chunk)").fetchone()
         print(f"data: {counts[0]} tenants, {counts[1]} chunks (as seen by this role)")  # type: ignore[index]
     print("ok" if problems == 0 else f"{problems} problem(s) found")

@@ -58,14 +58,23 @@ def _alembic_config(url: str, dim: int | None) -> Any:
     return cfg
 
 
-def upgrade(dsn: str | None = None, *, revision: str = "head", dim: int | None = None) -> None:
-    """Alembic upgrade to revision (default head). dim: embedding dimension for a fresh install."""
+def upgrade(dsn: str | None = None, *, revision: str = "head", dim: int | None = None,
+            reapply: bool = False) -> None:
+    """Alembic upgrade to revision (default head). dim: embedding dimension for a fresh install.
+
+    reapply: run sql/idempotent/ again afterwards (functions, policies, grants), as `pyhybrid migrate`
+    does, so a database already at head picks up their current text. It briefly locks the tables.
+    """
     if dim is not None and not (1 <= dim <= 2000):
         raise InvalidParameterError(f"dim must be between 1 and 2000 (HNSW limit), got {dim}")
     from alembic import command
 
     target = resolve_dsn(dsn)
     command.upgrade(_alembic_config(sqlalchemy_url(target), dim), revision)
+    if reapply:
+        with psycopg.connect(target) as conn, conn.cursor() as cur:
+            for path in sorted(sql_dir().joinpath("idempotent").glob("*.sql")):
+                apply_sql_file(cur, path)
 
 
 def downgrade(dsn: str | None = None, *, revision: str = "base") -> None:

@@ -81,6 +81,9 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL $$;
 COMMENT ON FUNCTION hybrid.bm25_available() IS 'True when the pg_textsearch BM25 index on chunk content exists.';
 
+-- an earlier draft took a sixth argument (exact_threshold); BM25 now always uses its index
+DROP FUNCTION IF EXISTS hybrid.search_lexical(text, integer, text[], jsonb, text, integer);
+
 CREATE OR REPLACE FUNCTION hybrid.search_lexical(
     query_text text, k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     method text DEFAULT NULL)

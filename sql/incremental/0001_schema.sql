@@ -87,18 +87,6 @@ $dim$;
 
 -- tenant and tenant_grant are control tables (no tenant data): RLS is on for callers,
 -- not forced, so the owner's admin functions (create_tenant, grant_tenant) can manage them.
--- Under RLS only leakproof operators can be index conditions. tsvector @@ tsquery reads its two
--- arguments and raises no data-dependent error; marking it leakproof lets ts_rank search use the
--- GIN index instead of testing every row of the tenant. Needs a superuser; elsewhere ts_rank
--- stays correct, only slower.
-DO $leakproof$
-BEGIN
-    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-        ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF;
-    END IF;
-END
-$leakproof$;
-
 ALTER TABLE hybrid.tenant ENABLE ROW LEVEL SECURITY;
 ALTER TABLE hybrid.tenant_grant ENABLE ROW LEVEL SECURITY;
 ALTER TABLE hybrid.corpus ENABLE ROW LEVEL SECURITY;

@@ -28,22 +28,6 @@ CREATE INDEX chunk_vertex_prop_idx ON hybrid_graph."Chunk"
 CREATE INDEX entity_vertex_prop_idx ON hybrid_graph."Entity"
     (ag_catalog.agtype_access_operator(VARIADIC ARRAY[properties, '"node_id"'::ag_catalog.agtype]));
 
--- graphid comparison only compares two integers; marking it leakproof lets edge lookups by
--- start_id/end_id stay index conditions under RLS (else every hop scans all edges).
--- Needs a superuser; elsewhere traversal stays correct, only slower.
-DO $leakproof$
-BEGIN
-    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-        ALTER FUNCTION ag_catalog.graphid_eq(ag_catalog.graphid, ag_catalog.graphid) LEAKPROOF;
-        ALTER FUNCTION ag_catalog.graphid_ne(ag_catalog.graphid, ag_catalog.graphid) LEAKPROOF;
-        ALTER FUNCTION ag_catalog.graphid_lt(ag_catalog.graphid, ag_catalog.graphid) LEAKPROOF;
-        ALTER FUNCTION ag_catalog.graphid_le(ag_catalog.graphid, ag_catalog.graphid) LEAKPROOF;
-        ALTER FUNCTION ag_catalog.graphid_gt(ag_catalog.graphid, ag_catalog.graphid) LEAKPROOF;
-        ALTER FUNCTION ag_catalog.graphid_ge(ag_catalog.graphid, ag_catalog.graphid) LEAKPROOF;
-    END IF;
-END
-$leakproof$;
-
 INSERT INTO hybrid.setting (key, value) VALUES ('graph', 'hybrid_graph');
 
 RESET search_path;
