@@ -104,7 +104,7 @@ def vector_literal(vector: Any, name: str = "query_embedding") -> str | None:
         raise InvalidParameterError(f"{name} must contain only finite numbers (no NaN or infinity)")
     if not arr.any():
         raise InvalidParameterError(f"{name} must not be the zero vector (cosine distance is undefined)")
-    return "[" + ",".join(repr(float(x)) for x in arr.astype(np.float32)) + "]"
+    return "[" + ",".join(map(repr, arr.astype(np.float32).tolist())) + "]"
 
 
 def retrieve_params(

@@ -85,6 +85,9 @@ class MiniLMEmbedder:
         options.intra_op_num_threads = threads or 0  # 0: onnxruntime picks one per core
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # Idle pool threads sleep instead of spinning: ~5% slower on an idle machine,
+        # ~30% faster when PostgreSQL (or anything else) is using the same cores.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session: Any = onnxruntime.InferenceSession(
             str(onnx_path), options, providers=["CPUExecutionProvider"]
         )

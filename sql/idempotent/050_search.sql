@@ -32,6 +32,7 @@ DECLARE
     v_all boolean := hybrid._acl_all();
     v_threshold integer := coalesce(exact_threshold,
         (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 5000);
+    v_ef_search integer := coalesce((SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search'), 100);
 BEGIN
     IF v_tenant IS NULL THEN
         RETURN;
@@ -49,7 +50,7 @@ BEGIN
         ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id
         LIMIT k;
     ELSE
-        PERFORM set_config('hnsw.ef_search', greatest(100, least(1000, k * 2))::text, true);
+        PERFORM set_config('hnsw.ef_search', greatest(v_ef_search, least(1000, k * 2))::text, true);
         RETURN QUERY
         SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d
         FROM (SELECT c.chunk_id, (c.embedding <=> query_embedding)::double precision AS d
@@ -64,7 +65,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s k nearest live chunks by cosine distance (rank 1 = nearest). Scopes of at most exact_threshold chunks (default: setting exact_threshold, else 10000) are searched exactly; larger ones through HNSW with iterative scans.';
+'Dense branch: the caller''s k nearest live chunks by cosine distance (rank 1 = nearest). Scopes of at most exact_threshold chunks (default: setting exact_threshold, else 10000) are searched exactly; larger ones through HNSW with iterative scans (ef_search: setting hnsw_ef_search, default 100, at least 2k).';
 
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -129,18 +130,25 @@ BEGIN
     END IF;
     -- Always the BM25 index's ordered scan: it keeps scanning past rows the tenant, ACL or filter
     -- drop, so small tenants lose nothing; computed row by row (a non-index plan), <@> gives
-    -- different, wrong scores. Scores are negative (lower is better); 0 means no term matched.
+    -- different, wrong scores. bm25_get_current_score() reads the score the scan computed (calling
+    -- <@> again would score each row a second time, ~0.2 ms a row). pg_textsearch 1.0 can return a
+    -- row twice, or slightly out of order, when the index has several segments
+    -- (timescale/pg_textsearch#417, #216): fetch a few extra, keep each chunk's best score, re-sort.
+    -- Scores are negative (lower is better); 0 means no term matched.
     RETURN QUERY
     SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
-        FROM (SELECT x.chunk_id, -x.raw AS sc
-              FROM (SELECT c.chunk_id, (c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25'))::double precision AS raw
-                    FROM hybrid.chunk c
-                    WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
-                      AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
-                      AND (filter IS NULL OR c.metadata @> filter)
-                    ORDER BY c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25')
-                    LIMIT k) x
-              WHERE x.raw < 0) s
+    FROM (SELECT x.chunk_id, max(-x.raw) AS sc
+          FROM (SELECT c.chunk_id, bm25_get_current_score()::double precision AS raw
+                FROM hybrid.chunk c
+                WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
+                  AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+                  AND (filter IS NULL OR c.metadata @> filter)
+                ORDER BY c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25')
+                LIMIT k + greatest(5, k / 5)) x
+          WHERE x.raw < 0
+          GROUP BY x.chunk_id
+          ORDER BY 2 DESC, 1
+          LIMIT k) s
     ORDER BY s.sc DESC, s.chunk_id;
 END
 $$;

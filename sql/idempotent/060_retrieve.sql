@@ -210,10 +210,10 @@ BEGIN
         SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id LIMIT top_k
     )
     SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
-           t.content, t.metadata, t.acl_labels, t.position, gc.context
+           t.content, t.metadata, t.acl_labels, t.position,
+           CASE WHEN with_graph_context
+                THEN (SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc) END
     FROM top t
-    LEFT JOIN hybrid.graph_context(CASE WHEN with_graph_context THEN (SELECT array_agg(t2.chunk_id) FROM top t2) END) gc
-           ON gc.chunk_id = t.chunk_id
     ORDER BY t.score DESC, t.chunk_id;
 END
 $$;
