@@ -6,7 +6,6 @@ import os
 import warnings
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import platformdirs
 
@@ -118,10 +117,3 @@ def sqlalchemy_url(dsn: str) -> str:
             f"{k}={quote(v)}" for k, v in (p.split("=", 1) for p in dsn.split())
         )
     raise ServerError(f"dsn is neither a postgresql:// URL nor a key=value string: {dsn!r}")
-
-
-def socket_host(dsn: str) -> str | None:
-    """The Unix socket directory of a URL-style DSN, if it names one."""
-    query = parse_qs(urlparse(dsn).query)
-    hosts = query.get("host")
-    return hosts[0] if hosts else None
