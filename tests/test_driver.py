@@ -165,3 +165,26 @@ def test_mypy_strict_passes_on_the_package() -> None:
 def test_package_reexports_its_public_api() -> None:
     for name in pyhybrid.__all__:
         assert hasattr(pyhybrid, name), name
+
+
+def test_pooled_clients_sync_and_async_serve_concurrent_tenant_sessions(db: Db) -> None:
+    import asyncio
+
+    from pyhybrid import AsyncHybridClient
+
+    with HybridClient(db.dsn("pyh_app"), pool=True, max_size=2) as c:
+        with c.tenant("acme") as t:
+            t.ingest(chunks("c", 20))
+        with c.tenant("acme") as a, c.tenant("globex") as g:  # two pooled connections at once
+            assert [r.chunk_id for r in a.retrieve(query_text="chunk number 3 item3", top_k=1)] == ["c-3"]
+            assert g.retrieve(query_text="chunk number 3 item3") == []
+
+    async def go() -> list[str]:
+        client = await AsyncHybridClient(db.dsn("pyh_app"), pool=True, max_size=2).open()
+        try:
+            async with client.tenant("acme") as t:
+                return [r.chunk_id for r in await t.retrieve(query_text="chunk number 3 item3", top_k=1)]
+        finally:
+            await client.close()
+
+    assert asyncio.run(go()) == ["c-3"]

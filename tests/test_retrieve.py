@@ -251,14 +251,18 @@ def test_when_every_active_branch_fails_the_call_fails(db: Db) -> None:
         sql(db, "SELECT * FROM hybrid_retrieve(graph_seeds => ARRAY['req'])")
 
 
-def test_statement_timeout_cancels_the_whole_call(db: Db, api: Api) -> None:
-    api.ingest("acme", chunks("c", 300))
-    with psycopg.connect(db.dsn("pyh_acme")) as c:
-        c.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
-        c.execute("SET statement_timeout = 1")
-        with pytest.raises(psycopg.errors.QueryCanceled):
-            c.execute("SELECT * FROM hybrid_retrieve(query_embedding => %s::vector, query_text => 'pumps', "
-                      "per_source_k => 300), pg_sleep(0.05)", (str(unit(1).tolist()),))
+@pytest.mark.usefixtures("require_age")
+def test_statement_timeout_inside_a_branch_cancels_the_whole_call(db: Db, api: Api) -> None:
+    _graph_corpus(api)
+    with psycopg.connect(db.dsn()) as blocker:
+        # the graph branch will wait on this lock until the statement times out inside it
+        blocker.execute("LOCK TABLE hybrid.graph_node IN ACCESS EXCLUSIVE MODE")
+        with psycopg.connect(db.dsn("pyh_acme")) as c:
+            c.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+            c.execute("SET statement_timeout = '300ms'")
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                c.execute("SELECT * FROM hybrid_retrieve(query_text => 'occlusion', graph_seeds => ARRAY['req'])")
+        blocker.rollback()
 
 
 def test_superseded_chunks_are_never_returned(api: Api) -> None:
