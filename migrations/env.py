@@ -5,13 +5,15 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from pyhybrid.sqlalchemy import metadata
+
 config = context.config
 
 
 def run_migrations_online() -> None:
     engine = create_engine(config.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool)
     with engine.connect() as connection:
-        context.configure(connection=connection, target_metadata=None, transaction_per_migration=True)
+        context.configure(connection=connection, target_metadata=metadata, transaction_per_migration=True)
         with context.begin_transaction():
             context.run_migrations()
 

@@ -82,3 +82,24 @@ def test_bad_dimension_is_refused_before_anything_is_written(empty_db: str) -> N
 
     with pytest.raises(InvalidParameterError, match="dim must be between 1 and 2000"):
         migrate.upgrade(empty_db, dim=4096)
+
+
+def test_sqlalchemy_table_definitions_match_the_installed_schema(template_db: str, admin_dsn: str) -> None:
+    import warnings
+
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.exc import SAWarning
+
+    from pyhybrid.server import sqlalchemy_url
+    from pyhybrid.sqlalchemy import metadata
+
+    engine = create_engine(sqlalchemy_url(conninfo.make_conninfo(admin_dsn, dbname=template_db)))
+    try:
+        inspector = inspect(engine)
+        for table in metadata.sorted_tables:
+            with warnings.catch_warnings():  # SQLAlchemy does not know pgvector's type by name
+                warnings.simplefilter("ignore", SAWarning)
+                installed = {c["name"] for c in inspector.get_columns(table.name, schema="hybrid")}
+            assert {c.name for c in table.columns} == installed, table.name
+    finally:
+        engine.dispose()

@@ -83,7 +83,10 @@ DECLARE
     v_state text; v_msg text;
 BEGIN
     -- validation: every rule names its parameter (SQLSTATE 22023)
-    PERFORM hybrid._check_fusion_args(ARRAY[vector_weight, keyword_weight, graph_weight], rrf_k, coalesce(top_k, 0));
+    IF top_k IS NULL THEN
+        RAISE EXCEPTION 'top_k must be between 1 and 1000, got NULL' USING ERRCODE = '22023';
+    END IF;
+    PERFORM hybrid._check_fusion_args(ARRAY[vector_weight, keyword_weight, graph_weight], rrf_k, top_k);
     IF per_source_k IS NOT NULL AND (per_source_k < top_k OR per_source_k > 10000) THEN
         RAISE EXCEPTION 'per_source_k must be between top_k (%) and 10000, got %', top_k, per_source_k USING ERRCODE = '22023';
     END IF;
