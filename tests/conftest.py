@@ -26,11 +26,6 @@ ROLES = {
 }
 
 
-def datasets_dir() -> Path:
-    env = os.environ.get("PYHYBRID_DATASETS")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "datasets"
-
-
 @pytest.fixture(scope="session")
 def admin_dsn() -> Iterator[str]:
     """A superuser DSN: $PYHYBRID_TEST_DSN, else an embedded server in a temporary data dir."""
