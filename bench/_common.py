@@ -1,0 +1,206 @@
+"""Generic helpers for the benchmarks: load a dataset folder, score a run, describe the machine.
+
+A dataset folder has the layout of ../shared/datasets/*: corpus.jsonl, corpus.ids.txt,
+corpus.minilm.f16.npy, queries.jsonl, queries.ids.txt, queries.minilm.f16.npy, qrels.tsv.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+
+@dataclass
+class Dataset:
+    """One retrieval collection: docs and queries in file order, their embeddings, graded qrels."""
+
+    name: str
+    path: Path
+    doc_ids: list[str]            # row i of doc_emb
+    doc_text: dict[str, str]      # title + " " + text (the string the embeddings were computed on)
+    doc_emb: np.ndarray           # (n_docs, dim) float16
+    query_ids: list[str]          # row i of query_emb
+    query_text: dict[str, str]
+    query_emb: np.ndarray         # (n_queries, dim) float16
+    qrels: dict[str, dict[str, int]]  # query id -> {doc id: grade}
+
+    def judged_query_ids(self) -> list[str]:
+        """Queries that have text, an embedding and at least one relevant judgment, in file order."""
+        return [q for q in self.query_ids if q in self.query_text and any(g > 0 for g in self.qrels.get(q, {}).values())]
+
+    def query_vector(self, qid: str) -> np.ndarray:
+        return self._qrow[qid]
+
+    def __post_init__(self) -> None:
+        self._qrow = {q: self.query_emb[i] for i, q in enumerate(self.query_ids)}
+
+
+def _read_ids(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load_dataset(path: str | Path) -> Dataset:
+    """Read a dataset folder; checks that ids and embedding rows line up."""
+    p = Path(path).expanduser().resolve()
+    doc_ids = _read_ids(p / "corpus.ids.txt")
+    doc_emb = np.load(p / "corpus.minilm.f16.npy")
+    if doc_emb.shape[0] != len(doc_ids):
+        raise ValueError(f"{p}: corpus.ids.txt has {len(doc_ids)} ids but the embeddings have {doc_emb.shape[0]} rows")
+    doc_text: dict[str, str] = {}
+    with open(p / "corpus.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                o = json.loads(line)
+                doc_text.setdefault(str(o["_id"]), (o.get("title") or "") + " " + (o.get("text") or ""))
+    missing = [d for d in doc_ids if d not in doc_text]
+    if missing:
+        raise ValueError(f"{p}: {len(missing)} ids of corpus.ids.txt are not in corpus.jsonl, e.g. {missing[:3]}")
+    query_ids = _read_ids(p / "queries.ids.txt")
+    query_emb = np.load(p / "queries.minilm.f16.npy")
+    if query_emb.shape[0] != len(query_ids):
+        raise ValueError(f"{p}: queries.ids.txt has {len(query_ids)} ids but the embeddings have {query_emb.shape[0]} rows")
+    query_text: dict[str, str] = {}
+    with open(p / "queries.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                o = json.loads(line)
+                query_text[str(o["_id"])] = o.get("text") or ""
+    qrels: dict[str, dict[str, int]] = {}
+    with open(p / "qrels.tsv", encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3 or (i == 0 and not parts[2].strip().lstrip("-").isdigit()):
+                continue  # header or blank
+            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    return Dataset(p.name, p, doc_ids, doc_text, doc_emb, query_ids, query_text, query_emb, qrels)
+
+
+# ---- metrics (graded qrels; a doc is relevant when its grade is > 0) ----
+
+def _first_seen(ranked: Sequence[str], k: int) -> list[str | None]:
+    """The top k as returned, a repeated id replaced by None: it keeps its rank slot but earns nothing twice."""
+    seen: set[str] = set()
+    out: list[str | None] = []
+    for d in ranked[:k]:
+        out.append(None if d in seen else d)
+        seen.add(d)
+    return out
+
+
+def ndcg_at_k(ranked: Sequence[str], judged: Mapping[str, int], k: int = 10) -> float:
+    """nDCG@k with gain 2^rel - 1 and log2 discount; the ideal DCG uses every judged doc of the query."""
+    dcg = sum((2 ** judged.get(d, 0) - 1) / math.log2(i + 2)
+              for i, d in enumerate(_first_seen(ranked, k)) if d is not None and judged.get(d, 0) > 0)
+    ideal = sorted((g for g in judged.values() if g > 0), reverse=True)[:k]
+    idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def recall_at_k(ranked: Sequence[str], judged: Mapping[str, int], k: int = 100) -> float:
+    rel = {d for d, g in judged.items() if g > 0}
+    return len(rel.intersection(ranked[:k])) / len(rel) if rel else 0.0
+
+
+def mrr_at_k(ranked: Sequence[str], judged: Mapping[str, int], k: int = 10) -> float:
+    for i, d in enumerate(ranked[:k]):  # the first relevant id; a repeat can never come first
+        if judged.get(d, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
+             query_ids: Iterable[str]) -> dict[str, float | int]:
+    """Mean nDCG@10, recall@100 and MRR@10 over query_ids (a query missing from run scores 0)."""
+    qs = list(query_ids)
+    n = len(qs)
+    tot = {"ndcg@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
+    for q in qs:
+        ranked = run.get(q, [])
+        judged = qrels.get(q, {})
+        tot["ndcg@10"] += ndcg_at_k(ranked, judged, 10)
+        tot["recall@100"] += recall_at_k(ranked, judged, 100)
+        tot["mrr@10"] += mrr_at_k(ranked, judged, 10)
+    out: dict[str, float | int] = {m: (v / n if n else 0.0) for m, v in tot.items()}
+    out["queries"] = n
+    return out
+
+
+def bm25_run(doc_ids: Sequence[str], doc_tf: Sequence[Mapping[str, int]], queries: Mapping[str, Mapping[str, int]],
+             k1: float = 1.2, b: float = 0.75, k: int = 100) -> dict[str, list[str]]:
+    """Plain Okapi BM25 over given term counts: idf ln(1 + (N - df + .5)/(df + .5)), each query term weighted by
+    its count in the query, doc length = sum of its term counts; top k by score, ties by doc id."""
+    n = len(doc_ids)
+    dl = [sum(tf.values()) for tf in doc_tf]
+    avg = (sum(dl) / n) if n else 1.0
+    postings: dict[str, list[tuple[int, int]]] = {}
+    for i, tf in enumerate(doc_tf):
+        for t, f in tf.items():
+            postings.setdefault(t, []).append((i, f))
+    norm = [k1 * (1 - b + b * x / avg) for x in dl]
+    run: dict[str, list[str]] = {}
+    for q, qtf in queries.items():
+        scores: dict[int, float] = {}
+        for t, qf in qtf.items():
+            plist = postings.get(t)
+            if not plist:
+                continue
+            idf = math.log(1 + (n - len(plist) + 0.5) / (len(plist) + 0.5))
+            for i, f in plist:
+                scores[i] = scores.get(i, 0.0) + qf * idf * f * (k1 + 1) / (f + norm[i])
+        top = sorted(scores.items(), key=lambda x: (-x[1], doc_ids[x[0]]))[:k]
+        run[q] = [doc_ids[i] for i, _ in top]
+    return run
+
+
+def exact_cosine_run(ds: Dataset, query_ids: Sequence[str], k: int = 100) -> dict[str, list[str]]:
+    """Exact cosine top-k over the dataset's own f16 embeddings (ties broken by doc id, like the engine)."""
+    docs = ds.doc_emb.astype(np.float32)
+    docs /= np.maximum(np.linalg.norm(docs, axis=1, keepdims=True), 1e-12)
+    ids = np.array(ds.doc_ids, dtype=object)
+    run: dict[str, list[str]] = {}
+    for q in query_ids:
+        v = ds.query_vector(q).astype(np.float32)
+        v /= max(float(np.linalg.norm(v)), 1e-12)
+        sims = docs @ v
+        if len(sims) > k:
+            thr = np.partition(sims, len(sims) - k)[len(sims) - k]  # the k-th largest similarity
+            cand = np.nonzero(sims >= thr)[0]
+        else:
+            cand = np.arange(len(sims))
+        order = sorted(cand, key=lambda i: (-float(sims[i]), ids[i]))[:k]
+        run[q] = [ids[i] for i in order]
+    return run
+
+
+def machine_info() -> dict[str, object]:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gb = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu,
+        "mem_gb": mem_gb,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }

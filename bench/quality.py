@@ -1,0 +1,679 @@
+#!/usr/bin/env python
+"""Retrieval quality of pyhybrid on IR test collections: dense, BM25, ts_rank and their RRF fusion.
+
+    python bench/quality.py --dataset DIR [--dataset DIR ...] --out FILE.json
+
+Each DIR has the layout of ../shared/datasets/* (corpus.jsonl, corpus.ids.txt, corpus.minilm.f16.npy,
+queries.jsonl, queries.ids.txt, queries.minilm.f16.npy, qrels.tsv). For every collection the script
+creates a fresh database on the embedded server, migrates it, ingests the corpus (title + " " + text with
+the given embeddings) for one tenant and runs every judged query as that tenant's login role (so row-level
+security applies). Writes FILE.json (shape: {"datasets": {name: {mode: {"ndcg@10", "recall@100",
+"mrr@10", "queries"}}}, ...}) and FILE.md.
+
+Modes (all top_k results of one engine call per query unless said otherwise):
+  dense, bm25, ts_rank          hybrid_retrieve with one source (weights 1,0,0 / 0,1,0)
+  hybrid_bm25, hybrid_ts_rank   hybrid_retrieve, dense + lexical, plain RRF (weights 1/1, rrf_k 60)
+  exact_dense                   exact cosine in numpy over the same f16 embeddings (the sanity reference)
+  ref_bm25                      Okapi BM25 in Python over PostgreSQL's to_tsvector('english') lexemes with the
+                                index's k1 and b, query terms weighted by their count: a reference for bm25
+  hybrid_bm25_tuned, hybrid_ts_rank_tuned
+                                hybrid_retrieve with the grid setting that keeps fused nDCG@10 >= the best
+                                single branch on every collection, with the best mean nDCG@10
+
+The grid (weights x rrf_k x per_source_k) is evaluated in Python with pyhybrid.fusion.rrf_scores over each
+branch's list, fetched once per query and per_source_k with hybrid.search_dense / hybrid.search_lexical;
+the script checks that this fusion reproduces the engine's hybrid_retrieve output at the default setting.
+The grid is tuned ON the reported collections (they are training sets), so a leave-one-collection-out
+estimate is reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+try:
+    import pyhybrid  # noqa: F401
+except ImportError:  # running from a checkout without an installed pyhybrid
+    sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from tqdm import tqdm
+
+from _common import Dataset, bm25_run, evaluate, exact_cosine_run, load_dataset, machine_info
+from pyhybrid import Chunk, HybridWeights, connect, migrate
+from pyhybrid.errors import InvalidParameterError
+from pyhybrid.fusion import rrf_scores
+from pyhybrid.server import start_embedded
+
+TENANT = "bench"
+ROLE = "bench_tenant"
+CORPUS = "corpus"
+LEXICAL = ("bm25", "ts_rank")
+METRICS = ("ndcg@10", "recall@100", "mrr@10")
+SANITY_TOL = 0.01
+
+# the grid: only the ratio of the two weights matters to RRF, so one of them is always 1
+GRID_WEIGHTS = [(1.0, 0.25), (1.0, 0.5), (1.0, 0.75), (1.0, 1.0), (0.75, 1.0), (0.5, 1.0), (0.25, 1.0)]
+GRID_RRF_K = [5.0, 10.0, 20.0, 40.0, 60.0, 100.0]
+GRID_PSK = [100, 300]  # 300 = the engine's default for top_k 100 (greatest(3 * top_k, 30))
+
+DENSE_SQL = "SELECT chunk_id FROM hybrid.search_dense(%s::vector, %s) ORDER BY rank"
+LEX_SQL = "SELECT chunk_id FROM hybrid.search_lexical(%s, %s, method => %s) ORDER BY rank"
+
+
+def vector_literal(v: np.ndarray) -> str:
+    """pgvector text form, float32 values written as the client library writes them."""
+    return "[" + ",".join(repr(float(x)) for x in np.asarray(v, dtype=np.float32)) + "]"
+
+
+# ---------------------------------------------------------------- database set-up
+
+def setup_database(admin_dsn: str, dbname: str, exact_threshold: int | None) -> tuple[str, str, dict[str, Any]]:
+    """A fresh, migrated database with tenant TENANT bound to ROLE; returns (admin dsn, tenant dsn, info)."""
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    db = make_conninfo(admin_dsn, dbname=dbname)
+    migrate.upgrade(db)
+    info: dict[str, Any] = {}
+    with psycopg.connect(db, autocommit=True) as c:
+        c.execute("SELECT hybrid.create_tenant(%s)", (TENANT,))
+        c.execute(
+            "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '" + ROLE + "') "
+            "THEN CREATE ROLE " + ROLE + " LOGIN; END IF; END$$"
+        )
+        c.execute("SELECT hybrid.grant_tenant(%s, %s)", (ROLE, TENANT))
+        if exact_threshold is not None:
+            c.execute(
+                "INSERT INTO hybrid.setting (key, value) VALUES ('exact_threshold', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(exact_threshold),),
+            )
+        info["postgres"] = c.execute("SHOW server_version").fetchone()[0]
+        info["extensions"] = dict(c.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall())
+        info["bm25_available"] = bool(c.execute("SELECT hybrid.bm25_available()").fetchone()[0])
+    return db, make_conninfo(db, user=ROLE), info
+
+
+def engine_fingerprint() -> dict[str, Any]:
+    """Which engine SQL was migrated: a digest of sql/ and migrations/ (files can change between runs)."""
+    # the engine actually imported (PYTHONPATH may point at another checkout than this script's)
+    root = Path(migrate.__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for d in (root / "sql", root / "migrations"):
+        for f in sorted(d.rglob("*")) if d.is_dir() else []:
+            if f.is_file() and f.suffix in (".sql", ".py"):
+                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    out: dict[str, Any] = {"sql_sha256": h.hexdigest()[:16], "engine_root": str(root)}
+    try:
+        out["git_head"] = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                         text=True, timeout=10).stdout.strip() or None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "sql", "pyhybrid", "migrations"],
+                               capture_output=True, text=True, timeout=10).stdout.split("\n")
+        out["uncommitted_engine_files"] = sorted(x[3:] for x in dirty if x.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
+
+
+def bm25_index_params(db: str) -> dict[str, Any]:
+    try:
+        with psycopg.connect(db, autocommit=True) as c:
+            text = c.execute("SELECT bm25_summarize_index('hybrid.chunk_content_bm25')").fetchone()[0]
+            cfg = c.execute(
+                "SELECT pg_get_indexdef('hybrid.chunk_content_bm25'::regclass)").fetchone()[0]
+    except psycopg.Error:
+        return {}
+    out: dict[str, Any] = {"index": cfg}
+    for key in ("k1", "b", "total_docs", "avg_doc_len"):
+        m = re.search(rf"\b{key}:\s*([0-9.]+)", text)
+        if m:
+            out[key] = float(m.group(1))
+    return out
+
+
+def tsvector_counts(db: str, texts: Sequence[str], config: str = "english") -> list[dict[str, int]]:
+    """Each text's lexemes and counts as PostgreSQL's to_tsvector(config) sees them."""
+    out: list[dict[str, int]] = [{} for _ in texts]
+    with psycopg.connect(db) as c:
+        for s in range(0, len(texts), 2000):
+            rows = c.execute(
+                "SELECT t.i, v.lexeme, coalesce(cardinality(v.positions), 1) "
+                "FROM unnest(%s::text[]) WITH ORDINALITY AS t(txt, i), unnest(to_tsvector(%s::regconfig, t.txt)) AS v",
+                (list(texts[s:s + 2000]), config)).fetchall()
+            for i, lexeme, n in rows:
+                out[s + int(i) - 1][lexeme] = int(n)
+    return out
+
+
+def reference_bm25(db: str, ds: Dataset, qids: list[str], params: dict[str, Any], top_k: int) -> dict[str, list[str]]:
+    m = re.search(r"text_config='?([A-Za-z_.]+)", params.get("index", ""))
+    config = m.group(1) if m else "english"
+    doc_tf = tsvector_counts(db, [ds.doc_text[d] for d in ds.doc_ids], config)
+    q_tf = dict(zip(qids, tsvector_counts(db, [ds.query_text[q] for q in qids], config)))
+    return bm25_run(ds.doc_ids, doc_tf, q_tf, float(params.get("k1", 1.2)), float(params.get("b", 0.75)), top_k)
+
+
+def ingest(db: str, ds: Dataset, batch_size: int) -> dict[str, Any]:
+    seen: set[str] = set()
+    rows: list[int] = []
+    for i, d in enumerate(ds.doc_ids):
+        if d not in seen:
+            seen.add(d)
+            rows.append(i)
+    if len(rows) != len(ds.doc_ids):
+        print(f"  warning: {len(ds.doc_ids) - len(rows)} duplicate doc ids skipped (first kept)")
+    t0 = time.perf_counter()
+    totals = {"inserted": 0, "updated": 0, "unchanged": 0, "superseded": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        client = connect(db)
+    with client, tqdm(total=len(rows), desc=f"{ds.name}: ingest", unit="doc") as bar:
+        for s in range(0, len(rows), batch_size):
+            batch = [
+                Chunk(chunk_id=ds.doc_ids[i], document_id=ds.doc_ids[i], content=ds.doc_text[ds.doc_ids[i]],
+                      embedding=ds.doc_emb[i].astype(np.float32))
+                for i in rows[s:s + batch_size]
+            ]
+            with client.tenant(TENANT) as t:
+                res = t.ingest(batch, corpus_id=CORPUS)
+            for k in totals:
+                totals[k] += getattr(res, k)
+            bar.update(len(batch))
+    t_ingest = time.perf_counter() - t0
+    with psycopg.connect(db, autocommit=True) as c:
+        c.execute("ANALYZE hybrid.chunk")
+    return {"docs": len(rows), "seconds": round(t_ingest, 2), **totals}
+
+
+# ---------------------------------------------------------------- queries
+
+class Runner:
+    """Engine calls as the tenant role, one transaction each."""
+
+    def __init__(self, tenant_dsn: str, top_k: int) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.client = connect(tenant_dsn)
+        self.top_k = top_k
+        self.errors: list[str] = []
+
+    def close(self) -> None:
+        self.client.close()
+
+    def retrieve(self, vec: np.ndarray | None, text: str | None, w: HybridWeights, lexical: str | None,
+                 rrf_k: float, psk: int) -> list[str]:
+        try:
+            with self.client.tenant(TENANT) as t:
+                refs = t.retrieve(vector=vec, query_text=text, top_k=self.top_k, per_backend_top_k=psk,
+                                  weights=w, k=rrf_k, lexical=lexical)
+        except InvalidParameterError as exc:  # e.g. an empty query text for a lexical-only mode
+            self.errors.append(str(exc))
+            return []
+        return [r.chunk_id for r in refs]
+
+    def rows(self, query: str, args: Sequence[Any]) -> list[str]:
+        with self.client.tenant(TENANT) as t:
+            return [r["chunk_id"] for r in t.conn.execute(query, args).fetchall()]
+
+
+def real_modes(rrf_k: float) -> dict[str, tuple[HybridWeights, str | None, bool, bool]]:
+    """mode -> (weights, lexical, send vector, send text)"""
+    return {
+        "dense": (HybridWeights(1, 0, 0), None, True, False),
+        "bm25": (HybridWeights(0, 1, 0), "bm25", False, True),
+        "ts_rank": (HybridWeights(0, 1, 0), "ts_rank", False, True),
+        "hybrid_bm25": (HybridWeights(1, 1, 0), "bm25", True, True),
+        "hybrid_ts_rank": (HybridWeights(1, 1, 0), "ts_rank", True, True),
+    }
+
+
+def run_queries(runner: Runner, ds: Dataset, qids: list[str], args: argparse.Namespace,
+                grid_psk: list[int]) -> tuple[dict[str, dict[str, list[str]]], dict[tuple[str, int], dict[str, list[str]]], dict[str, float]]:
+    modes = real_modes(args.rrf_k)
+    runs: dict[str, dict[str, list[str]]] = {m: {} for m in modes}
+    lists: dict[tuple[str, int], dict[str, list[str]]] = {}
+    secs: dict[str, float] = {m: 0.0 for m in modes}
+    secs.update({f"list_{b}": 0.0 for b in ("dense", *LEXICAL)})
+    for q in tqdm(qids, desc=f"{ds.name}: queries", unit="q"):
+        vec = ds.query_vector(q).astype(np.float32)
+        text = ds.query_text[q]
+        for mode, (w, lex, use_vec, use_text) in modes.items():
+            t0 = time.perf_counter()
+            runs[mode][q] = runner.retrieve(vec if use_vec else None, text if use_text else None, w, lex,
+                                            args.rrf_k, args.per_source_k)
+            secs[mode] += time.perf_counter() - t0
+        lit = vector_literal(vec)
+        for psk in grid_psk:
+            t0 = time.perf_counter()
+            lists.setdefault(("dense", psk), {})[q] = runner.rows(DENSE_SQL, (lit, psk))
+            secs["list_dense"] += time.perf_counter() - t0
+            for lex in LEXICAL:
+                t0 = time.perf_counter()
+                lists.setdefault((lex, psk), {})[q] = runner.rows(LEX_SQL, (text, psk, lex)) if text.strip() else []
+                secs[f"list_{lex}"] += time.perf_counter() - t0
+    n = max(len(qids), 1)
+    ms = {f"{k}_ms_per_query": round(1000 * v / n, 2) for k, v in secs.items()}
+    ms["query_pass_seconds"] = round(sum(secs.values()), 1)
+    return runs, lists, ms
+
+
+def fuse(lists: dict[tuple[str, int], dict[str, list[str]]], q: str, lexical: str, wv: float, wk: float,
+         rrf_k: float, psk: int, top_k: int) -> list[str]:
+    fused = rrf_scores([lists[("dense", psk)][q], lists[(lexical, psk)][q]], [wv, wk], rrf_k, top_k)
+    return [item for item, _, _ in fused]
+
+
+# ---------------------------------------------------------------- grid
+
+def grid_settings(psks: list[int]) -> list[tuple[float, float, float, int]]:
+    return [(wv, wk, k, p) for p in psks for k in GRID_RRF_K for wv, wk in GRID_WEIGHTS]
+
+
+def evaluate_grid(states: dict[str, dict[str, Any]], lexical: str, psks: list[int], top_k: int) -> list[dict[str, Any]]:
+    settings = grid_settings(psks)
+    out: list[dict[str, Any]] = []
+    for wv, wk, k, p in tqdm(settings, desc=f"grid ({lexical})", unit="setting"):
+        row: dict[str, Any] = {"vector_weight": wv, "keyword_weight": wk, "rrf_k": k, "per_source_k": p, "datasets": {}}
+        for name, st in states.items():
+            run = {q: fuse(st["lists"], q, lexical, wv, wk, k, p, top_k) for q in st["qids"]}
+            m = evaluate(run, st["ds"].qrels, st["qids"])
+            best = st["best_single"][lexical]
+            row["datasets"][name] = {
+                "ndcg@10": round(m["ndcg@10"], 5), "recall@100": round(m["recall@100"], 5),
+                "mrr@10": round(m["mrr@10"], 5), "margin": round(m["ndcg@10"] - best["ndcg@10"], 5),
+                "meets_bar": m["ndcg@10"] >= best["ndcg@10"],
+            }
+        ds_rows = row["datasets"].values()
+        row["mean_ndcg@10"] = round(float(np.mean([d["ndcg@10"] for d in ds_rows])), 5)
+        row["min_margin"] = round(min(d["margin"] for d in ds_rows), 5)
+        row["meets_bar_all"] = all(d["meets_bar"] for d in ds_rows)
+        out.append(row)
+    return out
+
+
+def pick(rows: list[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+    """Among settings meeting the bar on all names, the best mean nDCG@10 over names; else the best min margin."""
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        ok = all(r["datasets"][n]["meets_bar"] for n in names)
+        mean = float(np.mean([r["datasets"][n]["ndcg@10"] for n in names]))
+        margin = min(r["datasets"][n]["margin"] for n in names)
+        return (ok, mean if ok else margin, margin)
+    return max(rows, key=key)
+
+
+def leave_one_out(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if len(names) < 2:
+        return out
+    for held in names:
+        others = [n for n in names if n != held]
+        r = pick(rows, others)
+        d = r["datasets"][held]
+        out[held] = {
+            "chosen_on": others,
+            "setting": {k: r[k] for k in ("vector_weight", "keyword_weight", "rrf_k", "per_source_k")},
+            "meets_bar_on_chosen": all(r["datasets"][n]["meets_bar"] for n in others),
+            "heldout_ndcg@10": d["ndcg@10"], "heldout_margin": d["margin"], "heldout_meets_bar": d["meets_bar"],
+        }
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+def fmt(x: Any) -> str:
+    return f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def write_markdown(path: Path, res: dict[str, Any]) -> None:
+    names = list(res["datasets"])
+    modes: list[str] = []
+    for n in names:
+        for m in res["datasets"][n]:
+            if m not in modes:
+                modes.append(m)
+    L: list[str] = ["# pyhybrid retrieval quality", ""]
+    mi = res["machine"]
+    st = res["settings"]
+    L.append(f"Run {mi['date']} on {mi['nproc']} x {mi['cpu_model']}; PostgreSQL {st['server'].get('postgres')}, "
+             f"extensions {st['server'].get('extensions')}.")
+    L.append(f"top_k {st['top_k']}; plain RRF: weights vector {st['weights']['vector']} / keyword "
+             f"{st['weights']['keyword']} / graph 0, rrf_k {st['rrf_k']}, per_source_k {st['per_source_k']}; "
+             f"exact_threshold setting: {st['exact_threshold']} ({st['exact_threshold_note']}).")
+    L.append(f"BM25 index: {st.get('bm25_index', {})}.")
+    L.append(f"Engine SQL per collection (digest of sql/ + migrations/ at migration time): {st.get('engine', {})}.")
+    L.append("Metrics: nDCG@10 (gain 2^rel - 1, ideal DCG from every judged doc), recall@100, MRR@10, means over the "
+             "judged queries; an id the engine returns twice keeps its rank slot but counts once.")
+    L.append("")
+    for metric in METRICS:
+        L.append(f"## {metric}")
+        L.append("")
+        L.append("| mode | " + " | ".join(f"{n} ({res['datasets'][n][modes[0]]['queries']} q)" for n in names) + " |")
+        L.append("| --- | " + " | ".join("---:" for _ in names) + " |")
+        for m in modes:
+            cells = []
+            for n in names:
+                v = res["datasets"][n].get(m, {}).get(metric)
+                cells.append("-" if v is None else f"{v:.3f}")
+            L.append(f"| {m} | " + " | ".join(cells) + " |")
+        L.append("")
+    L.append("## Fused vs best single branch (nDCG@10)")
+    L.append("")
+    L.append("| collection | lexical | best single | plain RRF | margin | tuned | margin |")
+    L.append("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+    for n in names:
+        for lex, b in res["bar"][n].items():
+            L.append(f"| {n} | {lex} | {b['best_single_mode']} {b['best_single']:.3f} | {b['plain_rrf']:.3f} | "
+                     f"{b['plain_margin']:+.3f}{'' if b['plain_meets'] else ' FAIL'} | "
+                     f"{fmt(b.get('tuned'))} | " + (f"{b['tuned_margin']:+.3f}{'' if b['tuned_meets'] else ' FAIL'}"
+                                                      if 'tuned_margin' in b else "-") + " |")
+    L.append("")
+    if res.get("tuned"):
+        L.append("## Tuned settings (grid on these same collections)")
+        L.append("")
+        for mode, t in res["tuned"].items():
+            L.append(f"- `{mode}`: vector_weight {t['vector_weight']}, keyword_weight {t['keyword_weight']}, "
+                     f"rrf_k {t['rrf_k']}, per_source_k {t['per_source_k']}; meets the bar on all: "
+                     f"{t['meets_bar_all']}; mean nDCG@10 {t['grid_mean_ndcg@10']:.4f}; engine run equals the "
+                     f"grid's Python fusion on {t['engine_matches_grid_queries']}/{t['queries']} queries.")
+        L.append("")
+    if res.get("grid"):
+        g = res["grid"]
+        n_settings = len(next(iter(g["results"].values()), []))
+        L.append(f"## Grid ({n_settings} settings per lexical method)")
+        L.append("")
+        L.append(f"weights (vector, keyword) {g['weights']}; rrf_k {g['rrf_k']}; per_source_k {g['per_source_k']}. "
+                 "Full grid in the JSON (grid.results).")
+        L.append("")
+        for lex, rows in g["results"].items():
+            ok = sum(r["meets_bar_all"] for r in rows)
+            L.append(f"### {lex}: {ok}/{len(rows)} settings meet the bar on all collections; top 10 by mean nDCG@10")
+            L.append("")
+            L.append("| w_vec | w_kw | rrf_k | psk | " + " | ".join(names) + " | mean | min margin | bar |")
+            L.append("| ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in names) + " | ---: | ---: | --- |")
+            for r in sorted(rows, key=lambda r: -r["mean_ndcg@10"])[:10]:
+                L.append(f"| {r['vector_weight']} | {r['keyword_weight']} | {r['rrf_k']:g} | {r['per_source_k']} | "
+                         + " | ".join(f"{r['datasets'][n]['ndcg@10']:.3f}" for n in names)
+                         + f" | {r['mean_ndcg@10']:.4f} | {r['min_margin']:+.4f} | {'ok' if r['meets_bar_all'] else 'no'} |")
+            L.append("")
+            loo = g.get("leave_one_out", {}).get(lex)
+            if loo:
+                L.append(f"Leave-one-collection-out ({lex}): setting picked on the other collections, scored on the held-out one.")
+                L.append("")
+                L.append("| held out | setting (w_vec, w_kw, rrf_k, psk) | nDCG@10 | margin vs best single |")
+                L.append("| --- | --- | ---: | ---: |")
+                for n, v in loo.items():
+                    s = v["setting"]
+                    L.append(f"| {n} | {s['vector_weight']}, {s['keyword_weight']}, {s['rrf_k']:g}, {s['per_source_k']} | "
+                             f"{v['heldout_ndcg@10']:.3f} | {v['heldout_margin']:+.3f} |")
+                L.append("")
+    L.append("## Sanity: engine dense vs exact cosine (nDCG@10)")
+    L.append("")
+    for n, s in res["sanity"].items():
+        L.append(f"- {n}: dense {s['dense']:.4f}, exact {s['exact_dense']:.4f}, diff {s['diff']:+.4f} -> "
+                 f"{'OK' if s['ok'] else 'FAIL'} (tolerance {SANITY_TOL})")
+    L.append("")
+    L.append("## Diagnostics")
+    L.append("")
+    rep = {n: d.get("queries_with_repeated_ids", {}) for n, d in res["diagnostics"].items()}
+    cols = []
+    for d in rep.values():
+        cols += [c for c in d if c not in cols]
+    if cols:
+        L.append("Queries whose returned list holds some chunk id more than once (engine modes at top_k; "
+                 "`branch_*_kN`: the branch function called alone with k = N):")
+        L.append("")
+        L.append("| list | " + " | ".join(f"{n} ({res['datasets'][n]['dense']['queries']} q)" for n in rep) + " |")
+        L.append("| --- | " + " | ".join("---:" for _ in rep) + " |")
+        for c in cols:
+            L.append(f"| {c} | " + " | ".join(str(rep[n].get(c, "-")) for n in rep) + " |")
+        L.append("")
+    for n, d in res["diagnostics"].items():
+        L.append(f"- {n}: {json.dumps({k: v for k, v in d.items() if k != 'queries_with_repeated_ids'})}")
+    L.append("")
+    L.append("Notes: `exact_dense` and `ref_bm25` are independent references computed in Python (exact cosine over "
+             "the same f16 embeddings; Okapi BM25 over PostgreSQL's to_tsvector lexemes with the index's k1/b, query "
+             "terms weighted by their count). The README's plain-BM25 figures use another configuration (k1 0.9, "
+             "b 0.4, no stemming), so `bm25` is compared with `ref_bm25`, not with them. The tuned modes are picked "
+             "on these same collections: see the leave-one-collection-out tables for a fairer estimate.")
+    L.append("")
+    L.append("## Timings")
+    L.append("")
+    for n, t in res["timings"].items():
+        L.append(f"- {n}: {json.dumps(t)}")
+    L.append("")
+    path.write_text("\n".join(L), encoding="utf-8")
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", action="append", required=True, help="dataset folder (repeatable)")
+    ap.add_argument("--out", required=True, help="output JSON file (a .md table is written next to it)")
+    ap.add_argument("--data-dir", default="/tmp/pyhybrid-bench-quality", help="embedded server data directory")
+    ap.add_argument("--top-k", type=int, default=100)
+    ap.add_argument("--per-source-k", type=int, default=100, help="per_source_k of the plain modes")
+    ap.add_argument("--rrf-k", type=float, default=60.0)
+    ap.add_argument("--batch-size", type=int, default=5000, help="chunks per ingest transaction")
+    ap.add_argument("--exact-threshold", default="0",
+                    help="hybrid.setting exact_threshold for the bench databases: 0 (default) sends dense search "
+                         "through HNSW at every scope size, as for a large tenant; 'engine' keeps the engine's default "
+                         "(small scopes are then scanned exactly)")
+    ap.add_argument("--no-grid", action="store_true", help="skip the grid and the tuned modes")
+    ap.add_argument("--limit-queries", type=int, default=0, help="only the first N judged queries (smoke tests)")
+    ap.add_argument("--keep-db", action="store_true", help="keep the bench databases")
+    args = ap.parse_args(argv)
+    if args.per_source_k < args.top_k:
+        ap.error("--per-source-k must be >= --top-k")
+    exact_threshold = None if args.exact_threshold == "engine" else int(args.exact_threshold)
+    grid_psk = sorted({p for p in GRID_PSK if p >= args.top_k} | {args.per_source_k})
+
+    t_start = time.perf_counter()
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    admin_dsn = start_embedded(Path(args.data_dir))
+    print(f"embedded server: {admin_dsn}")
+
+    results: dict[str, dict[str, Any]] = {}
+    states: dict[str, dict[str, Any]] = {}
+    sanity: dict[str, Any] = {}
+    diagnostics: dict[str, Any] = {}
+    timings: dict[str, Any] = {}
+    server_info: dict[str, Any] = {}
+    bm25_params: dict[str, Any] = {}
+    dbs: list[str] = []
+    fingerprints: dict[str, Any] = {}
+    try:
+        for dpath in args.dataset:
+            t_ds = time.perf_counter()
+            ds = load_dataset(dpath)
+            name = ds.name
+            while name in results:
+                name += "_"
+            qids = ds.judged_query_ids()
+            if args.limit_queries:
+                qids = qids[: args.limit_queries]
+            print(f"\n== {name}: {len(ds.doc_ids)} docs, {len(qids)} judged queries ({ds.path})")
+            dbname = ("pyhybrid_quality_" + re.sub(r"[^a-z0-9_]", "_", name.lower()))[:63]
+            fingerprint = engine_fingerprint()
+            db, tenant_dsn, server_info = setup_database(admin_dsn, dbname, exact_threshold)
+            fingerprints[name] = fingerprint
+            dbs.append(dbname)
+            ing = ingest(db, ds, args.batch_size)
+            bm25_params = bm25_index_params(db) or bm25_params
+
+            runner = Runner(tenant_dsn, args.top_k)
+            runs, lists, qtimes = run_queries(runner, ds, qids, args, grid_psk)
+            runs["exact_dense"] = exact_cosine_run(ds, qids, args.top_k)
+            if server_info.get("bm25_available"):
+                runs["ref_bm25"] = reference_bm25(db, ds, qids, bm25_params, args.top_k)
+            res = {m: {k: (round(v, 5) if isinstance(v, float) else v) for k, v in evaluate(r, ds.qrels, qids).items()}
+                   for m, r in runs.items()}
+            results[name] = res
+
+            # checks: the grid's inputs reproduce the engine
+            p0 = args.per_source_k
+            diag: dict[str, Any] = {}
+            for single, key in (("dense", "dense"), ("bm25", "bm25"), ("ts_rank", "ts_rank")):
+                same = sum(runs[single][q] == lists[(key, p0)][q][: args.top_k] for q in qids)
+                diag[f"{single}_mode_equals_branch_list"] = f"{same}/{len(qids)}"
+            for lex in LEXICAL:
+                same = sum(runs[f"hybrid_{lex}"][q] == fuse(lists, q, lex, 1.0, 1.0, args.rrf_k, p0, args.top_k)
+                           for q in qids)
+                diag[f"hybrid_{lex}_engine_equals_python_rrf"] = f"{same}/{len(qids)}"
+            # queries whose list holds a chunk id more than once (0s kept: the count is the check)
+            repeated: dict[str, int] = {}
+            for mode_name, mode_run in runs.items():
+                repeated[mode_name] = sum(len(mode_run[q]) != len(set(mode_run[q])) for q in qids)
+            for (branch, branch_k), lst in lists.items():
+                repeated[f"branch_{branch}_k{branch_k}"] = sum(len(lst[q]) != len(set(lst[q])) for q in qids)
+            diag["queries_with_repeated_ids"] = repeated
+            if runner.errors:
+                diag["skipped_calls"] = {"count": len(runner.errors), "first": runner.errors[0]}
+            if "ref_bm25" in runs:
+                same10 = sum(runs["bm25"][q][:10] == runs["ref_bm25"][q][:10] for q in qids)
+                ov = [len(set(runs["bm25"][q]) & set(runs["ref_bm25"][q])) / max(len(runs["ref_bm25"][q]), 1)
+                      for q in qids if runs["ref_bm25"][q]]
+                diag["bm25_vs_ref_bm25"] = {"identical_top10": f"{same10}/{len(qids)}",
+                                            "mean_overlap_top_k": round(float(np.mean(ov)), 4) if ov else None}
+            runner.close()
+            diagnostics[name] = diag
+
+            d, e = res["dense"]["ndcg@10"], res["exact_dense"]["ndcg@10"]
+            ok = abs(d - e) <= SANITY_TOL
+            sanity[name] = {"dense": d, "exact_dense": e, "diff": round(d - e, 5), "ok": ok,
+                            "recall@100_dense": res["dense"]["recall@100"],
+                            "recall@100_exact": res["exact_dense"]["recall@100"]}
+            print(f"SANITY {'OK' if ok else 'FAIL'}: {name} dense nDCG@10 {d:.4f} vs exact cosine {e:.4f} "
+                  f"(diff {d - e:+.4f}, tolerance {SANITY_TOL})")
+            best_single = {}
+            for lex in LEXICAL:
+                cand = max(("dense", lex), key=lambda m: res[m]["ndcg@10"])
+                best_single[lex] = {"mode": cand, "ndcg@10": res[cand]["ndcg@10"]}
+            states[name] = {"ds": ds, "qids": qids, "lists": lists, "tenant_dsn": tenant_dsn,
+                            "best_single": best_single}
+            timings[name] = {"ingest": ing, **qtimes, "dataset_seconds": round(time.perf_counter() - t_ds, 1)}
+            print("  " + ", ".join(f"{m} {v['ndcg@10']:.3f}" for m, v in res.items()))
+
+        names = list(results)
+        bar: dict[str, dict[str, Any]] = {n: {} for n in names}
+        for n in names:
+            for lex in LEXICAL:
+                b = states[n]["best_single"][lex]
+                plain = results[n][f"hybrid_{lex}"]["ndcg@10"]
+                bar[n][lex] = {"best_single_mode": b["mode"], "best_single": b["ndcg@10"], "plain_rrf": plain,
+                               "plain_margin": round(plain - b["ndcg@10"], 5), "plain_meets": plain >= b["ndcg@10"]}
+
+        grid: dict[str, Any] = {}
+        tuned: dict[str, Any] = {}
+        if not args.no_grid:
+            t_grid = time.perf_counter()
+            grid = {"weights": GRID_WEIGHTS, "rrf_k": GRID_RRF_K, "per_source_k": grid_psk,
+                    "selection": "among settings with fused nDCG@10 >= the best single branch on every collection, "
+                                 "the best mean nDCG@10 (else the best worst-case margin)",
+                    "results": {}, "leave_one_out": {}}
+            for lex in LEXICAL:
+                rows = evaluate_grid(states, lex, grid_psk, args.top_k)
+                grid["results"][lex] = rows
+                grid["leave_one_out"][lex] = leave_one_out(rows, names)
+                best = pick(rows, names)
+                tuned[f"hybrid_{lex}_tuned"] = {
+                    "lexical": lex, **{k: best[k] for k in ("vector_weight", "keyword_weight", "rrf_k", "per_source_k")},
+                    "graph_weight": 0.0, "meets_bar_all": best["meets_bar_all"],
+                    "grid_mean_ndcg@10": best["mean_ndcg@10"], "grid_min_margin": best["min_margin"],
+                    "settings_meeting_bar": sum(r["meets_bar_all"] for r in rows), "settings": len(rows),
+                }
+            timings["grid_seconds"] = round(time.perf_counter() - t_grid, 1)
+
+            # the tuned modes, measured with real hybrid_retrieve calls
+            t_tuned = time.perf_counter()
+            for mode, t in tuned.items():
+                matches = total = 0
+                for n in names:
+                    st = states[n]
+                    runner = Runner(st["tenant_dsn"], args.top_k)
+                    w = HybridWeights(t["vector_weight"], t["keyword_weight"], 0)
+                    run: dict[str, list[str]] = {}
+                    for q in tqdm(st["qids"], desc=f"{n}: {mode}", unit="q"):
+                        run[q] = runner.retrieve(st["ds"].query_vector(q).astype(np.float32), st["ds"].query_text[q],
+                                                 w, t["lexical"], t["rrf_k"], t["per_source_k"])
+                        matches += run[q] == fuse(st["lists"], q, t["lexical"], t["vector_weight"],
+                                                  t["keyword_weight"], t["rrf_k"], t["per_source_k"], args.top_k)
+                        total += 1
+                    runner.close()
+                    dup = sum(len(r) != len(set(r)) for r in run.values())
+                    diagnostics[n].setdefault("queries_with_repeated_ids", {})[mode] = dup
+                    scores = evaluate(run, st["ds"].qrels, st["qids"])
+                    results[n][mode] = {k: (round(v, 5) if isinstance(v, float) else v) for k, v in scores.items()}
+                    b = bar[n][t["lexical"]]
+                    b["tuned"] = results[n][mode]["ndcg@10"]
+                    b["tuned_margin"] = round(b["tuned"] - b["best_single"], 5)
+                    b["tuned_meets"] = b["tuned"] >= b["best_single"]
+                t["engine_matches_grid_queries"] = matches
+                t["queries"] = total
+            timings["tuned_seconds"] = round(time.perf_counter() - t_tuned, 1)
+
+        for n in names:
+            for lex, b in bar[n].items():
+                if not b["plain_meets"]:
+                    print(f"BAR: {n}: plain RRF (dense+{lex}) nDCG@10 {b['plain_rrf']:.4f} < best single "
+                          f"{b['best_single_mode']} {b['best_single']:.4f}")
+                if "tuned" in b and not b["tuned_meets"]:
+                    print(f"BAR FAIL: {n}: tuned (dense+{lex}) nDCG@10 {b['tuned']:.4f} < best single "
+                          f"{b['best_single_mode']} {b['best_single']:.4f}")
+        timings["total_seconds"] = round(time.perf_counter() - t_start, 1)
+
+        out: dict[str, Any] = {
+            "datasets": results,
+            "machine": machine_info(),
+            "settings": {
+                "top_k": args.top_k, "k": args.rrf_k, "rrf_k": args.rrf_k, "per_source_k": args.per_source_k,
+                "weights": {"vector": 1.0, "keyword": 1.0, "graph": 0.0},
+                "exact_threshold": exact_threshold if exact_threshold is not None else "engine default",
+                "exact_threshold_note": ("0: every scope is searched through the indexes (HNSW; BM25 index)"
+                                         if exact_threshold == 0 else "engine decides exact vs index by scope size"),
+                "ingest_batch": args.batch_size, "content": "title + ' ' + text",
+                "embeddings": "corpus/queries .minilm.f16.npy (all-MiniLM-L6-v2)",
+                "queries_as": f"role {ROLE} (non-superuser, row-level security on), one transaction per call",
+                "server": server_info, "bm25_index": bm25_params, "data_dir": args.data_dir,
+                "engine": fingerprints,
+            },
+            "tuned": tuned,
+            "bar": bar,
+            "sanity": sanity,
+            "grid": grid,
+            "diagnostics": diagnostics,
+            "timings": timings,
+        }
+        out_path.write_text(json.dumps(out, indent=1), encoding="utf-8")
+        md_path = out_path.with_suffix(".md")
+        write_markdown(md_path, out)
+        print(f"\nwrote {out_path} and {md_path} in {timings['total_seconds']:.0f} s")
+        for n, s in sanity.items():
+            if not s["ok"]:
+                print(f"FAIL: sanity check on {n}: engine dense nDCG@10 {s['dense']:.4f} differs from exact "
+                      f"cosine {s['exact_dense']:.4f} by more than {SANITY_TOL}")
+    finally:
+        if not args.keep_db:
+            with psycopg.connect(admin_dsn, autocommit=True) as c:
+                for dbname in dbs:
+                    c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+    return 0 if all(s["ok"] for s in sanity.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
