@@ -126,26 +126,18 @@ BEGIN
     FROM (SELECT src AS node_id FROM pg_temp.hybrid_edge_stage UNION SELECT dst FROM pg_temp.hybrid_edge_stage) x
     WHERE NOT EXISTS (SELECT 1 FROM hybrid.graph_node g WHERE g.tenant_id = v_tenant AND g.node_id = x.node_id);
 
-    EXECUTE $sql$
-        WITH v AS (
-            INSERT INTO hybrid_graph."Chunk" (properties)
-            SELECT jsonb_build_object('node_id', n.node_id, 'tenant_id', $1)::text::ag_catalog.agtype
-            FROM pg_temp.hybrid_new_node n WHERE n.kind = 'chunk'
-            RETURNING id, properties
-        )
-        INSERT INTO hybrid.graph_node (tenant_id, node_id, kind, vertex_id)
-        SELECT $1, v.properties OPERATOR(ag_catalog.->>) 'node_id'::text, 'chunk', v.id FROM v
-    $sql$ USING v_tenant;
-    EXECUTE $sql$
-        WITH v AS (
-            INSERT INTO hybrid_graph."Entity" (properties)
-            SELECT jsonb_build_object('node_id', n.node_id, 'tenant_id', $1)::text::ag_catalog.agtype
-            FROM pg_temp.hybrid_new_node n WHERE n.kind = 'entity'
-            RETURNING id, properties
-        )
-        INSERT INTO hybrid.graph_node (tenant_id, node_id, kind, vertex_id)
-        SELECT $1, v.properties OPERATOR(ag_catalog.->>) 'node_id'::text, 'entity', v.id FROM v
-    $sql$ USING v_tenant;
+    FOR r IN SELECT unnest(ARRAY['chunk', 'entity']) LOOP
+        EXECUTE format($sql$
+            WITH v AS (
+                INSERT INTO hybrid_graph.%I (properties)
+                SELECT jsonb_build_object('node_id', n.node_id, 'tenant_id', $1)::text::ag_catalog.agtype
+                FROM pg_temp.hybrid_new_node n WHERE n.kind = $2
+                RETURNING id, properties
+            )
+            INSERT INTO hybrid.graph_node (tenant_id, node_id, kind, vertex_id)
+            SELECT $1, v.properties OPERATOR(ag_catalog.->>) 'node_id'::text, $2, v.id FROM v
+        $sql$, initcap(r)) USING v_tenant, r;
+    END LOOP;
     SELECT count(*) INTO nodes_added FROM pg_temp.hybrid_new_node;
     DROP TABLE pg_temp.hybrid_new_node;
 
