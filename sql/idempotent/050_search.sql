@@ -30,8 +30,13 @@ DECLARE
     v_tenant text := hybrid._current_tenant();
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
+    -- Exact search below 5,000 visible chunks, or below 2% of the table (at most 50,000): HNSW with
+    -- an RLS post-filter that keeps 2% or less of what it walks loses recall (0.90 for a 1% tenant
+    -- of 1M rows, measured) and walks far (p95 133 ms there), while an exact scan stays ~2 ms per 1,000 rows.
     v_threshold integer := coalesce(exact_threshold,
-        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 5000);
+        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'),
+        (SELECT greatest(5000, least(50000, (c.reltuples * 0.02)::integer)) FROM pg_class c
+         WHERE c.oid = 'hybrid.chunk'::regclass));
     v_ef_search integer := coalesce((SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search'), 100);
 BEGIN
     IF v_tenant IS NULL THEN
