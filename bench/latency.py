@@ -1258,8 +1258,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--append", action="store_true",
                     help="keep the runs of other sizes already in --out (their own engine state is kept with them)")
     ap.add_argument("--edge-budget-s", type=float, default=0.0,
-                    help="after the 1%% and the 50%% tenant, stop loading other tenants' edges past this many seconds "
-                         "(0: load all); the coverage is reported")
+                    help="after the 1%% and the 50%% tenant, start no other tenant's edges past this many seconds "
+                         "(checked before each tenant: one already started is loaded whole; 0: load all); the "
+                         "coverage is reported")
     ap.add_argument("--bulk-above", type=int, default=0,
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     args = ap.parse_args(argv)
