@@ -33,6 +33,8 @@ METHODS = [
     ("pgvector_rrf_cte", "pgvector-python RRF CTE", "tab:brown", "x"),
 ]
 TENANTS = [("1pct", "~1% tenant"), ("50pct", "50% tenant")]
+FUSED = ("hybrid_retrieve", "client_fusion", "pgvector_rrf_cte")
+METHOD_NAMES = {m: label for m, label, _, _ in METHODS}
 
 
 def plot_latency(data: dict[str, Any], out: Path) -> Path:
@@ -49,6 +51,11 @@ def plot_latency(data: dict[str, Any], out: Path) -> Path:
                 ls = ":" if m == "branch_sum" else "-"
                 lw = 2.4 if m == "hybrid_retrieve" else 1.5
                 ax.plot(sizes, ys, ls, color=color, marker=marker, label=label, linewidth=lw, markersize=6)
+                if m in FUSED:  # circled: the method returned fewer rows than the 10 asked for
+                    short = [(x, y) for x, y, r in zip(sizes, ys, runs) if r["latency"][key][m]["rows_mean"] < 9.95]
+                    if short:
+                        ax.plot(*zip(*short), "o", markersize=13, markerfacecolor="none", markeredgecolor=color,
+                                markeredgewidth=1.5, zorder=5)
             if stat == "p95_ms" and any(s >= 1_000_000 for s in sizes):
                 ax.axhline(50, color="black", linestyle="--", linewidth=1, alpha=0.7,
                            label="target at 1M: hybrid_retrieve p95 <= 50 ms")
@@ -71,7 +78,12 @@ def plot_latency(data: dict[str, Any], out: Path) -> Path:
             if row == 1:
                 ax.set_xlabel("corpus size (chunks, 100 tenants)")
     handles, labels = axes[1][0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=9, ncol=4, loc="lower center", frameon=False)
+    fig.legend(handles, labels, fontsize=9, ncol=4, loc="lower center", frameon=False, bbox_to_anchor=(0.5, 0.025))
+    short = [f"{METHOD_NAMES[m]}, {title} at {r['size']:,}: {r['latency'][key][m]['rows_mean']:.1f}"
+             for r in runs for key, title in TENANTS for m in FUSED if r["latency"][key][m]["rows_mean"] < 9.95]
+    if short:
+        fig.text(0.5, 0.008, "circled points returned fewer than the 10 rows asked for (mean rows: " + "; ".join(short) + ")",
+                 ha="center", fontsize=8.5)
     m = data.get("machine", {})
     eng = data.get("engine_at_start", {}).get("git_head", "?")
     fig.suptitle(f"pyhybrid query latency vs corpus size, end to end from Python, as the app role under RLS "
