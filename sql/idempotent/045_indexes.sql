@@ -3,16 +3,16 @@
 CREATE OR REPLACE FUNCTION hybrid.resume_vector_index() RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-SET maintenance_work_mem = '1GB'
 SET client_min_messages = warning
 AS $$
 BEGIN
     IF to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL THEN
         RETURN false;
     END IF;
-    -- every core the server allows: a rebuild after a bulk load is the one time it matters
-    PERFORM set_config('max_parallel_maintenance_workers',
-                       current_setting('max_worker_processes'), true);
+    -- at least 1GB for the build (a larger server setting is kept): past it HNSW builds slow ~4x
+    IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
+        PERFORM set_config('maintenance_work_mem', '1GB', true);
+    END IF;
     CREATE INDEX chunk_embedding_hnsw ON hybrid.chunk
         USING hnsw (embedding vector_cosine_ops) WHERE NOT superseded;
     RETURN true;
