@@ -14,7 +14,7 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .errors import InvalidParameterError, PyhybridError, TenantError, from_psycopg
+from .errors import InvalidParameterError, TenantError, from_psycopg
 from .types import Chunk, ChunkRef, Edge, HybridWeights
 
 RETRIEVE_SQL = """SELECT * FROM hybrid.retrieve(
@@ -338,5 +338,3 @@ def check_name(name: str, value: Any) -> str:
         raise InvalidParameterError(f"{name} must be a non-empty string, got {value!r}")
     return value
 
-
-__all__ = ["PyhybridError"]

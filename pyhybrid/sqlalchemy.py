@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping, Sequence
 
 from sqlalchemy import (
@@ -125,4 +124,4 @@ def hybrid_retrieve(
     return fn.table_valued(*(Column(n, t) for n, t in RESULT_COLUMNS), name=name)
 
 
-__all__ = ["chunk", "corpus", "hybrid_retrieve", "metadata", "tenant", "json"]
+__all__ = ["chunk", "corpus", "hybrid_retrieve", "metadata", "tenant"]
