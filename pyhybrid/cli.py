@@ -12,7 +12,7 @@ from typing import Any, Iterator, Sequence
 import psycopg
 from psycopg import conninfo
 
-from . import _base, migrate, server
+from . import _base, maintenance, migrate, server
 from .errors import InvalidParameterError, PyhybridError
 from .types import ChunkRef, HybridWeights
 
@@ -160,10 +160,20 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
     return refs
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _heal(dsn: str) -> None:
+    """Rebuild the stale BM25 indexes of one database, saying what was done."""
+    for a in maintenance.heal_bm25(dsn):
+        print(f"BM25 index {a.index_name}: {a.action} ({a.reason})")
+
+
 def cmd_server(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir) if args.data_dir else None
     if args.action == "start":
-        print(server.start_embedded(data_dir))
+        print(server.start_embedded(data_dir, report=_stderr))
     elif args.action == "stop":
         print("stopped" if server.stop_embedded(data_dir) else "not running")
     elif args.action == "status":
@@ -190,6 +200,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         migrate.upgrade(target.admin, dim=args.dim, reapply=True)
         if target.embedded:
             target.ensure_ready()
+        _heal(target.admin)
         print("schema hybrid is at head")
     return 0
 
@@ -244,6 +255,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             if row is not None:
                 print(f"leakproof {fn.split('(')[0]:<24} {'yes' if row[0] else 'no: run pyhybrid migrate as a superuser'}"
                       f"  ({what})")
+        if args.heal:
+            c.commit()
+            _heal(target.admin)
+        for st in maintenance.bm25_status(c):
+            if st.state == "stale":
+                problems += 1
+                print(f"BM25 index {st.index_name:<30} STALE: {st.reason}\n"
+                      f"    fix: {maintenance.HEAL_COMMAND}  (or, as the schema owner: {maintenance.HEAL_SQL};)")
+            else:
+                print(f"BM25 index {st.index_name:<30} {st.state} ({st.total_docs} documents in its statistics)")
         counts = c.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.chunk)").fetchone()
         print(f"data: {counts[0]} tenants, {counts[1]} chunks (as seen by this role)")  # type: ignore[index]
     print("ok" if problems == 0 else f"{problems} problem(s) found")
@@ -335,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_migrate)
 
     s = sub.add_parser("doctor", help="check the server, extensions, schema, indexes and RLS")
+    s.add_argument("--heal", action="store_true",
+                   help="rebuild the BM25 indexes a server restart left stale before checking")
     s.set_defaults(func=cmd_doctor)
 
     s = sub.add_parser("tenant", help="create tenants and grant roles (admin)")

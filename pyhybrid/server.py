@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import platformdirs
 
@@ -36,15 +36,26 @@ def _pgserver() -> Any:
     return pgserver
 
 
-def start_embedded(data_dir: Path | None = None) -> str:
-    """Start (or reuse) the embedded server and return its DSN. It keeps running after exit."""
+def start_embedded(data_dir: Path | None = None, report: Callable[[str], None] | None = None) -> str:
+    """Start (or reuse) the embedded server and return its DSN. It keeps running after exit.
+
+    When this call started it, BM25 indexes the restart left stale are rebuilt first
+    (pyhybrid.maintenance.heal_bm25_everywhere); report gets a line for each (default: the log).
+    """
     path = (data_dir or default_data_dir()).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
+    was_running = embedded_status(path)["running"]
     pgserver = _pgserver()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         server = pgserver.get_server(path, cleanup_mode=None)
+        if not was_running:  # a handle cached by this process may hold a server stopped since
+            server.ensure_postgres_running()
         uri: str = server.get_uri()
+    if not was_running:
+        from .maintenance import heal_bm25_everywhere
+
+        heal_bm25_everywhere(uri, report)
     return uri
 
 

@@ -94,7 +94,7 @@ CREATE OR REPLACE FUNCTION hybrid.search_lexical(
     query_text text, k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     method text DEFAULT NULL)
 RETURNS TABLE (chunk_id text, rank integer, score double precision)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER  -- the first BM25 search after a restart may rebuild the index
 SET search_path = pg_catalog, public, pg_temp
 SET enable_sort = off  -- keeps the planner on the BM25 index's ordered scan (see below)
 AS $$
@@ -110,6 +110,18 @@ BEGIN
     END IF;
     IF v_tenant IS NULL OR query_text IS NULL OR btrim(query_text) = '' THEN
         RETURN;
+    END IF;
+    -- pg_textsearch 1.0 loses its statistics at a server restart (sql/idempotent/048_bm25_health.sql):
+    -- never answer from a stale index
+    IF v_method = 'bm25' AND hybrid.bm25_available() AND NOT hybrid._bm25_ready() THEN
+        IF method IS NOT NULL THEN
+            RAISE EXCEPTION 'lexical => ''bm25'': the BM25 index is stale since the server restarted and cannot be rebuilt here (read-only transaction or standby)'
+                USING ERRCODE = '55000',
+                      HINT = 'Run SELECT * FROM hybrid.heal_bm25() as the schema owner (or pyhybrid doctor --heal), or use lexical => ''ts_rank''.';
+        END IF;
+        RAISE WARNING 'hybrid.search_lexical: the BM25 index is stale since the server restarted and cannot be rebuilt in a read-only transaction or on a standby; ranking by ts_rank instead'
+            USING HINT = 'Run SELECT * FROM hybrid.heal_bm25() as the schema owner, or pyhybrid doctor --heal.';
+        v_method := 'ts_rank';
     END IF;
     IF v_method = 'ts_rank' THEN
         v_query := hybrid._or_tsquery(query_text);

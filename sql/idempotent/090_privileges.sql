@@ -9,7 +9,7 @@ GRANT EXECUTE ON FUNCTION
     hybrid._current_tenant(), hybrid._current_acl(), hybrid._acl_all(), hybrid._with_all_labels(), hybrid.embedding_dim(),
     hybrid.begin_ingest(), hybrid.finish_ingest(text), hybrid.delete_document(text, text),
     hybrid.begin_edges(), hybrid.finish_edges(), hybrid._ensure_edge_label(text),
-    hybrid._scope_size(text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
+    hybrid._scope_size(text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(), hybrid._bm25_ready(),
     hybrid.search_dense(vector, integer, text[], jsonb, integer),
     hybrid.search_lexical(text, integer, text[], jsonb, text),
     hybrid.search_graph(text[], integer, integer, text[], jsonb),
