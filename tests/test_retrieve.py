@@ -265,6 +265,20 @@ def test_statement_timeout_inside_a_branch_cancels_the_whole_call(db: Db, api: A
         blocker.rollback()
 
 
+@pytest.mark.usefixtures("require_age")
+def test_lock_timeout_inside_a_branch_ends_the_call_with_its_own_sqlstate(db: Db, api: Api) -> None:
+    _graph_corpus(api)
+    with psycopg.connect(db.dsn()) as blocker:
+        blocker.execute("LOCK TABLE hybrid.graph_node IN ACCESS EXCLUSIVE MODE")
+        with psycopg.connect(db.dsn("pyh_acme")) as c:
+            c.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+            c.execute("SET lock_timeout = '200ms'")
+            # only the graph branch waits: the lexical one would succeed, but no half result comes back
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                c.execute("SELECT * FROM hybrid_retrieve(query_text => 'occlusion', graph_seeds => ARRAY['req'])")
+        blocker.rollback()
+
+
 def test_superseded_chunks_are_never_returned(api: Api) -> None:
     api.ingest("acme", chunks("c", 4, doc_size=4))
     api.ingest("acme", [Chunk(chunk_id="c-0", document_id="c-doc-0", content="pumps only", embedding=unit(0))])

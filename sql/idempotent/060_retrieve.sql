@@ -138,7 +138,10 @@ BEGIN
             SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.distance ORDER BY s.rank)
             INTO d_ids, d_scores
             FROM hybrid.search_dense(query_embedding, v_k, corpus_ids, filter) s;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION
+        WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
+            RAISE;  -- a lock timeout, deadlock, serialization failure, resource or admin error ends the call
+        WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
             RAISE WARNING 'hybrid_retrieve.source_failed: source=dense sqlstate=% reason=%', v_state, v_msg;
             v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
@@ -150,7 +153,10 @@ BEGIN
             SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.score ORDER BY s.rank)
             INTO l_ids, l_scores
             FROM hybrid.search_lexical(query_text, v_k, corpus_ids, filter, lexical) s;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION
+        WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
+            RAISE;  -- a lock timeout, deadlock, serialization failure, resource or admin error ends the call
+        WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
             RAISE WARNING 'hybrid_retrieve.source_failed: source=lexical sqlstate=% reason=%', v_state, v_msg;
             v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
@@ -169,7 +175,10 @@ BEGIN
                 SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.distance ORDER BY s.rank)
                 INTO g_ids, g_dist
                 FROM hybrid.search_graph(v_seeds, graph_hops, v_k, corpus_ids, filter) s;
-            EXCEPTION WHEN OTHERS THEN
+            EXCEPTION
+            WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
+                RAISE;  -- a lock timeout, deadlock, serialization failure, resource or admin error ends the call
+            WHEN OTHERS THEN
                 GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
                 RAISE WARNING 'hybrid_retrieve.source_failed: source=graph sqlstate=% reason=%', v_state, v_msg;
                 v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
@@ -222,7 +231,7 @@ END
 $$;
 COMMENT ON FUNCTION hybrid.retrieve(vector, text, text[], text[], integer, integer, double precision, double precision,
     double precision, double precision, jsonb, integer, text, integer, boolean, boolean) IS
-'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two) branches, each cut to per_source_k (default greatest(top_k*3, 30)) after corpus, metadata filter and ACL, fused by weighted RRF (score = sum w/(rrf_k + rank)), top_k rows by score then chunk_id. A failing branch raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. Same as public.hybrid_retrieve.';
+'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two) branches, each cut to per_source_k (default greatest(top_k*3, 30)) after corpus, metadata filter and ACL, fused by weighted RRF (score = sum w/(rrf_k + rank)), top_k rows by score then chunk_id. A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
 
 CREATE OR REPLACE FUNCTION public.hybrid_retrieve(
     query_embedding vector DEFAULT NULL,
