@@ -53,9 +53,13 @@ except ImportError:  # run from a checkout without an installed pyhybrid
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pyhybrid import Chunk, Edge, HybridWeights, connect, migrate
-from pyhybrid._base import vector_literal
 from pyhybrid.fusion import rrf_scores
 from pyhybrid.server import start_embedded, stop_embedded
+
+
+def vector_literal(v: Any) -> str:
+    """pgvector's text form of a vector, for the statements this benchmark sends itself."""
+    return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
 
 DIM = 384
 N_CLUSTERS = 200
@@ -484,8 +488,9 @@ class Runner:
     def hybrid_retrieve(self, q: Query) -> tuple[float, int]:
         t0 = time.perf_counter()
         with self.client.tenant(self.tenant_id) as t:
-            refs = t.retrieve(vector=q.vector, query_text=q.text, graph_seeds=q.seeds, top_k=TOP_K,
-                              weights=WEIGHTS, k=RRF_K)
+            refs = t.retrieve(query_embedding=q.vector, query_text=q.text, graph_seeds=q.seeds, top_k=TOP_K,
+                              vector_weight=WEIGHTS.vector, keyword_weight=WEIGHTS.keyword,
+                              graph_weight=WEIGHTS.graph, rrf_k=RRF_K)
         return time.perf_counter() - t0, len(refs)
 
     def client_fusion(self, q: Query) -> tuple[float, int]:

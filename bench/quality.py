@@ -218,8 +218,9 @@ class Runner:
                  rrf_k: float, psk: int) -> list[str]:
         try:
             with self.client.tenant(TENANT) as t:
-                refs = t.retrieve(vector=vec, query_text=text, top_k=self.top_k, per_backend_top_k=psk,
-                                  weights=w, k=rrf_k, lexical=lexical)
+                refs = t.retrieve(query_embedding=vec, query_text=text, top_k=self.top_k, per_source_k=psk,
+                                  vector_weight=w.vector, keyword_weight=w.keyword, graph_weight=w.graph,
+                                  rrf_k=rrf_k, lexical=lexical)
         except InvalidParameterError as exc:  # e.g. an empty query text for a lexical-only mode
             self.errors.append(str(exc))
             return []

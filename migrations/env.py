@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from pyhybrid.migrate import finish_upgrade
 from pyhybrid.sqlalchemy import metadata
 
 config = context.config
@@ -13,9 +14,13 @@ config = context.config
 def run_migrations_online() -> None:
     engine = create_engine(config.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool)
     with engine.connect() as connection:
-        context.configure(connection=connection, target_metadata=metadata, transaction_per_migration=True)
+        # one transaction for the whole upgrade, finish_upgrade included: it lands whole or not at all,
+        # and no caller ever sees a revision's dropped functions before sql/idempotent/ re-creates them
+        context.configure(connection=connection, target_metadata=metadata, transaction_per_migration=False)
         with context.begin_transaction():
             context.run_migrations()
+            finish_upgrade(connection.connection.dbapi_connection,
+                           force=bool(config.attributes.get("reapply_idempotent")))
 
 
 if context.is_offline_mode():

@@ -5,15 +5,20 @@ from ._base import SourceFailedWarning
 from .aio import AsyncHybridClient, AsyncTenantSession, connect_async
 from .client import HybridClient, TenantSession, connect
 from .errors import (
+    ConflictError,
+    DatabaseError,
     ExtensionMissingError,
     InvalidParameterError,
     PyhybridError,
+    QueryCanceledError,
+    ResourceError,
     RetrievalError,
     SchemaError,
     ServerError,
     TenantError,
 )
 from .fusion import rrf_fuse
+from .query import RetrieveQuery
 from .simple import retrieve
 from .types import Chunk, ChunkRef, Edge, EdgeResult, HybridWeights, IngestResult
 
@@ -22,6 +27,8 @@ __all__ = [
     "AsyncTenantSession",
     "Chunk",
     "ChunkRef",
+    "ConflictError",
+    "DatabaseError",
     "Edge",
     "EdgeResult",
     "ExtensionMissingError",
@@ -30,7 +37,10 @@ __all__ = [
     "IngestResult",
     "InvalidParameterError",
     "PyhybridError",
+    "QueryCanceledError",
+    "ResourceError",
     "RetrievalError",
+    "RetrieveQuery",
     "SchemaError",
     "ServerError",
     "SourceFailedWarning",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import struct
 import warnings
 from contextlib import contextmanager
@@ -14,26 +13,9 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .errors import InvalidParameterError, TenantError, from_psycopg
-from .types import Chunk, ChunkRef, Edge, HybridWeights
-
-RETRIEVE_SQL = """SELECT * FROM hybrid.retrieve(
-    query_embedding => %(query_embedding)s::vector,
-    query_text => %(query_text)s,
-    graph_seeds => %(graph_seeds)s::text[],
-    corpus_ids => %(corpus_ids)s::text[],
-    top_k => %(top_k)s,
-    per_source_k => %(per_source_k)s,
-    vector_weight => %(vector_weight)s,
-    keyword_weight => %(keyword_weight)s,
-    graph_weight => %(graph_weight)s,
-    rrf_k => %(rrf_k)s,
-    filter => %(filter)s::jsonb,
-    graph_hops => %(graph_hops)s,
-    lexical => %(lexical)s,
-    graph_expand => %(graph_expand)s,
-    with_graph_context => %(with_graph_context)s,
-    per_document => %(per_document)s)"""
+from .errors import InvalidParameterError, SchemaError, TenantError, from_psycopg
+from .query import RetrieveQuery
+from .types import Chunk, ChunkRef, Edge
 
 SET_TENANT_SQL = (
     "SELECT set_config('hybrid.tenant_id', %s, true), set_config('hybrid.acl_labels', %s, true)"
@@ -90,100 +72,36 @@ def tenant_params(tenant_id: str, acl_labels: Sequence[str] | None) -> tuple[str
     return tenant_id, ",".join(labels)
 
 
-def vector_literal(vector: Any, name: str = "query_embedding") -> str | None:
-    """A list or numpy vector as pgvector's text form, validated (finite numbers, 1-D, non-zero)."""
-    if vector is None:
-        return None
+def retrieve_query(query: Any, kwargs: dict[str, Any]) -> RetrieveQuery:
+    """The RetrieveQuery of a retrieve() call: a RetrieveQuery (changed by kwargs), an embedding
+    given positionally, or keywords alone."""
+    if isinstance(query, RetrieveQuery):
+        return query.replace(**kwargs) if kwargs else query
+    if query is not None:
+        if "query_embedding" in kwargs or "vector" in kwargs:
+            raise InvalidParameterError("query_embedding given twice (positionally and by name)")
+        kwargs = {**kwargs, "query_embedding": query}
+    return RetrieveQuery.build(**kwargs)
+
+
+def register_vector_type(conn: psycopg.Connection[Any]) -> None:
+    """Register pgvector's adapters on a connection (the vector type must exist: run pyhybrid migrate)."""
+    from pgvector.psycopg import register_vector
+
     try:
-        arr = np.asarray(vector, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidParameterError(f"{name} must be a sequence of numbers") from exc
-    if arr.ndim != 1 or arr.size == 0:
-        raise InvalidParameterError(f"{name} must be a 1-D sequence of numbers, got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise InvalidParameterError(f"{name} must contain only finite numbers (no NaN or infinity)")
-    if not arr.any():
-        raise InvalidParameterError(f"{name} must not be the zero vector (cosine distance is undefined)")
-    return "[" + ",".join(map(repr, arr.astype(np.float32).tolist())) + "]"
+        register_vector(conn)
+    except psycopg.ProgrammingError as exc:
+        raise SchemaError(f"{exc} (is the hybrid schema installed? run: pyhybrid migrate)") from exc
 
 
-def retrieve_params(
-    *,
-    vector: Any = None,
-    query_text: str | None = None,
-    graph_seeds: Sequence[str] | None = None,
-    corpus_ids: Sequence[str] | None = None,
-    top_k: int = 10,
-    per_backend_top_k: int | None = None,
-    weights: HybridWeights | None = None,
-    k: float = 60,
-    filters: Mapping[str, Any] | None = None,
-    graph_hops: int = 1,
-    lexical: str | None = None,
-    graph_expand: int = 0,
-    with_graph_context: bool = False,
-    per_document: bool = False,
-) -> dict[str, Any]:
-    """Validate retrieve() arguments with the SQL function's rules and messages; return the call's parameters."""
-    w = weights if weights is not None else HybridWeights()
-    if not isinstance(w, HybridWeights):
-        raise InvalidParameterError(f"weights must be a HybridWeights, got {type(w).__name__}")
-    if isinstance(k, bool) or not isinstance(k, (int, float)) or math.isnan(k) or math.isinf(k) or k <= 0:
-        raise InvalidParameterError(f"rrf_k must be a finite number > 0, got {k!r}")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
-        raise InvalidParameterError(f"top_k must be between 1 and 1000, got {top_k!r}")
-    if per_backend_top_k is not None and (
-        isinstance(per_backend_top_k, bool) or not isinstance(per_backend_top_k, int)
-        or not top_k <= per_backend_top_k <= 10000
-    ):
-        raise InvalidParameterError(f"per_source_k must be between top_k ({top_k}) and 10000, got {per_backend_top_k!r}")
-    if isinstance(graph_hops, bool) or not isinstance(graph_hops, int) or not 1 <= graph_hops <= 3:
-        raise InvalidParameterError(f"graph_hops must be between 1 and 3, got {graph_hops!r}")
-    if isinstance(graph_expand, bool) or not isinstance(graph_expand, int) or not 0 <= graph_expand <= 100:
-        raise InvalidParameterError(f"graph_expand must be between 0 and 100, got {graph_expand!r}")
-    if lexical not in (None, "bm25", "ts_rank"):
-        raise InvalidParameterError(f"lexical must be 'bm25', 'ts_rank' or NULL (automatic), got {lexical!r}")
-    if filters is not None and not isinstance(filters, Mapping):
-        raise InvalidParameterError(f"filter must be a JSON object (a mapping), got {type(filters).__name__}")
-    if query_text is not None and not isinstance(query_text, str):
-        raise InvalidParameterError(f"query_text must be a string, got {type(query_text).__name__}")
-    seeds = _str_list("graph_seeds", graph_seeds)
-    corpora = _str_list("corpus_ids", corpus_ids)
-    emb = vector_literal(vector)
-    if emb is None and (query_text is None or not query_text.strip()) and not seeds:
-        raise InvalidParameterError(
-            "nothing to search: query_embedding, query_text and graph_seeds are all NULL or empty"
-        )
-    return {
-        "query_embedding": emb,
-        "query_text": query_text,
-        "graph_seeds": seeds,
-        "corpus_ids": corpora,
-        "top_k": top_k,
-        "per_source_k": per_backend_top_k,
-        "vector_weight": w.vector,
-        "keyword_weight": w.keyword,
-        "graph_weight": w.graph,
-        "rrf_k": float(k),
-        "filter": json.dumps(dict(filters)) if filters is not None else None,
-        "graph_hops": graph_hops,
-        "lexical": lexical,
-        "graph_expand": graph_expand,
-        "with_graph_context": bool(with_graph_context),
-        "per_document": bool(per_document),
-    }
+async def register_vector_type_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    """register_vector_type for an async connection."""
+    from pgvector.psycopg import register_vector_async
 
-
-def _str_list(name: str, values: Sequence[str] | None) -> list[str] | None:
-    if values is None:
-        return None
-    if isinstance(values, str):
-        raise InvalidParameterError(f"{name} must be a list of strings, not a single string")
-    out = list(values)
-    for v in out:
-        if not isinstance(v, str):
-            raise InvalidParameterError(f"{name} must contain only strings, got {v!r}")
-    return out
+    try:
+        await register_vector_async(conn)
+    except psycopg.ProgrammingError as exc:
+        raise SchemaError(f"{exc} (is the hybrid schema installed? run: pyhybrid migrate)") from exc
 
 
 def rows_to_refs(rows: Iterable[Mapping[str, Any]]) -> list[ChunkRef]:

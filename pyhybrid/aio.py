@@ -10,7 +10,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from . import _base
-from .types import Chunk, ChunkRef, Edge, EdgeResult, HybridWeights, IngestResult
+from .query import RETRIEVE_SQL, RetrieveQuery
+from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
 
 
 class AsyncTenantSession:
@@ -21,33 +22,14 @@ class AsyncTenantSession:
         self.tenant_id = tenant_id
         self._dim: int | None = None
 
-    async def retrieve(
-        self,
-        vector: Any = None,
-        query_text: str | None = None,
-        graph_seeds: Sequence[str] | None = None,
-        corpus_ids: Sequence[str] | None = None,
-        top_k: int = 10,
-        per_backend_top_k: int | None = None,
-        weights: HybridWeights | None = None,
-        k: float = 60,
-        filters: Mapping[str, Any] | None = None,
-        graph_hops: int = 1,
-        *,
-        lexical: str | None = None,
-        graph_expand: int = 0,
-        with_graph_context: bool = False,
-        per_document: bool = False,
-    ) -> list[ChunkRef]:
-        """One hybrid_retrieve call; parameters as in SQL (see pyhybrid._base.retrieve_params)."""
-        params = _base.retrieve_params(
-            vector=vector, query_text=query_text, graph_seeds=graph_seeds, corpus_ids=corpus_ids, top_k=top_k,
-            per_backend_top_k=per_backend_top_k, weights=weights, k=k, filters=filters, graph_hops=graph_hops,
-            lexical=lexical, graph_expand=graph_expand, with_graph_context=with_graph_context,
-            per_document=per_document,
-        )
+    async def retrieve(self, query: RetrieveQuery | Any = None, /, **kwargs: Any) -> list[ChunkRef]:
+        """One hybrid_retrieve call: a RetrieveQuery, or its fields as keywords (the SQL parameter names).
+
+        A first positional argument that is not a RetrieveQuery is the query_embedding.
+        """
+        params = _base.retrieve_query(query, kwargs).params()
         with _base.translate_errors():
-            cur = await self.conn.execute(_base.RETRIEVE_SQL, params)
+            cur = await self.conn.execute(RETRIEVE_SQL, params)
             rows = await cur.fetchall()
         return _base.rows_to_refs(rows)
 
@@ -101,6 +83,7 @@ class AsyncHybridClient:
     """The async pyhybrid client: a single connection, or a pool. Create with connect_async()."""
 
     def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4) -> None:
+        """No I/O here: the connection (or pool) opens with open(), `async with`, or the first call that needs it."""
         self.dsn = dsn
         self._use_pool = pool
         self._min_size, self._max_size = min_size, max_size
@@ -108,31 +91,42 @@ class AsyncHybridClient:
         self._conn: psycopg.AsyncConnection[dict[str, Any]] | None = None
 
     async def open(self) -> AsyncHybridClient:
-        """Open the connection or pool."""
+        """Open the connection or pool (idempotent)."""
+        if self._pool is not None or self._conn is not None:
+            return self
         with _base.translate_errors():
             if self._use_pool:
                 self._pool = AsyncConnectionPool(
                     self.dsn, min_size=self._min_size, max_size=self._max_size, open=False,
                     kwargs={"row_factory": dict_row}, configure=self._configure,
                 )
-                await self._pool.open()
+                await self._pool.open(wait=True)
             else:
-                self._conn = await psycopg.AsyncConnection.connect(self.dsn, row_factory=dict_row)
-                await self._configure(self._conn)
+                conn = await psycopg.AsyncConnection.connect(self.dsn, row_factory=dict_row)
+                try:
+                    await self._configure(conn)
+                except BaseException:
+                    await conn.close()
+                    raise
+                self._conn = conn
         return self
 
     @staticmethod
     async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
         conn.add_notice_handler(_base.notice_handler)
+        await _base.register_vector_type_async(conn)
+        if not conn.autocommit:
+            await conn.commit()  # registration's catalog lookup must not leave a transaction open
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
         """A connection of this client (from the pool, if any)."""
+        await self.open()
         if self._pool is not None:
             async with self._pool.connection() as conn:
                 yield conn
         else:
-            assert self._conn is not None, "call await client.open() first (connect_async does)"
+            assert self._conn is not None
             yield self._conn
 
     @asynccontextmanager
@@ -185,9 +179,10 @@ class AsyncHybridClient:
             await self._pool.close()
         if self._conn is not None:
             await self._conn.close()
+        self._pool = self._conn = None
 
     async def __aenter__(self) -> AsyncHybridClient:
-        return self
+        return await self.open()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -14,6 +15,7 @@ from psycopg import conninfo
 
 from . import _base, maintenance, migrate, server
 from .errors import InvalidParameterError, PyhybridError
+from .query import RETRIEVE_SQL, RetrieveQuery
 from .types import ChunkRef, HybridWeights
 
 APP_ROLE = "pyhybrid_app"
@@ -124,38 +126,42 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
     from .client import HybridClient
     from .embed import default_embedder
 
-    weights = HybridWeights.parse(args.weights) if args.weights else HybridWeights()
-    vector = default_embedder().embed_query(args.text) if weights.vector > 0 else None
-    filters = json.loads(args.filter) if args.filter else None
-    kwargs: dict[str, Any] = dict(
-        vector=vector, query_text=args.text, corpus_ids=args.corpus or None, top_k=args.top_k,
-        weights=weights, k=args.rrf_k, filters=filters, graph_hops=args.hops, lexical=args.lexical,
-        graph_expand=args.graph_expand if weights.graph > 0 else 0, with_graph_context=True,
-        per_document=args.per_document,
+    w = HybridWeights.parse(args.weights) if args.weights else HybridWeights(1.0, 1.0, 2.0)
+    weights: dict[str, Any] = {"vector_weight": w.vector, "keyword_weight": w.keyword, "graph_weight": w.graph}
+    for name in weights:
+        if getattr(args, name) is not None:
+            weights[name] = getattr(args, name)
+    query = RetrieveQuery(
+        query_embedding=default_embedder().embed_query(args.text) if weights["vector_weight"] > 0 else None,
+        query_text=args.text, corpus_ids=args.corpus_ids or None, top_k=args.top_k, per_source_k=args.per_source_k,
+        rrf_k=args.rrf_k, filter=json.loads(args.filter) if args.filter else None, graph_hops=args.graph_hops,
+        lexical=args.lexical, graph_expand=args.graph_expand if weights["graph_weight"] > 0 else 0,
+        with_graph_context=True, per_document=args.per_document, **weights,
     )
     acl = [a for a in (args.acl or "").split(",") if a]
     with HybridClient(dsn) as client, client.tenant(args.tenant, acl) as t:
-        refs = t.retrieve(**kwargs)
+        refs = t.retrieve(query)
     if args.json:
-        out = [{k: v for k, v in r.__dict__.items()} for r in refs]
+        out = [dataclasses.asdict(r) for r in refs]
         print(json.dumps(out, indent=2, default=list))
         return refs
     _print_table(refs)
     if refs:
         _print_context(refs[0])
     if args.explain:
-        params = _base.retrieve_params(**kwargs)
-        if params["query_embedding"]:
-            params["query_embedding"] = params["query_embedding"][:40] + f"…] ({len(vector) if vector is not None else 0} dims)"
+        params: dict[str, Any] = query.params()
+        if query.query_embedding is not None:
+            head = ", ".join(f"{x:.4f}" for x in query.query_embedding[:4])
+            params["query_embedding"] = f"[{head}, …] ({len(query.query_embedding)} dims)"
         print("\nsources: dense = pgvector cosine (HNSW or exact), lex = "
               f"{args.lexical or 'bm25 where installed, else ts_rank'}, graph = AGE neighbours of the seeds "
-              f"({'the ' + str(kwargs['graph_expand']) + ' best dense/lexical hits' if kwargs['graph_expand'] else 'none'})")
+              f"({'the ' + str(query.graph_expand) + ' best dense/lexical hits' if query.graph_expand else 'none'})")
         for r in refs:
             found = [name for name, rank in (("dense", r.vector_rank), ("lexical", r.keyword_rank),
                                              ("graph", r.graph_rank)) if rank is not None]
             print(f"  {r.chunk_id}: found by {', '.join(found)}")
         print("\nSQL call (one statement, parameters bound by psycopg):")
-        print(_base.RETRIEVE_SQL)
+        print(RETRIEVE_SQL)
         print("parameters:", json.dumps(params, indent=2))
     return refs
 
@@ -197,7 +203,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         migrate.downgrade(target.admin, revision=args.downgrade)
         print(f"downgraded to {args.downgrade}")
     else:
-        migrate.upgrade(target.admin, dim=args.dim, reapply=True)
+        migrate.upgrade(target.admin, dim=args.dim, reapply=args.reapply)
         if target.embedded:
             target.ensure_ready()
         _heal(target.admin)
@@ -353,6 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("migrate", help="install or upgrade the hybrid schema (Alembic upgrade head)")
     s.add_argument("--dim", type=int, default=None, help="embedding dimension for a fresh install (default 384)")
     s.add_argument("--downgrade", metavar="REV", help="downgrade to REV instead (base removes everything)")
+    s.add_argument("--reapply", action="store_true",
+                   help="re-apply sql/idempotent/ even if unchanged (after an extension update, for example)")
     s.set_defaults(func=cmd_migrate)
 
     s = sub.add_parser("doctor", help="check the server, extensions, schema, indexes and RLS")
@@ -385,16 +393,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tenant", required=True)
     s.set_defaults(func=cmd_ingest_edges)
 
-    s = sub.add_parser("search", help="hybrid search as a tenant")
-    s.add_argument("text")
+    s = sub.add_parser("search", help="hybrid search as a tenant (flags named as hybrid_retrieve's parameters)")
+    s.add_argument("text", help="the query: query_text, and embedded as query_embedding")
     s.add_argument("--tenant", default=os.environ.get("PYHYBRID_TENANT"), required="PYHYBRID_TENANT" not in os.environ)
-    s.add_argument("--corpus", action="append", help="restrict to a corpus (repeatable)")
+    s.add_argument("--corpus-ids", "--corpus", dest="corpus_ids", action="append",
+                   help="restrict to a corpus (repeatable)")
     s.add_argument("--top-k", type=int, default=10)
-    s.add_argument("--weights", default="1,1,2",
-                   help="vector,keyword,graph RRF weights (default 1,1,2: graph-expanded hits carry one term)")
+    s.add_argument("--per-source-k", type=int, default=None, help="each branch's cut (default max(top_k*3, 30))")
+    s.add_argument("--weights", default=None,
+                   help="vector,keyword,graph weights in one flag (default 1,1,2: graph-expanded hits carry one term)")
+    s.add_argument("--vector-weight", type=float, default=None)
+    s.add_argument("--keyword-weight", type=float, default=None)
+    s.add_argument("--graph-weight", type=float, default=None)
     s.add_argument("--rrf-k", type=float, default=60)
     s.add_argument("--lexical", choices=["bm25", "ts_rank"])
-    s.add_argument("--hops", type=int, default=1)
+    s.add_argument("--graph-hops", "--hops", dest="graph_hops", type=int, default=1)
     s.add_argument("--graph-expand", type=int, default=1,
                    help="seed the graph branch with the N best dense/lexical hits (default 1; 0 = off)")
     s.add_argument("--filter", help='metadata filter as JSON, e.g. \'{"lang": "en"}\'')

@@ -10,7 +10,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from . import _base
-from .types import Chunk, ChunkRef, Edge, EdgeResult, HybridWeights, IngestResult
+from .query import RETRIEVE_SQL, RetrieveQuery
+from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
 
 
 class TenantSession:
@@ -21,33 +22,14 @@ class TenantSession:
         self.tenant_id = tenant_id
         self._dim: int | None = None
 
-    def retrieve(
-        self,
-        vector: Any = None,
-        query_text: str | None = None,
-        graph_seeds: Sequence[str] | None = None,
-        corpus_ids: Sequence[str] | None = None,
-        top_k: int = 10,
-        per_backend_top_k: int | None = None,
-        weights: HybridWeights | None = None,
-        k: float = 60,
-        filters: Mapping[str, Any] | None = None,
-        graph_hops: int = 1,
-        *,
-        lexical: str | None = None,
-        graph_expand: int = 0,
-        with_graph_context: bool = False,
-        per_document: bool = False,
-    ) -> list[ChunkRef]:
-        """One hybrid_retrieve call; parameters as in SQL (see pyhybrid._base.retrieve_params)."""
-        params = _base.retrieve_params(
-            vector=vector, query_text=query_text, graph_seeds=graph_seeds, corpus_ids=corpus_ids, top_k=top_k,
-            per_backend_top_k=per_backend_top_k, weights=weights, k=k, filters=filters, graph_hops=graph_hops,
-            lexical=lexical, graph_expand=graph_expand, with_graph_context=with_graph_context,
-            per_document=per_document,
-        )
+    def retrieve(self, query: RetrieveQuery | Any = None, /, **kwargs: Any) -> list[ChunkRef]:
+        """One hybrid_retrieve call: a RetrieveQuery, or its fields as keywords (the SQL parameter names).
+
+        A first positional argument that is not a RetrieveQuery is the query_embedding.
+        """
+        params = _base.retrieve_query(query, kwargs).params()
         with _base.translate_errors():
-            rows = self.conn.execute(_base.RETRIEVE_SQL, params).fetchall()
+            rows = self.conn.execute(RETRIEVE_SQL, params).fetchall()
         return _base.rows_to_refs(rows)
 
     def embedding_dim(self) -> int:
@@ -97,26 +79,45 @@ class HybridClient:
     """A pyhybrid client on psycopg 3: a single connection, or a pool when pool=True."""
 
     def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4) -> None:
+        """No I/O here: the connection (or pool) opens with open(), `with`, or the first call that needs it."""
         self.dsn = dsn
+        self._use_pool = pool
+        self._min_size, self._max_size = min_size, max_size
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
         self._conn: psycopg.Connection[dict[str, Any]] | None = None
+
+    def open(self) -> HybridClient:
+        """Open the connection or pool (idempotent)."""
+        if self._pool is not None or self._conn is not None:
+            return self
         with _base.translate_errors():
-            if pool:
+            if self._use_pool:
                 self._pool = ConnectionPool(
-                    dsn, min_size=min_size, max_size=max_size, open=True,
+                    self.dsn, min_size=self._min_size, max_size=self._max_size, open=False,
                     kwargs={"row_factory": dict_row}, configure=self._configure,
                 )
+                self._pool.open(wait=True)
             else:
-                self._conn = psycopg.connect(dsn, row_factory=dict_row)
-                self._configure(self._conn)
+                conn = psycopg.connect(self.dsn, row_factory=dict_row)
+                try:
+                    self._configure(conn)
+                except BaseException:
+                    conn.close()
+                    raise
+                self._conn = conn
+        return self
 
     @staticmethod
     def _configure(conn: psycopg.Connection[Any]) -> None:
         conn.add_notice_handler(_base.notice_handler)
+        _base.register_vector_type(conn)
+        if not conn.autocommit:
+            conn.commit()  # registration's catalog lookup must not leave a transaction open
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
         """A connection of this client (from the pool, if any)."""
+        self.open()
         if self._pool is not None:
             with self._pool.connection() as conn:
                 yield conn
@@ -171,9 +172,10 @@ class HybridClient:
             self._pool.close()
         if self._conn is not None:
             self._conn.close()
+        self._pool = self._conn = None
 
     def __enter__(self) -> HybridClient:
-        return self
+        return self.open()
 
     def __exit__(self, *exc: object) -> None:
         self.close()

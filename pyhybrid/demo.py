@@ -90,8 +90,9 @@ def run_demo(target: Target, *, quiet: bool = False) -> int:
         for n, q in enumerate(queries(), start=1):
             expect = set(q.get("expect", []))
             with client.tenant(q["tenant"], q.get("acl_labels")) as session:
-                refs = session.retrieve(vector=embed.embed_query(q["text"]), query_text=q["text"], top_k=10,
-                                  weights=DEMO_WEIGHTS, filters=q.get("filter"),
+                refs = session.retrieve(query_embedding=embed.embed_query(q["text"]), query_text=q["text"], top_k=10,
+                                  vector_weight=DEMO_WEIGHTS.vector, keyword_weight=DEMO_WEIGHTS.keyword,
+                                  graph_weight=DEMO_WEIGHTS.graph, filter=q.get("filter"),
                                   graph_expand=DEMO_EXPAND, with_graph_context=True)
             hits = expect & {r.chunk_id for r in refs}
             found, total = found + len(hits), total + len(expect)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,33 +49,87 @@ def apply_sql_file(cursor: Any, path: Path) -> None:
     cursor.execute(path.read_text(encoding="utf-8"))
 
 
-def _alembic_config(url: str, dim: int | None) -> Any:
+def idempotent_files() -> list[Path]:
+    """sql/idempotent/*.sql in the order they run."""
+    return sorted(sql_dir().joinpath("idempotent").glob("*.sql"))
+
+
+def sql_digest() -> str:
+    """A digest of sql/idempotent/ and sql/optional/: when it changes, finish_upgrade re-applies them."""
+    h = hashlib.sha256()
+    for path in [*idempotent_files(), *sorted(sql_dir().joinpath("optional").glob("*.sql"))]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _optional_parts(cur: Any) -> list[str]:
+    """Install the optional parts whose extension the server now offers and that are missing."""
+    cur.execute("SELECT name FROM pg_available_extensions WHERE name IN ('age', 'pg_textsearch')")
+    available = {r[0] for r in cur.fetchall()}
+    added = []
+    if "pg_textsearch" in available:
+        cur.execute("SELECT to_regclass('hybrid.chunk_content_bm25') IS NULL")
+        if cur.fetchone()[0]:
+            apply_sql_file(cur, sql_dir() / "optional" / "bm25_index.sql")
+            added.append("bm25")
+    if "age" in available:
+        cur.execute("SELECT to_regclass('hybrid.graph_node') IS NULL")
+        if cur.fetchone()[0]:
+            apply_sql_file(cur, sql_dir() / "optional" / "age_graph.sql")
+            added.append("age")
+    return added
+
+
+def finish_upgrade(dbapi_conn: Any, *, force: bool = False) -> list[str]:
+    """The end of every upgrade, in its transaction: install optional parts the server now offers, then
+    re-apply sql/idempotent/ if anything was installed, its digest changed, or force. Returns what it did."""
+    from . import __version__
+
+    cur = dbapi_conn.cursor()
+    cur.execute("SELECT to_regclass('hybrid.setting') IS NOT NULL")
+    if not cur.fetchone()[0]:  # downgraded to base
+        return []
+    done = [f"installed {part}" for part in _optional_parts(cur)]
+    digest = sql_digest()
+    cur.execute("SELECT value FROM hybrid.setting WHERE key = 'sql_digest'")
+    row = cur.fetchone()
+    if force or done or row is None or row[0] != digest:
+        for path in idempotent_files():
+            apply_sql_file(cur, path)
+        cur.execute(
+            "INSERT INTO hybrid.setting (key, value) VALUES ('sql_digest', %s), ('version', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (digest, __version__))
+        done.append("re-applied sql/idempotent")
+    return done
+
+
+def _alembic_config(url: str, dim: int | None, reapply: bool = False) -> Any:
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     cfg.attributes["embedding_dim"] = dim
+    cfg.attributes["reapply_idempotent"] = reapply
     return cfg
 
 
 def upgrade(dsn: str | None = None, *, revision: str = "head", dim: int | None = None,
             reapply: bool = False) -> None:
-    """Alembic upgrade to revision (default head). dim: embedding dimension for a fresh install.
+    """Alembic upgrade to revision (default head), in one transaction. dim: embedding dimension for a
+    fresh install.
 
-    reapply: run sql/idempotent/ again afterwards (functions, policies, grants), as `pyhybrid migrate`
-    does, so a database already at head picks up their current text. It briefly locks the tables.
+    Every upgrade ends with finish_upgrade: optional parts the server now offers are installed, and
+    sql/idempotent/ (functions, policies, grants) is re-applied when it changed since the last upgrade,
+    or always with reapply=True (after an extension update, for example). Re-applying briefly locks
+    the tables, so it is never done when nothing changed.
     """
     if dim is not None and not (1 <= dim <= 2000):
         raise InvalidParameterError(f"dim must be between 1 and 2000 (HNSW limit), got {dim}")
     from alembic import command
 
     target = resolve_dsn(dsn)
-    command.upgrade(_alembic_config(sqlalchemy_url(target), dim), revision)
-    if reapply:
-        with psycopg.connect(target) as conn, conn.cursor() as cur:
-            for path in sorted(sql_dir().joinpath("idempotent").glob("*.sql")):
-                apply_sql_file(cur, path)
+    command.upgrade(_alembic_config(sqlalchemy_url(target), dim, reapply), revision)
 
 
 def downgrade(dsn: str | None = None, *, revision: str = "base") -> None:
@@ -83,8 +138,3 @@ def downgrade(dsn: str | None = None, *, revision: str = "base") -> None:
 
     target = resolve_dsn(dsn)
     command.downgrade(_alembic_config(sqlalchemy_url(target), None), revision)
-
-
-def sql_path(*parts: str) -> Path:
-    """A file under sql/."""
-    return sql_dir().joinpath(*parts)

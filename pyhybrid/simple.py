@@ -38,5 +38,5 @@ def retrieve(
     from .client import connect
 
     with connect(dsn) as client, client.tenant(tenant, acl_labels) as t:
-        refs = t.retrieve(vector=vector, query_text=text, corpus_ids=corpus_ids, top_k=limit)
+        refs = t.retrieve(query_embedding=vector, query_text=text, corpus_ids=corpus_ids, top_k=limit)
     return [{"id": r.chunk_id, "content": r.content, "score": r.score, "metadata": dict(r.metadata)} for r in refs]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
+from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
     ARRAY,
     Boolean,
@@ -14,26 +15,22 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    bindparam,
     cast,
     func,
-    literal,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.sql.functions import Function
-from sqlalchemy.types import UserDefinedType
+from sqlalchemy.types import TypeEngine
 
-from ._base import retrieve_params
-from .types import HybridWeights
+from ._base import retrieve_query
+from .query import PARAMETERS, RESULT_COLUMNS, RetrieveQuery
 
-
-class Vector(UserDefinedType[Any]):
-    """pgvector's vector type, passed as its text form."""
-
-    cache_ok = True
-
-    def get_col_spec(self, **kw: Any) -> str:
-        return "vector"
-
+SQL_TYPES: Mapping[str, TypeEngine[Any]] = {
+    "vector": VECTOR(), "text": Text(), "text[]": ARRAY(Text), "integer": Integer(),
+    "double precision": Float(), "jsonb": JSONB(none_as_null=True), "boolean": Boolean(),
+}
+"""The SQLAlchemy type of each SQL type hybrid.retrieve uses."""
 
 metadata = MetaData(schema="hybrid")
 
@@ -57,7 +54,7 @@ chunk = Table(
     Column("document_id", Text, nullable=False),
     Column("position", Integer, nullable=False),
     Column("content", Text, nullable=False),
-    Column("embedding", Vector()),
+    Column("embedding", VECTOR()),
     Column("tsv", TSVECTOR),
     Column("acl_labels", ARRAY(Text), nullable=False),
     Column("metadata", JSONB, nullable=False),
@@ -67,61 +64,22 @@ chunk = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
-RESULT_COLUMNS: Sequence[tuple[str, Any]] = (
-    ("chunk_id", Text), ("document_id", Text), ("corpus_id", Text), ("tenant_id", Text), ("score", Float),
-    ("vector_rank", Integer), ("keyword_rank", Integer), ("graph_rank", Integer),
-    ("vector_distance", Float), ("keyword_score", Float), ("graph_distance", Integer),
-    ("content", Text), ("metadata", JSONB), ("acl_labels", ARRAY(Text)), ("position", Integer), ("graph_context", JSONB),
-)
-
-
-def hybrid_retrieve(
-    vector: Any = None,
-    query_text: str | None = None,
-    graph_seeds: Sequence[str] | None = None,
-    corpus_ids: Sequence[str] | None = None,
-    top_k: int = 10,
-    per_backend_top_k: int | None = None,
-    weights: HybridWeights | None = None,
-    k: float = 60,
-    filters: Mapping[str, Any] | None = None,
-    graph_hops: int = 1,
-    *,
-    lexical: str | None = None,
-    graph_expand: int = 0,
-    with_graph_context: bool = False,
-    per_document: bool = False,
-    name: str = "hr",
-) -> Any:
+def hybrid_retrieve(query: RetrieveQuery | Any = None, /, *, name: str = "hr", **kwargs: Any) -> Any:
     """hybrid.retrieve(...) as a table-valued function: use .c.chunk_id etc. in select() and joins.
 
-    Arguments are validated as in the clients and bound as parameters. Run it in a transaction
-    where hybrid.tenant_id is set (e.g. session.execute(text("SELECT set_config('hybrid.tenant_id', :t, true)"), ...)).
+    Takes a RetrieveQuery or its fields as keywords, as the clients do; arguments are validated and
+    bound as parameters. Run it in a transaction where hybrid.tenant_id is set (e.g.
+    session.execute(text("SELECT set_config('hybrid.tenant_id', :t, true)"), ...)).
     """
-    p = retrieve_params(
-        vector=vector, query_text=query_text, graph_seeds=graph_seeds, corpus_ids=corpus_ids, top_k=top_k,
-        per_backend_top_k=per_backend_top_k, weights=weights, k=k, filters=filters, graph_hops=graph_hops,
-        lexical=lexical, graph_expand=graph_expand, with_graph_context=with_graph_context, per_document=per_document,
-    )
-    fn: Function[Any] = func.hybrid.retrieve(
-        cast(literal(p["query_embedding"], Text), Vector()),
-        literal(p["query_text"], Text),
-        cast(literal(p["graph_seeds"], ARRAY(Text)), ARRAY(Text)),
-        cast(literal(p["corpus_ids"], ARRAY(Text)), ARRAY(Text)),
-        literal(p["top_k"], Integer),
-        literal(p["per_source_k"], Integer),
-        literal(p["vector_weight"], Float),
-        literal(p["keyword_weight"], Float),
-        literal(p["graph_weight"], Float),
-        literal(p["rrf_k"], Float),
-        cast(literal(p["filter"], Text), JSONB),
-        literal(p["graph_hops"], Integer),
-        literal(p["lexical"], Text),
-        literal(p["graph_expand"], Integer),
-        literal(p["with_graph_context"], Boolean),
-        literal(p["per_document"], Boolean),
-    )
-    return fn.table_valued(*(Column(n, t) for n, t in RESULT_COLUMNS), name=name)
+    q = retrieve_query(query, kwargs)
+    values = {n: getattr(q, n) for n in PARAMETERS}
+    for n in ("graph_seeds", "corpus_ids"):
+        if values[n] is not None:
+            values[n] = list(values[n])
+    fn: Function[Any] = func.hybrid.retrieve(*(
+        cast(bindparam(f"{name}_{n}", values[n], type_=SQL_TYPES[t]), SQL_TYPES[t]) for n, t in PARAMETERS.items()
+    ))
+    return fn.table_valued(*(Column(n, SQL_TYPES[t]) for n, t in RESULT_COLUMNS.items()), name=name)
 
 
 __all__ = ["chunk", "corpus", "hybrid_retrieve", "metadata", "tenant"]

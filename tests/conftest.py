@@ -102,7 +102,7 @@ def db(admin_dsn: str, template_db: str) -> Iterator[Db]:
         # Recreating the index gives this database's a fresh OID.
         if c.execute("SELECT to_regclass('hybrid.chunk_content_bm25')").fetchone() != (None,):
             c.execute("DROP INDEX hybrid.chunk_content_bm25")
-            c.execute((sql_dir() / "optional" / "bm25_0001_index.sql").read_text())
+            c.execute((sql_dir() / "optional" / "bm25_index.sql").read_text())
             c.execute("SELECT hybrid._bm25_sentinel_reset(fresh => true)")
     yield Db(name=name, admin=dsn)
     with psycopg.connect(admin_dsn, autocommit=True) as c:

@@ -31,7 +31,7 @@ def test_sql_sync_async_and_sqlalchemy_return_identical_ids_and_scores(db: Db) -
     sync = _Api("sync", db.dsn("pyh_app"))
     sync.ingest("acme", chunks("c", 200, doc_size=5))
     q = unit(7)
-    kw = dict(vector=q, query_text="chunk 17 pumps alarms", top_k=15)
+    kw = dict(query_embedding=q, query_text="chunk 17 pumps alarms", top_k=15)
     via_sync = [(r.chunk_id, r.score) for r in sync.retrieve("acme", **kw)]
     sync.close()
     aio = _Api("async", db.dsn("pyh_app"))
@@ -132,7 +132,7 @@ def test_rrf_fuse_keeps_the_first_lists_metadata_and_replaces_the_score() -> Non
     a = ChunkRef("x", "t", score=9.0, metadata={"from": "dense"})
     b = ChunkRef("x", "t", score=3.0, metadata={"from": "lexical"})
     c = ChunkRef("y", "t", score=1.0)
-    fused = rrf_fuse([[a, c], [b]], weights=[1.0, 1.0], k=60)
+    fused = rrf_fuse([[a, c], [b]], weights=[1.0, 1.0], rrf_k=60)
     assert [r.chunk_id for r in fused] == ["x", "y"]
     assert fused[0].metadata == {"from": "dense"} and fused[0].score == 1 / 61 + 1 / 61
 
@@ -142,7 +142,7 @@ def test_rrf_fuse_rules() -> None:
     with pytest.raises(RetrievalError, match="one tenant_id"):
         rrf_fuse([[a], [ChunkRef("y", "t2")]])
     with pytest.raises(InvalidParameterError, match="rrf_k must be a finite number > 0"):
-        rrf_fuse([[a]], k=0)
+        rrf_fuse([[a]], rrf_k=0)
     with pytest.raises(InvalidParameterError, match=r"weights\[1\] must be a finite number >= 0"):
         rrf_fuse([[a]], weights=[-1])
     with pytest.raises(InvalidParameterError, match="weights has 2 entries but rankings has 1 lists"):

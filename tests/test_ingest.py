@@ -83,7 +83,7 @@ def test_numpy_embeddings_and_lists_are_accepted(api: Api) -> None:
     vec = unit(3)
     api.ingest("acme", [Chunk(chunk_id="n", document_id="d", content="x", embedding=vec),
                         Chunk(chunk_id="l", document_id="d", content="y", embedding=vec.tolist())])
-    hits = api.retrieve("acme", vector=np.asarray(vec), top_k=2)
+    hits = api.retrieve("acme", query_embedding=np.asarray(vec), top_k=2)
     assert {h.chunk_id for h in hits} == {"n", "l"}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Iterator
 
 import psycopg
@@ -103,3 +104,145 @@ def test_sqlalchemy_table_definitions_match_the_installed_schema(template_db: st
             assert {c.name for c in table.columns} == installed, table.name
     finally:
         engine.dispose()
+
+
+FIXTURE_0_1_0 = Path(__file__).resolve().parent / "fixtures" / "schema_0_1_0" / "sql"
+FINGERPRINT["types"] = """SELECT t.oid::regtype::text, obj_description(t.oid, 'pg_type'),
+                                 (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', '
+                                                    ORDER BY a.attnum)
+                                  FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0)
+                          FROM pg_type t JOIN pg_class c ON c.oid = t.typrelid
+                          WHERE t.typnamespace = 'hybrid'::regnamespace AND c.relkind = 'c' ORDER BY 1"""
+FINGERPRINT["comments"] = """SELECT c.oid::regclass::text, a.attname, col_description(c.oid, a.attnum), obj_description(c.oid, 'pg_class')
+                             FROM pg_class c LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+                             WHERE c.relnamespace = 'hybrid'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1, 2"""
+FINGERPRINT["schema"] = "SELECT obj_description('hybrid'::regnamespace, 'pg_namespace')"
+
+
+def install_0_1_0(dsn: str) -> None:
+    """A database as pyhybrid 0.1.0 left it: its revision 0001, run with its own SQL, stamped 0001."""
+    with psycopg.connect(dsn) as c:
+        def run(*parts: str) -> None:
+            c.execute(FIXTURE_0_1_0.joinpath(*parts).read_text(encoding="utf-8"))  # type: ignore[arg-type]
+
+        available = {r[0] for r in c.execute("SELECT name FROM pg_available_extensions").fetchall()}
+        c.execute("SELECT set_config('hybrid.install_dim', '384', true)")
+        run("incremental", "0001_schema.sql")
+        if "pg_textsearch" in available:
+            run("optional", "bm25_0001_index.sql")
+        if "age" in available:
+            run("optional", "age_0001_graph.sql")
+        for path in sorted(FIXTURE_0_1_0.joinpath("idempotent").glob("*.sql")):
+            run("idempotent", path.name)
+        c.execute("CREATE TABLE alembic_version (version_num varchar(32) NOT NULL "
+                  "CONSTRAINT alembic_version_pkc PRIMARY KEY)")
+        c.execute("INSERT INTO alembic_version VALUES ('0001')")
+
+
+def load_sample(dsn: str) -> None:
+    from pyhybrid import Chunk, HybridClient
+    from tests.helpers import chunks
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
+        c.execute("SELECT hybrid.grant_app('pyh_app')")
+        c.execute("SELECT hybrid.grant_tenant('pyh_acme', 'acme', ARRAY['quality'])")
+    app = conninfo.make_conninfo(dsn, user="pyh_app", password="pyh_app")
+    with HybridClient(app) as client:
+        with client.tenant("acme") as t:
+            t.ingest(chunks("a", 40, doc_size=4, seed=1))
+            t.ingest([Chunk(chunk_id="q", document_id="Q", content="restricted pump alarm note",
+                            acl_labels=["quality"])])
+            t.add_edges([{"src": "a-1", "dst": "a-7", "rel": "VERIFIES"},
+                         {"src": "a-7", "dst": "acme:entity:pump", "rel": "MENTIONS"}])
+        with client.tenant("globex") as t:
+            t.ingest(chunks("g", 20, seed=2))
+
+
+def results(dsn: str) -> list[tuple]:
+    from tests.helpers import unit
+
+    out: list[tuple] = []
+    with psycopg.connect(conninfo.make_conninfo(dsn, user="pyh_acme", password="pyh_acme")) as c:
+        c.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+        for args, params in (("query_text => 'pumps alarms item3'", None),
+                             ("query_embedding => %s::vector, query_text => 'valves item7'",
+                              ("[" + ",".join(map(str, unit(100007).tolist())) + "]",)),
+                             ("graph_seeds => ARRAY['a-1']", None)):
+            out += c.execute(f"SELECT chunk_id, score, vector_rank, keyword_rank, graph_rank FROM hybrid_retrieve({args})",
+                             params).fetchall()
+    return out
+
+
+def counts(dsn: str) -> tuple:
+    with psycopg.connect(dsn) as c:
+        return c.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.tenant_grant), "
+                         "(SELECT count(*) FROM hybrid.chunk), (SELECT count(*) FROM hybrid.graph_node), "
+                         "(SELECT count(*) FROM hybrid_graph._ag_label_edge), "
+                         "(SELECT string_agg(content_hash, ',' ORDER BY chunk_id) FROM hybrid.chunk)").fetchone()  # type: ignore[return-value]
+
+
+@pytest.mark.usefixtures("require_age", "require_bm25")
+def test_a_0_1_0_database_with_data_upgraded_to_head_equals_a_fresh_install_and_keeps_every_row(
+        admin_dsn: str, template_db: str) -> None:
+    names = [f"pyh_m_{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        for n in names:
+            c.execute(f'CREATE DATABASE "{n}"')
+    old, fresh = (conninfo.make_conninfo(admin_dsn, dbname=n) for n in names)
+    try:
+        install_0_1_0(old)
+        load_sample(old)
+        before_counts, before_results = counts(old), results(old)
+        assert before_results and before_counts[2] == 61
+        migrate.upgrade(old)
+        migrate.upgrade(fresh)
+        load_sample(fresh)  # the same edge types, so the same AGE label tables
+        assert fingerprint(old) == fingerprint(fresh)
+        assert counts(old) == before_counts
+        assert results(old) == before_results
+        with psycopg.connect(old) as c:
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0002",)
+            assert c.execute("SELECT hybrid.version()").fetchone() == (pyhybrid_version(),)
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as c:
+            for n in names:
+                c.execute(f'DROP DATABASE IF EXISTS "{n}" WITH (FORCE)')
+
+
+def pyhybrid_version() -> str:
+    from pyhybrid import __version__
+
+    return __version__
+
+
+def test_an_upgrade_with_nothing_changed_re_applies_nothing(empty_db: str) -> None:
+    migrate.upgrade(empty_db)
+    with psycopg.connect(empty_db) as c:
+        before = c.execute("SELECT xmin::text FROM pg_proc WHERE oid = 'hybrid.retrieve'::regproc").fetchone()
+    migrate.upgrade(empty_db)
+    with psycopg.connect(empty_db) as c:
+        # a re-created function gets a new row version; an untouched one keeps it
+        assert c.execute("SELECT xmin::text FROM pg_proc WHERE oid = 'hybrid.retrieve'::regproc").fetchone() == before
+    migrate.upgrade(empty_db, reapply=True)
+    with psycopg.connect(empty_db) as c:
+        assert c.execute("SELECT xmin::text FROM pg_proc WHERE oid = 'hybrid.retrieve'::regproc").fetchone() != before
+
+
+@pytest.mark.usefixtures("require_age", "require_bm25")
+def test_optional_parts_missing_at_install_are_installed_by_the_next_migrate(empty_db: str) -> None:
+    # as on a server that gained AGE and pg_textsearch after the first migrate
+    migrate.upgrade(empty_db)
+    with psycopg.connect(empty_db) as c:
+        c.execute("DROP INDEX hybrid.chunk_content_bm25")
+        c.execute("SELECT ag_catalog.drop_graph('hybrid_graph', true)")
+        c.execute("DROP TABLE hybrid.graph_node")
+        c.execute("DELETE FROM hybrid.setting WHERE key = 'graph'")
+    migrate.upgrade(empty_db)
+    with psycopg.connect(empty_db) as c:
+        assert c.execute("SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL, "
+                         "to_regclass('hybrid.graph_node') IS NOT NULL, hybrid.bm25_available()").fetchone() == (
+            True, True, True)
+        weak = c.execute("SELECT count(*) FROM ag_catalog.ag_label l JOIN pg_class r ON r.oid = l.relation "
+                         "WHERE NOT (r.relrowsecurity AND r.relforcerowsecurity)").fetchone()
+        assert weak == (0,), "the re-applied SQL secures the new graph's label tables"

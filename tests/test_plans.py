@@ -85,13 +85,13 @@ def test_dense_branch_uses_an_index_for_a_1pct_and_a_99pct_tenant(big_db: str, r
 @pytest.mark.usefixtures("require_bm25")
 @pytest.mark.parametrize("role, tenant", [("pyh_acme", "acme"), ("pyh_globex", "globex")])
 def test_bm25_branch_uses_the_bm25_index(big_db: str, role: str, tenant: str) -> None:
-    used = index_scans(big_db, role, tenant, "SELECT * FROM hybrid.search_lexical('valve w13 alarm', 30, method => 'bm25')")
+    used = index_scans(big_db, role, tenant, "SELECT * FROM hybrid.search_lexical('valve w13 alarm', 30, lexical => 'bm25')")
     assert "chunk_content_bm25" in used, used
 
 
 def test_ts_rank_branch_uses_the_gin_index_for_a_large_tenant(big_db: str) -> None:
     used = index_scans(big_db, "pyh_globex", "globex",
-                       "SELECT * FROM hybrid.search_lexical('w13 w500', 30, method => 'ts_rank')")
+                       "SELECT * FROM hybrid.search_lexical('w13 w500', 30, lexical => 'ts_rank')")
     assert "chunk_tsv_gin" in used, used
 
 

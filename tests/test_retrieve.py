@@ -6,7 +6,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from pyhybrid import Chunk, HybridWeights, InvalidParameterError
+from pyhybrid import Chunk, HybridWeights, InvalidParameterError, RetrieveQuery
 from tests.conftest import Api, Db
 from tests.helpers import chunks, near, unit
 
@@ -39,24 +39,41 @@ def _corpus(api: Api) -> None:
     ], corpus_id="qms")
 
 
+# (SQL arguments, the same in Python, the message both give)
 VALIDATION = [
-    ("rrf_k => 0", "rrf_k must be a finite number > 0"),
-    ("vector_weight => -1", r"weights\[1\] must be a finite number >= 0"),
-    ("graph_weight => -0.5", r"weights\[3\] must be a finite number >= 0"),
-    ("top_k => 0", "top_k must be between 1 and 1000"),
-    ("top_k => 1001", "top_k must be between 1 and 1000"),
-    ("top_k => 10, per_source_k => 5", r"per_source_k must be between top_k \(10\) and 10000"),
-    ("graph_hops => 4", "graph_hops must be between 1 and 3"),
-    ("graph_hops => 0", "graph_hops must be between 1 and 3"),
-    ("lexical => 'tfidf'", "lexical must be 'bm25', 'ts_rank' or NULL"),
-    ("filter => '[1]'", "filter must be a JSON object"),
+    ("rrf_k => 0", {"rrf_k": 0}, "rrf_k must be a finite number > 0"),
+    ("rrf_k => 'NaN'", {"rrf_k": float("nan")}, "rrf_k must be a finite number > 0"),
+    ("rrf_k => 'Infinity'", {"rrf_k": float("inf")}, "rrf_k must be a finite number > 0"),
+    ("vector_weight => -1", {"vector_weight": -1}, "vector_weight must be a finite number >= 0"),
+    ("keyword_weight => 'NaN'", {"keyword_weight": float("nan")}, "keyword_weight must be a finite number >= 0"),
+    ("graph_weight => -0.5", {"graph_weight": -0.5}, "graph_weight must be a finite number >= 0"),
+    ("top_k => 0", {"top_k": 0}, "top_k must be between 1 and 1000"),
+    ("top_k => 1001", {"top_k": 1001}, "top_k must be between 1 and 1000"),
+    ("top_k => NULL", {"top_k": None}, "top_k must be between 1 and 1000"),
+    ("top_k => 10, per_source_k => 5", {"top_k": 10, "per_source_k": 5},
+     r"per_source_k must be between top_k \(10\) and 10000"),
+    ("graph_hops => 4", {"graph_hops": 4}, "graph_hops must be between 1 and 3"),
+    ("graph_hops => 0", {"graph_hops": 0}, "graph_hops must be between 1 and 3"),
+    ("graph_expand => 101", {"graph_expand": 101}, "graph_expand must be between 0 and 100"),
+    ("lexical => 'tfidf'", {"lexical": "tfidf"}, "lexical must be 'bm25', 'ts_rank' or NULL"),
+    ("filter => '[1]'", {"filter": [1]}, "filter must be a JSON object"),
+    ("per_document => NULL", {"per_document": None}, "per_document must be true or false"),
+    ("with_graph_context => NULL", {"with_graph_context": None}, "with_graph_context must be true or false"),
+    ("keyword_weight => 0", {"keyword_weight": 0}, "every source given has weight 0"),
 ]
 
 
-@pytest.mark.parametrize("args, message", VALIDATION)
-def test_sql_validation_names_the_parameter_with_sqlstate_22023(db: Db, args: str, message: str) -> None:
+@pytest.mark.parametrize("args, kwargs, message", VALIDATION)
+def test_sql_validation_names_the_parameter_with_sqlstate_22023(db: Db, args: str, kwargs: dict, message: str) -> None:
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
         sql(db, f"SELECT * FROM hybrid_retrieve(query_text => 'pump', {args})")
+
+
+@pytest.mark.parametrize("args, kwargs, message", VALIDATION)
+def test_python_rejects_bad_arguments_before_any_round_trip_with_the_sql_message(
+        args: str, kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidParameterError, match=message):
+        RetrieveQuery(query_text="pump", **kwargs)
 
 
 def test_wrong_embedding_dimension_names_the_expected_one(db: Db) -> None:
@@ -69,21 +86,33 @@ def test_all_inputs_null_is_an_error(db: Db) -> None:
         sql(db, "SELECT * FROM hybrid_retrieve(query_text => '  ', graph_seeds => '{}')")
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"k": 0}, "rrf_k must be a finite number > 0"),
-    ({"top_k": 0}, "top_k must be between 1 and 1000"),
-    ({"top_k": 10, "per_backend_top_k": 5}, r"per_source_k must be between top_k \(10\) and 10000"),
-    ({"graph_hops": 4}, "graph_hops must be between 1 and 3"),
-    ({"lexical": "tfidf"}, "lexical must be 'bm25', 'ts_rank' or NULL"),
-    ({"vector": [0.0] * 384}, "query_embedding must not be the zero vector"),
-])
-def test_python_rejects_bad_arguments_before_any_round_trip_with_the_sql_message(kwargs: dict, message: str) -> None:
-    from pyhybrid._base import retrieve_params
-
-    with pytest.raises(InvalidParameterError, match=message):
-        retrieve_params(query_text="pump", **kwargs)
+def test_hybrid_weights_name_the_weight() -> None:
     with pytest.raises(InvalidParameterError, match=r"vector_weight must be a finite number >= 0"):
         HybridWeights(vector=-1)
+
+
+def test_python_rejects_text_postgresql_cannot_store_naming_the_parameter() -> None:
+    with pytest.raises(InvalidParameterError, match="query_text is not valid Unicode text: a lone surrogate"):
+        RetrieveQuery(query_text="pump \ud800")
+    with pytest.raises(InvalidParameterError, match="query_text contains a NUL character"):
+        RetrieveQuery(query_text="pump\x00")
+    with pytest.raises(InvalidParameterError, match="graph_seeds contains a NUL character"):
+        RetrieveQuery(graph_seeds=["a\x00"])
+    with pytest.raises(InvalidParameterError, match="filter must be JSON-serializable"):
+        RetrieveQuery(query_text="pump", filter={"when": object()})
+
+
+def test_the_0_1_keyword_names_still_work_with_a_deprecation_warning() -> None:
+    with pytest.warns(DeprecationWarning, match=r"retrieve\(k=\.\.\.\) is deprecated: use rrf_k"):
+        q = RetrieveQuery.build(query_text="pump", k=30, filters={"a": 1}, per_backend_top_k=40,
+                                weights=HybridWeights(0.5, 1, 0), vector=[1.0, 0.0])
+    assert (q.rrf_k, q.filter, q.per_source_k) == (30.0, {"a": 1}, 40)
+    assert (q.vector_weight, q.keyword_weight, q.graph_weight) == (0.5, 1.0, 0.0)
+    assert q.query_embedding is not None and list(q.query_embedding) == [1.0, 0.0]
+    with pytest.raises(InvalidParameterError, match="give rrf_k or its deprecated name k, not both"):
+        RetrieveQuery.build(query_text="pump", k=30, rrf_k=20)
+    with pytest.raises(InvalidParameterError, match=r"unknown parameter\(s\) \['kk'\]"):
+        RetrieveQuery.build(query_text="pump", kk=3)
 
 
 def test_rrf_fuse_matches_a_hand_computed_example(db: Db) -> None:
@@ -121,17 +150,17 @@ def test_hybrid_retrieve_fused_scores_follow_the_rrf_formula(api: Api, db: Db) -
 
 def test_tenant_cannot_see_other_tenant_chunks_in_any_branch(api: Api) -> None:
     _corpus(api)
-    hits = api.retrieve("acme", vector=unit(1), query_text="occlusion alarm globex meter", top_k=50)
+    hits = api.retrieve("acme", query_embedding=unit(1), query_text="occlusion alarm globex meter", top_k=50)
     assert hits and all(h.tenant_id == "acme" for h in hits)
     assert "g-occl" not in {h.chunk_id for h in hits}
-    other = api.retrieve("globex", vector=unit(1), query_text="occlusion alarm", top_k=50)
+    other = api.retrieve("globex", query_embedding=unit(1), query_text="occlusion alarm", top_k=50)
     assert [h.chunk_id for h in other] == ["g-occl"]
 
 
 def test_acl_labels_are_applied_inside_each_branch(api: Api) -> None:
     _corpus(api)
-    without = api.retrieve("acme", vector=unit(1), query_text="occlusion deviation", top_k=50)
-    with_label = api.retrieve("acme", vector=unit(1), query_text="occlusion deviation", top_k=50, acl_labels=["quality"])
+    without = api.retrieve("acme", query_embedding=unit(1), query_text="occlusion deviation", top_k=50)
+    with_label = api.retrieve("acme", query_embedding=unit(1), query_text="occlusion deviation", top_k=50, acl_labels=["quality"])
     assert "secret" not in {h.chunk_id for h in without}
     secret = next(h for h in with_label if h.chunk_id == "secret")
     assert secret.vector_rank == 1 and secret.keyword_rank == 1
@@ -139,8 +168,8 @@ def test_acl_labels_are_applied_inside_each_branch(api: Api) -> None:
 
 def test_metadata_filter_applies_inside_every_branch_before_the_cut(api: Api) -> None:
     _corpus(api)
-    hits = api.retrieve("acme", vector=unit(1), query_text="occlusion Okklusionsalarm", filters={"lang": "en"},
-                        top_k=1, per_backend_top_k=1)
+    hits = api.retrieve("acme", query_embedding=unit(1), query_text="occlusion Okklusionsalarm", filter={"lang": "en"},
+                        top_k=1, per_source_k=1)
     # "de" is the nearest vector; filtered inside the branch, the cut keeps the best English chunk instead
     assert [h.chunk_id for h in hits] == ["req"]
     assert hits[0].vector_rank == 1
@@ -212,7 +241,7 @@ def test_tenant_cannot_see_other_tenant_chunks_via_graph_seeds(api: Api) -> None
 @pytest.mark.usefixtures("require_age")
 def test_graph_expand_seeds_from_the_best_dense_and_lexical_hits(api: Api) -> None:
     _graph_corpus(api)
-    hits = api.retrieve("acme", vector=unit(1), query_text="pump occlusion alarm within 30 seconds",
+    hits = api.retrieve("acme", query_embedding=unit(1), query_text="pump occlusion alarm within 30 seconds",
                         graph_expand=1, top_k=10, with_graph_context=True)
     by_id = {h.chunk_id: h for h in hits}
     assert "tp" in by_id and by_id["tp"].graph_rank == 1
@@ -282,7 +311,7 @@ def test_lock_timeout_inside_a_branch_ends_the_call_with_its_own_sqlstate(db: Db
 def test_superseded_chunks_are_never_returned(api: Api) -> None:
     api.ingest("acme", chunks("c", 4, doc_size=4))
     api.ingest("acme", [Chunk(chunk_id="c-0", document_id="c-doc-0", content="pumps only", embedding=unit(0))])
-    hits = api.retrieve("acme", vector=unit(1), query_text="chunk pumps", top_k=10)
+    hits = api.retrieve("acme", query_embedding=unit(1), query_text="chunk pumps", top_k=10)
     assert [h.chunk_id for h in hits] == ["c-0"]
 
 
@@ -295,7 +324,7 @@ def test_per_document_keeps_the_best_chunk_of_each_document(api: Api) -> None:
 
 def test_weight_zero_disables_a_source(api: Api) -> None:
     _corpus(api)
-    hits = api.retrieve("acme", vector=unit(1), query_text="occlusion", weights=HybridWeights(vector=0, keyword=1))
+    hits = api.retrieve("acme", query_embedding=unit(1), query_text="occlusion", vector_weight=0, keyword_weight=1)
     assert hits and all(h.vector_rank is None for h in hits)
 
 
@@ -341,7 +370,7 @@ def test_bm25_for_a_small_tenant_keeps_the_index_order_past_other_tenants_rows(a
                           for i in range(400)])
     api.ingest("acme", [Chunk(chunk_id=f"a{i}", document_id=f"a{i}",
                               content="valve " * (i + 1) + "housing " * (10 - i)) for i in range(5)])
-    hits = sql(db, "SELECT chunk_id, score FROM hybrid.search_lexical('valve', 30, method => 'bm25')")
+    hits = sql(db, "SELECT chunk_id, value AS score FROM hybrid.search_lexical('valve', 30, lexical => 'bm25')")
     # the BM25 index ranks every acme chunk although 400 globex chunks score higher
     assert [h["chunk_id"] for h in hits] == ["a4", "a3", "a2", "a1", "a0"]
     assert all(h["score"] > 0 for h in hits)

@@ -1,4 +1,4 @@
-"""Base schema: tables, RLS, BM25 index and AGE graph where available, functions, grants.
+"""Base schema: tables and RLS (functions, policies, grants and optional parts come from finish_upgrade).
 
 Revision ID: 0001
 Revises:
@@ -37,12 +37,8 @@ def upgrade() -> None:
     dim = context.config.attributes.get("embedding_dim") or 384
     cur.execute("SELECT set_config('hybrid.install_dim', %s, true)", (str(int(dim)),))
     _run(cur, "incremental", "0001_schema.sql")
-    if _available(cur, "pg_textsearch"):
-        _run(cur, "optional", "bm25_0001_index.sql")
-    if _available(cur, "age"):
-        _run(cur, "optional", "age_0001_graph.sql")
-    for path in sorted(sql_dir().joinpath("idempotent").glob("*.sql")):
-        cur.execute(path.read_text(encoding="utf-8"))
+    # the optional parts (BM25 index, AGE graph) and sql/idempotent/ follow at the end of the
+    # upgrade: pyhybrid.migrate.finish_upgrade, called by migrations/env.py
 
 
 def downgrade() -> None:

@@ -15,6 +15,7 @@ BEGIN
     END IF;
     CREATE INDEX chunk_embedding_hnsw ON hybrid.chunk
         USING hnsw (embedding vector_cosine_ops) WHERE NOT superseded;
+    DELETE FROM hybrid.setting WHERE key = 'vector_index_suspended';
     RETURN true;
 END
 $$;
@@ -33,6 +34,9 @@ BEGIN
     -- Inserting into HNSW costs ~1.5 ms a row on 2 cores, building it afterwards far less; meanwhile
     -- dense search stays correct (exact scans) but slow for large tenants.
     DROP INDEX hybrid.chunk_embedding_hnsw;
+    -- re-applying sql/idempotent/ (an upgrade) must not rebuild it in the middle of the load
+    INSERT INTO hybrid.setting (key, value) VALUES ('vector_index_suspended', now()::text)
+    ON CONFLICT (key) DO NOTHING;
     RETURN true;
 END
 $$;
@@ -40,4 +44,6 @@ COMMENT ON FUNCTION hybrid.suspend_vector_index() IS
 'Drops the HNSW index for a bulk load (rebuild it with hybrid.resume_vector_index); returns whether it dropped one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.suspend_vector_index() FROM PUBLIC;
 
-SELECT hybrid.resume_vector_index();
+-- at install, and after an upgrade that found it missing, unless a bulk load holds it off
+SELECT hybrid.resume_vector_index()
+WHERE NOT EXISTS (SELECT 1 FROM hybrid.setting WHERE key = 'vector_index_suspended');

@@ -1,4 +1,16 @@
--- Retrieval: one branch function per source, the RRF fusion, and hybrid_retrieve.
+-- Retrieval: the visibility rule, one branch function per source, and the RRF fusion.
+
+CREATE OR REPLACE FUNCTION hybrid._visible(row_tenant text, row_superseded boolean, row_acl text[],
+                                           tenant text, acl text[], acl_all boolean) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- no SET clause and not SECURITY DEFINER: the planner inlines it, so "row_tenant = tenant" stays an
+-- index condition on the tenant btree in every branch (tests/test_plans.py checks it)
+AS $$
+    SELECT row_tenant OPERATOR(pg_catalog.=) tenant AND NOT row_superseded
+       AND (row_acl OPERATOR(pg_catalog.=) '{}'::text[] OR row_acl OPERATOR(pg_catalog.&&) acl OR acl_all)
+$$;
+COMMENT ON FUNCTION hybrid._visible(text, boolean, text[], text, text[], boolean) IS
+'The visibility rule, written once: a chunk row is visible when it belongs to the caller''s tenant, is live, and carries no ACL label or one the caller holds (or the caller is an app role acting with all labels). Every branch and the hydration use it, with the caller''s hybrid._current_tenant(), _current_acl() and _acl_all(); RLS enforces the same on the tables.';
 
 CREATE OR REPLACE FUNCTION hybrid._scope_size(corpus_ids text[], filter jsonb, cap integer) RETURNS integer
 LANGUAGE sql STABLE SECURITY INVOKER
@@ -6,8 +18,8 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     SELECT count(*)::integer FROM (
         SELECT 1 FROM hybrid.chunk c
-        WHERE c.tenant_id = (SELECT hybrid._current_tenant()) AND NOT c.superseded
-          AND (c.acl_labels = '{}' OR c.acl_labels && (SELECT hybrid._current_acl()) OR (SELECT hybrid._acl_all()))
+        WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels,
+                              (SELECT hybrid._current_tenant()), (SELECT hybrid._current_acl()), (SELECT hybrid._acl_all()))
           AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
           AND (filter IS NULL OR c.metadata @> filter)
         LIMIT cap + 1) s
@@ -15,10 +27,55 @@ $$;
 COMMENT ON FUNCTION hybrid._scope_size(text[], jsonb, integer) IS
 'How many live chunks the caller can see in the given corpora (counting stops past cap): picks exact or index search.';
 
+CREATE OR REPLACE FUNCTION hybrid._check_range(name text, value integer, low integer, high integer,
+                                               low_name text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL OR value < low OR value > high THEN
+        RAISE EXCEPTION '% must be between % and %, got %', name, coalesce(low_name, low::text), high,
+            coalesce(value::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._check_range(text, integer, integer, integer, text) IS
+'Raises 22023 "<name> must be between <low> and <high>, got <value>" unless low <= value <= high (NULL fails).';
+
+CREATE OR REPLACE FUNCTION hybrid._check_number(name text, value double precision, positive boolean) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- PostgreSQL's NaN equals itself and sorts above every number: test for it by name
+    IF value IS NULL OR value IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)
+       OR value < 0 OR (positive AND value = 0) THEN
+        RAISE EXCEPTION '% must be a finite number %, got %', name, CASE WHEN positive THEN '> 0' ELSE '>= 0' END,
+            coalesce(value::text, 'NULL')
+            USING ERRCODE = '22023', HINT = CASE WHEN positive THEN 'The usual value of rrf_k is 60.'
+                                                 ELSE 'A weight of 0 disables that source.' END;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._check_number(text, double precision, boolean) IS
+'Raises 22023 "<name> must be a finite number > 0" (positive) or ">= 0" unless value is such a number (NULL, NaN and infinities fail).';
+
+CREATE OR REPLACE FUNCTION hybrid._check_flag(name text, value boolean) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        RAISE EXCEPTION '% must be true or false, got NULL', name USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._check_flag(text, boolean) IS 'Raises 22023 "<name> must be true or false" for NULL.';
+
 CREATE OR REPLACE FUNCTION hybrid.search_dense(
-    query_embedding vector, k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
+    query_embedding vector, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     exact_threshold integer DEFAULT NULL)
-RETURNS TABLE (chunk_id text, rank integer, distance double precision)
+RETURNS SETOF hybrid.branch_hit
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'
@@ -49,28 +106,28 @@ BEGIN
         SELECT c.chunk_id, (row_number() OVER (ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id))::integer,
                (c.embedding <=> query_embedding)::double precision
         FROM hybrid.chunk c
-        WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all) AND c.embedding IS NOT NULL
+        WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all) AND c.embedding IS NOT NULL
           AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
           AND (filter IS NULL OR c.metadata @> filter)
         ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id
-        LIMIT k;
+        LIMIT top_k;
     ELSE
-        PERFORM set_config('hnsw.ef_search', greatest(v_ef_search, least(1000, k * 2))::text, true);
+        PERFORM set_config('hnsw.ef_search', greatest(v_ef_search, least(1000, top_k * 2))::text, true);
         RETURN QUERY
         SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d
         FROM (SELECT c.chunk_id, (c.embedding <=> query_embedding)::double precision AS d
               FROM hybrid.chunk c
-              WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
+              WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
                 AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                 AND (filter IS NULL OR c.metadata @> filter)
               ORDER BY c.embedding <=> query_embedding
-              LIMIT k) s
+              LIMIT top_k) s
         ORDER BY s.d, s.chunk_id;
     END IF;
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s k nearest live chunks by cosine distance (rank 1 = nearest). Scopes of at most exact_threshold chunks (default: setting exact_threshold, else 10000) are searched exactly; larger ones through HNSW with iterative scans (ef_search: setting hnsw_ef_search, default 100, at least 2k).';
+'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Scopes of at most exact_threshold visible chunks are searched exactly (default: setting exact_threshold, else 2% of the table between 5,000 and 50,000 chunks); larger ones through HNSW with iterative scans (ef_search: setting hnsw_ef_search, default 100, at least 2 x top_k).';
 
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -87,13 +144,10 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL $$;
 COMMENT ON FUNCTION hybrid.bm25_available() IS 'True when the pg_textsearch BM25 index on chunk content exists.';
 
--- an earlier draft took a sixth argument (exact_threshold); BM25 now always uses its index
-DROP FUNCTION IF EXISTS hybrid.search_lexical(text, integer, text[], jsonb, text, integer);
-
 CREATE OR REPLACE FUNCTION hybrid.search_lexical(
-    query_text text, k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
-    method text DEFAULT NULL)
-RETURNS TABLE (chunk_id text, rank integer, score double precision)
+    query_text text, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
+    lexical text DEFAULT NULL)
+RETURNS SETOF hybrid.branch_hit
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER  -- the first BM25 search after a restart may rebuild the index
 SET search_path = pg_catalog, public, pg_temp
 SET enable_sort = off  -- keeps the planner on the BM25 index's ordered scan (see below)
@@ -102,7 +156,7 @@ DECLARE
     v_tenant text := hybrid._current_tenant();
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
-    v_method text := coalesce(method, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END);
+    v_method text := coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END);
     v_query tsquery;
 BEGIN
     IF v_method NOT IN ('bm25', 'ts_rank') THEN
@@ -114,7 +168,7 @@ BEGIN
     -- pg_textsearch 1.0 loses its statistics at a server restart (sql/idempotent/048_bm25_health.sql):
     -- never answer from a stale index
     IF v_method = 'bm25' AND hybrid.bm25_available() AND NOT hybrid._bm25_ready() THEN
-        IF method IS NOT NULL THEN
+        IF lexical IS NOT NULL THEN
             RAISE EXCEPTION 'lexical => ''bm25'': the BM25 index is stale since the server restarted and cannot be rebuilt here (read-only transaction or standby)'
                 USING ERRCODE = '55000',
                       HINT = 'Run SELECT * FROM hybrid.heal_bm25() as the schema owner (or pyhybrid doctor --heal), or use lexical => ''ts_rank''.';
@@ -132,11 +186,11 @@ BEGIN
         SELECT s.chunk_id, (row_number() OVER (ORDER BY s.r DESC, s.chunk_id))::integer, s.r
         FROM (SELECT c.chunk_id, ts_rank(c.tsv, v_query)::double precision AS r
               FROM hybrid.chunk c
-              WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all) AND c.tsv @@ v_query
+              WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all) AND c.tsv @@ v_query
                 AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                 AND (filter IS NULL OR c.metadata @> filter)
               ORDER BY 2 DESC, 1
-              LIMIT k) s
+              LIMIT top_k) s
         ORDER BY s.r DESC, s.chunk_id;
         RETURN;
     END IF;
@@ -157,24 +211,25 @@ BEGIN
     FROM (SELECT x.chunk_id, max(-x.raw) AS sc
           FROM (SELECT c.chunk_id, (c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25'))::double precision AS raw
                 FROM hybrid.chunk c
-                WHERE c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
+                WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
                   AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                   AND (filter IS NULL OR c.metadata @> filter)
                 ORDER BY c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25')
-                LIMIT k + greatest(5, k / 5)) x
+                LIMIT top_k + greatest(5, top_k / 5)) x
           WHERE x.raw < 0
           GROUP BY x.chunk_id
           ORDER BY 2 DESC, 1
-          LIMIT k) s
+          LIMIT top_k) s
     ORDER BY s.sc DESC, s.chunk_id;
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text) IS
-'Lexical branch: the caller''s k best live chunks for query_text by BM25 (pg_textsearch; the default where installed) or ts_rank over the GIN index (method => ''ts_rank''). Score is higher-is-better (BM25 sign flipped). User text never raises a syntax error.';
+'Lexical branch: the caller''s top_k best live chunks for query_text by BM25 (pg_textsearch; the default where installed) or ts_rank over the GIN index (lexical => ''ts_rank''); value = the score, higher is better (BM25''s sign flipped). User text never raises a syntax error. A BM25 index left stale by a server restart is rebuilt first, or, where it cannot be (read-only), ts_rank ranks instead with a WARNING.';
 
 CREATE OR REPLACE FUNCTION hybrid.search_graph(
-    seeds text[], hops integer DEFAULT 1, k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL)
-RETURNS TABLE (chunk_id text, rank integer, distance integer)
+    graph_seeds text[], graph_hops integer DEFAULT 1, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL,
+    filter jsonb DEFAULT NULL)
+RETURNS SETOF hybrid.branch_hit
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
 AS $$
@@ -193,10 +248,8 @@ DECLARE
     v_next_kind text[];
     h integer;
 BEGIN
-    IF hops IS NULL OR hops < 1 OR hops > 3 THEN
-        RAISE EXCEPTION 'graph_hops must be between 1 and 3, got %', coalesce(hops::text, 'NULL') USING ERRCODE = '22023';
-    END IF;
-    IF v_tenant IS NULL OR seeds IS NULL OR cardinality(seeds) = 0 THEN
+    PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
+    IF v_tenant IS NULL OR graph_seeds IS NULL OR cardinality(graph_seeds) = 0 THEN
         RETURN;
     END IF;
     IF to_regclass('hybrid.graph_node') IS NULL THEN
@@ -205,12 +258,12 @@ BEGIN
     END IF;
     -- seeds the caller cannot see start no path: a chunk seed must be a visible live chunk
     SELECT array_agg(s.id ORDER BY s.p), array_agg(s.p ORDER BY s.p) INTO v_front, v_pos
-    FROM (SELECT u.id, min(u.p)::integer AS p FROM unnest(seeds) WITH ORDINALITY AS u(id, p) GROUP BY u.id) s
+    FROM (SELECT u.id, min(u.p)::integer AS p FROM unnest(graph_seeds) WITH ORDINALITY AS u(id, p) GROUP BY u.id) s
     JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = s.id
     WHERE g.kind = 'entity'
-       OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.chunk_id = s.id AND c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all));
-    v_visited := coalesce(seeds, '{}');
-    FOR h IN 1..hops LOOP
+       OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.chunk_id = s.id AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all));
+    v_visited := coalesce(graph_seeds, '{}');
+    FOR h IN 1..graph_hops LOOP
         EXIT WHEN v_front IS NULL OR cardinality(v_front) = 0;
         SELECT array_agg(n.node_id ORDER BY n.p, n.node_id), array_agg(n.p ORDER BY n.p, n.node_id),
                array_agg(n.kind ORDER BY n.p, n.node_id)
@@ -234,7 +287,7 @@ BEGIN
         ) n
         WHERE n.kind = 'entity'
            OR EXISTS (SELECT 1 FROM hybrid.chunk c
-                      WHERE c.chunk_id = n.node_id AND c.tenant_id = v_tenant AND NOT c.superseded AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
+                      WHERE c.chunk_id = n.node_id AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
                         AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                         AND (filter IS NULL OR c.metadata @> filter));
         EXIT WHEN v_next_ids IS NULL;
@@ -249,47 +302,40 @@ BEGIN
         v_pos := v_next_pos;
     END LOOP;
     RETURN QUERY
-    SELECT f.id, (row_number() OVER (ORDER BY f.d, f.p, f.id))::integer, f.d
+    SELECT f.id, (row_number() OVER (ORDER BY f.d, f.p, f.id))::integer, f.d::double precision
     FROM unnest(v_found_ids, v_found_dist, v_found_pos) AS f(id, d, p)
     ORDER BY f.d, f.p, f.id
-    LIMIT k;
+    LIMIT top_k;
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_graph(text[], integer, integer, text[], jsonb) IS
-'Graph branch: live chunks reachable from the seeds (chunk or entity ids) in 1..hops edges of hybrid_graph, either direction, hop by hop under RLS (no path crosses a vertex or chunk the caller cannot see). Ranked by hop distance, then by the position of the seed they came from. Seeds themselves are not returned.';
+'Graph branch: live chunks reachable from graph_seeds (chunk or entity ids) in 1..graph_hops edges of hybrid_graph, either direction, hop by hop under RLS (no path crosses a vertex or chunk the caller cannot see); the top_k nearest, ranked by hop distance (value), then by the position of the seed they came from. Seeds themselves are not returned.';
 
-CREATE OR REPLACE FUNCTION hybrid._check_fusion_args(weights double precision[], k double precision, top_k integer)
-RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, public, pg_temp
+CREATE OR REPLACE FUNCTION hybrid._rrf_score(weights double precision[], rrf_k double precision, ranks integer[])
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    i integer;
-BEGIN
-    IF k IS NULL OR k <= 0 OR k = 'Infinity'::float8 OR k <> k THEN
-        RAISE EXCEPTION 'rrf_k must be a finite number > 0, got %', coalesce(k::text, 'NULL')
-            USING ERRCODE = '22023', HINT = 'The usual value is 60.';
-    END IF;
-    FOR i IN 1..coalesce(cardinality(weights), 0) LOOP
-        IF weights[i] IS NULL OR weights[i] < 0 OR weights[i] = 'Infinity'::float8 OR weights[i] <> weights[i] THEN
-            RAISE EXCEPTION 'weights[%] must be a finite number >= 0, got %', i, coalesce(weights[i]::text, 'NULL')
-                USING ERRCODE = '22023', HINT = 'A weight of 0 disables that source.';
-        END IF;
-    END LOOP;
-    IF top_k IS NOT NULL AND (top_k < 1 OR top_k > 1000) THEN
-        RAISE EXCEPTION 'top_k must be between 1 and 1000, got %', top_k USING ERRCODE = '22023';
-    END IF;
-END
+    -- terms added in list order, a list that does not hold the item (NULL rank) adds nothing;
+    -- pyhybrid/fusion.py mirrors it and a property test holds the two equal
+    SELECT coalesce(sum(u.w / (rrf_k + u.r) ORDER BY u.i), 0)
+    FROM unnest(weights, ranks) WITH ORDINALITY AS u(w, r, i)
+    WHERE u.r IS NOT NULL
 $$;
+COMMENT ON FUNCTION hybrid._rrf_score(double precision[], double precision, integer[]) IS
+'The weighted RRF arithmetic, written once: sum over the lists holding the item of weights[i] / (rrf_k + ranks[i]). hybrid.retrieve and hybrid.rrf_fuse both use it.';
 
 CREATE OR REPLACE FUNCTION hybrid.rrf_fuse(
-    rankings jsonb, weights double precision[] DEFAULT NULL, k double precision DEFAULT 60, top_k integer DEFAULT NULL)
+    rankings jsonb, weights double precision[] DEFAULT NULL, rrf_k double precision DEFAULT 60,
+    top_k integer DEFAULT NULL)
 RETURNS TABLE (id text, score double precision, ranks integer[])
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     n integer;
+    v_weights double precision[];
+    i integer;
 BEGIN
     IF rankings IS NULL OR jsonb_typeof(rankings) <> 'array' THEN
         RAISE EXCEPTION 'rankings must be a JSON array of ranked id lists' USING ERRCODE = '22023';
@@ -303,23 +349,28 @@ BEGIN
         RAISE EXCEPTION 'weights has % entries but rankings has % lists; they must match', cardinality(weights), n
             USING ERRCODE = '22023';
     END IF;
-    PERFORM hybrid._check_fusion_args(weights, k, top_k);
+    v_weights := coalesce(weights, array_fill(1.0::float8, ARRAY[n]));
+    FOR i IN 1..n LOOP
+        PERFORM hybrid._check_number(format('weights[%s]', i), v_weights[i], false);
+    END LOOP;
+    PERFORM hybrid._check_number('rrf_k', rrf_k, true);
+    IF top_k IS NOT NULL THEN
+        PERFORM hybrid._check_range('top_k', top_k, 1, 1000);
+    END IF;
     RETURN QUERY
     WITH entries AS (
         SELECT l.i::integer AS i, x.id, min(x.r)::integer AS r
         FROM jsonb_array_elements(rankings) WITH ORDINALITY AS l(list, i),
              jsonb_array_elements_text(l.list) WITH ORDINALITY AS x(id, r)
         GROUP BY l.i, x.id
+    ), ranked AS (
+        SELECT e.id, ARRAY(SELECT (SELECT e2.r FROM entries e2 WHERE e2.id = e.id AND e2.i = li)
+                           FROM generate_series(1, n) li) AS rs
+        FROM (SELECT DISTINCT entries.id FROM entries) e
     ), fused AS (
-        SELECT e.id,
-               sum(coalesce(weights[e.i], 1.0) / (k + e.r) ORDER BY e.i) AS score,
-               array_agg(e.i) AS lists, array_agg(e.r) AS rs
-        FROM entries e
-        GROUP BY e.id
+        SELECT r.id, hybrid._rrf_score(v_weights, rrf_k, r.rs) AS score, r.rs FROM ranked r
     )
-    SELECT f.id, f.score,
-           ARRAY(SELECT (SELECT f.rs[j] FROM generate_subscripts(f.lists, 1) j WHERE f.lists[j] = li)
-                 FROM generate_series(1, n) li)
+    SELECT f.id, f.score, f.rs
     FROM fused f
     WHERE f.score > 0
     ORDER BY f.score DESC, f.id
@@ -327,4 +378,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.rrf_fuse(jsonb, double precision[], double precision, integer) IS
-'Weighted Reciprocal Rank Fusion of ranked id lists: score(d) = sum_i w_i / (k + rank_i(d)), ranks 1-based, an id absent from a list adds 0 (a repeated id keeps its best rank). Returns id, score and its rank in each list (NULL where absent), by score descending then id; ids whose only lists have weight 0 are dropped. rankings: JSON array of arrays of ids; weights default to 1.';
+'Weighted Reciprocal Rank Fusion of ranked id lists: score(d) = sum_i weights[i] / (rrf_k + rank_i(d)), ranks 1-based, an id absent from a list adds 0 (a repeated id keeps its best rank). Returns id, score and its rank in each list (NULL where absent), by score descending then id; ids whose only lists have weight 0 are dropped. rankings: JSON array of arrays of ids; weights default to 1; top_k: 1..1000 or NULL for all.';

@@ -29,8 +29,7 @@ BEGIN
     JOIN pg_class pc ON pc.oid = nb.tableoid
     JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
     LEFT JOIN hybrid.chunk c ON g.kind = 'chunk' AND c.chunk_id = g.node_id
-          AND c.tenant_id = v_tenant AND NOT c.superseded
-          AND (c.acl_labels = '{}' OR c.acl_labels && hybrid._current_acl() OR hybrid._acl_all())
+          AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, hybrid._current_acl(), hybrid._acl_all())
     WHERE g.kind = 'entity' OR c.chunk_id IS NOT NULL
     GROUP BY nb.id;
 END
@@ -55,11 +54,7 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     graph_expand integer DEFAULT 0,
     with_graph_context boolean DEFAULT false,
     per_document boolean DEFAULT false)
-RETURNS TABLE (
-    chunk_id text, document_id text, corpus_id text, tenant_id text, score double precision,
-    vector_rank integer, keyword_rank integer, graph_rank integer,
-    vector_distance double precision, keyword_score double precision, graph_distance integer,
-    content text, metadata jsonb, acl_labels text[], "position" integer, graph_context jsonb)
+RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
@@ -82,20 +77,19 @@ DECLARE
     v_seeds text[] := graph_seeds;
     v_state text; v_msg text;
 BEGIN
-    -- validation: every rule names its parameter (SQLSTATE 22023)
-    IF top_k IS NULL THEN
-        RAISE EXCEPTION 'top_k must be between 1 and 1000, got NULL' USING ERRCODE = '22023';
+    -- validation: every rule names its parameter (SQLSTATE 22023), in the words of pyhybrid/query.py
+    PERFORM hybrid._check_range('top_k', top_k, 1, 1000);
+    IF per_source_k IS NOT NULL THEN
+        PERFORM hybrid._check_range('per_source_k', per_source_k, top_k, 10000, format('top_k (%s)', top_k));
     END IF;
-    PERFORM hybrid._check_fusion_args(ARRAY[vector_weight, keyword_weight, graph_weight], rrf_k, top_k);
-    IF per_source_k IS NOT NULL AND (per_source_k < top_k OR per_source_k > 10000) THEN
-        RAISE EXCEPTION 'per_source_k must be between top_k (%) and 10000, got %', top_k, per_source_k USING ERRCODE = '22023';
-    END IF;
-    IF graph_hops IS NULL OR graph_hops < 1 OR graph_hops > 3 THEN
-        RAISE EXCEPTION 'graph_hops must be between 1 and 3, got %', coalesce(graph_hops::text, 'NULL') USING ERRCODE = '22023';
-    END IF;
-    IF graph_expand IS NULL OR graph_expand < 0 OR graph_expand > 100 THEN
-        RAISE EXCEPTION 'graph_expand must be between 0 and 100, got %', coalesce(graph_expand::text, 'NULL') USING ERRCODE = '22023';
-    END IF;
+    PERFORM hybrid._check_number('vector_weight', vector_weight, false);
+    PERFORM hybrid._check_number('keyword_weight', keyword_weight, false);
+    PERFORM hybrid._check_number('graph_weight', graph_weight, false);
+    PERFORM hybrid._check_number('rrf_k', rrf_k, true);
+    PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
+    PERFORM hybrid._check_range('graph_expand', graph_expand, 0, 100);
+    PERFORM hybrid._check_flag('with_graph_context', with_graph_context);
+    PERFORM hybrid._check_flag('per_document', per_document);
     IF lexical IS NOT NULL AND lexical NOT IN ('bm25', 'ts_rank') THEN
         RAISE EXCEPTION 'lexical must be ''bm25'', ''ts_rank'' or NULL (automatic), got %', quote_literal(lexical) USING ERRCODE = '22023';
     END IF;
@@ -135,7 +129,7 @@ BEGIN
     IF v_dense THEN
         v_active := v_active + 1;
         BEGIN
-            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.distance ORDER BY s.rank)
+            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank)
             INTO d_ids, d_scores
             FROM hybrid.search_dense(query_embedding, v_k, corpus_ids, filter) s;
         EXCEPTION
@@ -150,7 +144,7 @@ BEGIN
     IF v_lex THEN
         v_active := v_active + 1;
         BEGIN
-            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.score ORDER BY s.rank)
+            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank)
             INTO l_ids, l_scores
             FROM hybrid.search_lexical(query_text, v_k, corpus_ids, filter, lexical) s;
         EXCEPTION
@@ -167,12 +161,12 @@ BEGIN
             -- automatic seeds: the best graph_expand chunks of the dense and lexical lists, fused
             SELECT array_agg(f.id ORDER BY f.score DESC, f.id) INTO v_seeds
             FROM hybrid.rrf_fuse(jsonb_build_array(to_jsonb(coalesce(d_ids, '{}')), to_jsonb(coalesce(l_ids, '{}'))),
-                                 ARRAY[vector_weight, keyword_weight], rrf_k, graph_expand) f;
+                                 ARRAY[vector_weight, keyword_weight], rrf_k => rrf_k, top_k => graph_expand) f;
         END IF;
         IF v_seeds IS NOT NULL THEN
             v_active := v_active + 1;
             BEGIN
-                SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.distance ORDER BY s.rank)
+                SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value::integer ORDER BY s.rank)
                 INTO g_ids, g_dist
                 FROM hybrid.search_graph(v_seeds, graph_hops, v_k, corpus_ids, filter) s;
             EXCEPTION
@@ -200,18 +194,15 @@ BEGIN
     ), ids AS (
         SELECT d.id FROM d UNION SELECT l.id FROM l UNION SELECT g.id FROM g
     ), fused AS (
-        -- the same arithmetic as hybrid.rrf_fuse: terms added in source order, absent terms add 0
         SELECT ids.id, d.r AS dr, l.r AS lr, g.r AS gr, d.v AS dv, l.v AS lv, g.v AS gv,
-               coalesce(vector_weight / (rrf_k + d.r), 0)
-             + coalesce(keyword_weight / (rrf_k + l.r), 0)
-             + coalesce(graph_weight / (rrf_k + g.r), 0) AS score
+               hybrid._rrf_score(ARRAY[vector_weight, keyword_weight, graph_weight], rrf_k, ARRAY[d.r, l.r, g.r]) AS score
         FROM ids LEFT JOIN d ON d.id = ids.id LEFT JOIN l ON l.id = ids.id LEFT JOIN g ON g.id = ids.id
     ), hydrated AS (
         SELECT c.chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
                c.content, c.metadata, c.acl_labels, c.position
         FROM fused f
-        JOIN hybrid.chunk c ON c.tenant_id = v_tenant AND c.chunk_id = f.id AND NOT c.superseded
-         AND (c.acl_labels = '{}' OR c.acl_labels && v_acl OR v_all)
+        JOIN hybrid.chunk c ON c.tenant_id = v_tenant AND c.chunk_id = f.id
+         AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
     ), collapsed AS (
         SELECT * FROM hydrated h
         WHERE NOT per_document
@@ -250,11 +241,7 @@ CREATE OR REPLACE FUNCTION public.hybrid_retrieve(
     graph_expand integer DEFAULT 0,
     with_graph_context boolean DEFAULT false,
     per_document boolean DEFAULT false)
-RETURNS TABLE (
-    chunk_id text, document_id text, corpus_id text, tenant_id text, score double precision,
-    vector_rank integer, keyword_rank integer, graph_rank integer,
-    vector_distance double precision, keyword_score double precision, graph_distance integer,
-    content text, metadata jsonb, acl_labels text[], "position" integer, graph_context jsonb)
+RETURNS SETOF hybrid.retrieve_row
 LANGUAGE sql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$

@@ -1,0 +1,233 @@
+"""RetrieveQuery: the arguments of hybrid_retrieve, validated once, rendered as the one SQL call.
+
+The field names are the SQL parameter names; adding a parameter to hybrid.retrieve means adding
+one field here (with its SQL type) and nothing else in Python.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .errors import InvalidParameterError
+from .types import HybridWeights
+
+
+def _sql(sql_type: str) -> Any:
+    return {"sql_type": sql_type}
+
+
+@dataclass(frozen=True, eq=False)
+class RetrieveQuery:
+    """One hybrid_retrieve call. Every argument is checked with the rule and message of the SQL function.
+
+    query_embedding: the dense query (1-D, finite, non-zero; the install's dimension). query_text: the
+    lexical query. graph_seeds: chunk or entity ids to start the graph branch from. corpus_ids: restrict
+    to these corpora. top_k: rows returned (1..1000). per_source_k: each branch's cut (top_k..10000,
+    default greatest(top_k*3, 30)). vector_weight, keyword_weight, graph_weight: RRF weights (>= 0; 0
+    disables a branch). rrf_k: the RRF constant (> 0). filter: a JSON object the chunk metadata must
+    contain. graph_hops: 1..3. lexical: 'bm25', 'ts_rank' or None (BM25 where installed).
+    graph_expand: seed the graph branch with the best N dense/lexical hits (0..100).
+    with_graph_context: add each row's graph neighbourhood. per_document: the best chunk per document.
+    """
+
+    query_embedding: Any = field(default=None, metadata=_sql("vector"))
+    query_text: str | None = field(default=None, metadata=_sql("text"))
+    graph_seeds: Sequence[str] | None = field(default=None, metadata=_sql("text[]"))
+    corpus_ids: Sequence[str] | None = field(default=None, metadata=_sql("text[]"))
+    top_k: int = field(default=10, metadata=_sql("integer"))
+    per_source_k: int | None = field(default=None, metadata=_sql("integer"))
+    vector_weight: float = field(default=1.0, metadata=_sql("double precision"))
+    keyword_weight: float = field(default=1.0, metadata=_sql("double precision"))
+    graph_weight: float = field(default=0.5, metadata=_sql("double precision"))
+    rrf_k: float = field(default=60.0, metadata=_sql("double precision"))
+    filter: Mapping[str, Any] | None = field(default=None, metadata=_sql("jsonb"))
+    graph_hops: int = field(default=1, metadata=_sql("integer"))
+    lexical: str | None = field(default=None, metadata=_sql("text"))
+    graph_expand: int = field(default=0, metadata=_sql("integer"))
+    with_graph_context: bool = field(default=False, metadata=_sql("boolean"))
+    per_document: bool = field(default=False, metadata=_sql("boolean"))
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "query_embedding", _embedding(self.query_embedding))
+        put(self, "query_text", _text("query_text", self.query_text))
+        put(self, "graph_seeds", _str_list("graph_seeds", self.graph_seeds))
+        put(self, "corpus_ids", _str_list("corpus_ids", self.corpus_ids))
+        _int_between("top_k", self.top_k, 1, 1000)
+        if self.per_source_k is not None:
+            _int_between("per_source_k", self.per_source_k, self.top_k, 10000, low_name=f"top_k ({self.top_k})")
+        for name in ("vector_weight", "keyword_weight", "graph_weight"):
+            put(self, name, _weight(name, getattr(self, name)))
+        put(self, "rrf_k", _rrf_k(self.rrf_k))
+        put(self, "filter", _filter(self.filter))
+        _int_between("graph_hops", self.graph_hops, 1, 3)
+        _int_between("graph_expand", self.graph_expand, 0, 100)
+        if self.lexical not in (None, "bm25", "ts_rank"):
+            raise InvalidParameterError(f"lexical must be 'bm25', 'ts_rank' or NULL (automatic), got {self.lexical!r}")
+        for name in ("with_graph_context", "per_document"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        has_text = self.query_text is not None and self.query_text.strip() != ""
+        if self.query_embedding is None and not has_text and not self.graph_seeds:
+            raise InvalidParameterError(
+                "nothing to search: query_embedding, query_text and graph_seeds are all NULL or empty")
+        dense = self.query_embedding is not None and self.vector_weight > 0
+        lex = has_text and self.keyword_weight > 0
+        graph = self.graph_weight > 0 and (bool(self.graph_seeds) or self.graph_expand > 0)
+        if not (dense or lex or graph):
+            raise InvalidParameterError("every source given has weight 0: nothing to fuse")
+
+    @classmethod
+    def build(cls, **kwargs: Any) -> RetrieveQuery:
+        """A query from keyword arguments; the 0.1 Python names still work, with a DeprecationWarning."""
+        for old, new in DEPRECATED.items():
+            if old in kwargs:
+                warnings.warn(f"retrieve({old}=...) is deprecated: use {new}=... (the SQL parameter name)",
+                              DeprecationWarning, stacklevel=3)
+                value = kwargs.pop(old)
+                if old == "weights":
+                    if value is not None:
+                        if not isinstance(value, HybridWeights):
+                            raise InvalidParameterError(f"weights must be a HybridWeights, got {type(value).__name__}")
+                        kwargs.setdefault("vector_weight", value.vector)
+                        kwargs.setdefault("keyword_weight", value.keyword)
+                        kwargs.setdefault("graph_weight", value.graph)
+                elif new in kwargs:
+                    raise InvalidParameterError(f"give {new} or its deprecated name {old}, not both")
+                else:
+                    kwargs[new] = value
+        unknown = set(kwargs) - set(PARAMETERS)
+        if unknown:
+            raise InvalidParameterError(
+                f"retrieve() got unknown parameter(s) {sorted(unknown)}; the parameters are {list(PARAMETERS)}")
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> RetrieveQuery:
+        """A copy with some arguments changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def params(self) -> dict[str, Any]:
+        """The call's parameters by name, as psycopg binds them (the embedding as float32 numpy)."""
+        out = {name: getattr(self, name) for name in PARAMETERS}
+        for name in ("graph_seeds", "corpus_ids"):
+            if out[name] is not None:
+                out[name] = list(out[name])
+        if out["filter"] is not None:
+            out["filter"] = json.dumps(out["filter"], allow_nan=False)
+        return out
+
+
+PARAMETERS: dict[str, str] = {f.name: f.metadata["sql_type"] for f in dataclasses.fields(RetrieveQuery)}
+"""Each parameter of hybrid.retrieve and its SQL type, in the function's order."""
+
+DEPRECATED: dict[str, str] = {
+    "vector": "query_embedding", "per_backend_top_k": "per_source_k", "k": "rrf_k", "filters": "filter",
+    "weights": "vector_weight, keyword_weight, graph_weight",
+}
+"""0.1's Python keyword names, accepted with a DeprecationWarning until 0.3."""
+
+RESULT_COLUMNS: dict[str, str] = {
+    "chunk_id": "text", "document_id": "text", "corpus_id": "text", "tenant_id": "text",
+    "score": "double precision", "vector_rank": "integer", "keyword_rank": "integer", "graph_rank": "integer",
+    "vector_distance": "double precision", "keyword_score": "double precision", "graph_distance": "integer",
+    "content": "text", "metadata": "jsonb", "acl_labels": "text[]", "position": "integer", "graph_context": "jsonb",
+}
+"""The columns of hybrid.retrieve_row (what hybrid_retrieve returns), in order; a test holds it to the SQL type."""
+
+RETRIEVE_SQL = "SELECT * FROM hybrid.retrieve(\n" + ",\n".join(
+    f"    {name} => %({name})s::{sql_type}" for name, sql_type in PARAMETERS.items()) + ")"
+"""The one SQL statement every client sends."""
+
+
+def _embedding(value: Any) -> np.ndarray[Any, Any] | None:
+    if value is None:
+        return None
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError("query_embedding must be a sequence of numbers") from exc
+    if arr.ndim != 1 or arr.size == 0:
+        raise InvalidParameterError(f"query_embedding must be a 1-D sequence of numbers, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise InvalidParameterError("query_embedding must contain only finite numbers (no NaN or infinity)")
+    if not arr.any():
+        raise InvalidParameterError("query_embedding must not be the zero vector (cosine distance is undefined)")
+    out = arr.astype(np.float32)
+    out.flags.writeable = False
+    return out
+
+
+def check_text(name: str, value: str) -> str:
+    """A string PostgreSQL can store: no NUL character, no lone surrogate."""
+    if "\x00" in value:
+        raise InvalidParameterError(f"{name} contains a NUL character, which PostgreSQL cannot store")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidParameterError(
+            f"{name} is not valid Unicode text: a lone surrogate at position {exc.start}") from None
+    return value
+
+
+def _text(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidParameterError(f"{name} must be a string, got {type(value).__name__}")
+    return check_text(name, value)
+
+
+def _str_list(name: str, values: Any) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes)):
+        raise InvalidParameterError(f"{name} must be a list of strings, not a single string")
+    try:
+        out = tuple(values)
+    except TypeError:
+        raise InvalidParameterError(f"{name} must be a list of strings, got {type(values).__name__}") from None
+    for v in out:
+        if not isinstance(v, str):
+            raise InvalidParameterError(f"{name} must contain only strings, got {v!r}")
+        check_text(name, v)
+    return out
+
+
+def _int_between(name: str, value: Any, low: int, high: int, *, low_name: str | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidParameterError(f"{name} must be between {low_name or low} and {high}, got {value!r}")
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _weight(name: str, value: Any) -> float:
+    if not _finite(value) or value < 0:
+        raise InvalidParameterError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _rrf_k(value: Any) -> float:
+    if not _finite(value) or value <= 0:
+        raise InvalidParameterError(f"rrf_k must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _filter(value: Any) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidParameterError(f"filter must be a JSON object (a mapping), got {type(value).__name__}")
+    try:
+        json.dumps(dict(value), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"filter must be JSON-serializable ({exc})") from None
+    return dict(value)

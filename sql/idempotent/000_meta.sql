@@ -1,0 +1,31 @@
+-- What the installed SQL is: its version, and the documentation of the schema and its tables.
+
+CREATE OR REPLACE FUNCTION hybrid.version() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT value FROM hybrid.setting WHERE key = 'version' $$;
+COMMENT ON FUNCTION hybrid.version() IS
+'The pyhybrid release the installed SQL comes from (e.g. 0.2.0); see sql/README.md for what a version promises SQL callers.';
+
+COMMENT ON SCHEMA hybrid IS
+'pyhybrid: hybrid retrieval (dense + lexical + graph, fused by RRF) under row-level security. Call public.hybrid_retrieve(...) or hybrid.retrieve(...); see COMMENT ON FUNCTION of each.';
+COMMENT ON TABLE hybrid.tenant IS 'Tenants: the unit of isolation. Created by hybrid.create_tenant (admin).';
+COMMENT ON TABLE hybrid.tenant_grant IS
+'Binds a tenant login role to the tenants it may act for, and the ACL labels it may claim there (hybrid.grant_tenant).';
+COMMENT ON TABLE hybrid.corpus IS 'A tenant''s named collections of documents; chunks belong to one.';
+COMMENT ON TABLE hybrid.chunk IS
+'The retrievable units: text, embedding and metadata of a document''s chunks, one tenant each, under forced RLS.';
+COMMENT ON COLUMN hybrid.chunk.embedding IS 'The chunk''s embedding (dimension: hybrid.embedding_dim()); NULL: only lexical and graph search find it.';
+COMMENT ON COLUMN hybrid.chunk.tsv IS 'to_tsvector(''english'', content), for ts_rank search over its GIN index.';
+COMMENT ON COLUMN hybrid.chunk.acl_labels IS 'Empty: every caller of the tenant sees the chunk; else only callers holding one of these labels.';
+COMMENT ON COLUMN hybrid.chunk.content_hash IS 'What makes re-ingesting the chunk a no-op when unchanged.';
+COMMENT ON COLUMN hybrid.chunk.superseded IS 'True for chunks of a document re-ingested without them: kept, never returned.';
+
+DO $graph$
+BEGIN
+    IF to_regclass('hybrid.graph_node') IS NOT NULL THEN
+        COMMENT ON TABLE hybrid.graph_node IS
+            'Maps a tenant''s node ids (chunk ids and entity ids) to vertices of the AGE graph hybrid_graph.';
+    END IF;
+END
+$graph$;
