@@ -52,4 +52,4 @@ __all__ = [
     "server",
     "rrf_fuse",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -9,7 +9,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from . import _base
+from . import _base, _copy, _sql
 from .query import RETRIEVE_SQL, RetrieveQuery
 from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
 
@@ -37,7 +37,7 @@ class AsyncTenantSession:
         """The embedding dimension chosen at install."""
         if self._dim is None:
             with _base.translate_errors():
-                cur = await self.conn.execute(_base.EMBEDDING_DIM_SQL)
+                cur = await self.conn.execute(_sql.EMBEDDING_DIM_SQL)
                 row = await cur.fetchone()
             assert row is not None
             self._dim = int(row["dim"])
@@ -46,27 +46,27 @@ class AsyncTenantSession:
     async def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default") -> IngestResult:
         """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing)."""
         _base.check_name("corpus_id", corpus_id)
-        payload = _base.prepare_chunks(chunks, self.tenant_id, await self.embedding_dim(), corpus_id)
+        payload = _copy.prepare_chunks(chunks, self.tenant_id, await self.embedding_dim(), corpus_id)
         with _base.translate_errors():
             async with self.conn.transaction():
-                await self.conn.execute(_base.BEGIN_INGEST_SQL)
-                async with self.conn.cursor() as cur, cur.copy(_base.COPY_CHUNKS_SQL) as copy:
+                await self.conn.execute(_sql.BEGIN_INGEST_SQL)
+                async with self.conn.cursor() as cur, cur.copy(_copy.COPY_CHUNKS_SQL) as copy:
                     await copy.write(payload)
-                res = await (await self.conn.execute(_base.FINISH_INGEST_SQL, (corpus_id,))).fetchone()
+                res = await (await self.conn.execute(_sql.FINISH_INGEST_SQL, (corpus_id,))).fetchone()
         assert res is not None
         return IngestResult(**{k: int(v) for k, v in res.items()})
 
     async def add_edges(self, edges: Iterable[Edge | Mapping[str, Any]]) -> EdgeResult:
         """Load graph edges in bulk (straight into AGE's label tables); duplicates are skipped."""
-        rows = _base.prepare_edges(edges)
+        rows = _copy.prepare_edges(edges)
         with _base.translate_errors():
             async with self.conn.transaction():
-                await self.conn.execute(_base.BEGIN_EDGES_SQL)
-                async with self.conn.cursor() as cur, cur.copy(_base.COPY_EDGES_SQL) as copy:
-                    copy.set_types(_base.COPY_EDGE_TYPES)
+                await self.conn.execute(_sql.BEGIN_EDGES_SQL)
+                async with self.conn.cursor() as cur, cur.copy(_copy.COPY_EDGES_SQL) as copy:
+                    copy.set_types(_copy.COPY_EDGE_TYPES)
                     for row in rows:
                         await copy.write_row(row)
-                res = await (await self.conn.execute(_base.FINISH_EDGES_SQL)).fetchone()
+                res = await (await self.conn.execute(_sql.FINISH_EDGES_SQL)).fetchone()
         assert res is not None
         return EdgeResult(**{k: int(v) for k, v in res.items()})
 
@@ -74,7 +74,7 @@ class AsyncTenantSession:
         """Delete every chunk of a document; returns how many."""
         _base.check_name("document_id", document_id)
         with _base.translate_errors():
-            row = await (await self.conn.execute(_base.DELETE_DOCUMENT_SQL, (document_id, corpus_id))).fetchone()
+            row = await (await self.conn.execute(_sql.DELETE_DOCUMENT_SQL, (document_id, corpus_id))).fetchone()
         assert row is not None
         return int(row["deleted"])
 
@@ -136,23 +136,23 @@ class AsyncHybridClient:
         async with self.connection() as conn:
             with _base.translate_errors():
                 async with conn.transaction():
-                    await conn.execute(_base.SET_TENANT_SQL, (tid, labels))
+                    await conn.execute(_sql.SET_TENANT_SQL, (tid, labels))
                     yield AsyncTenantSession(conn, tid)
 
     async def create_tenant(self, tenant_id: str) -> str:
         """Create a tenant (idempotent; admin only)."""
         _base.tenant_params(tenant_id, None)
-        return str(await self._scalar(_base.CREATE_TENANT_SQL, (tenant_id,)))
+        return str(await self._scalar(_sql.CREATE_TENANT_SQL, (tenant_id,)))
 
     async def grant_tenant(self, role_name: str, tenant_id: str, acl_labels: Sequence[str] = ()) -> None:
         """Bind an existing login role to a tenant (admin only)."""
         _base.check_name("role_name", role_name)
-        await self._scalar(_base.GRANT_TENANT_SQL, (role_name, tenant_id, list(acl_labels)))
+        await self._scalar(_sql.GRANT_TENANT_SQL, (role_name, tenant_id, list(acl_labels)))
 
     async def grant_app(self, role_name: str) -> None:
         """Make an existing role a trusted application role (admin only)."""
         _base.check_name("role_name", role_name)
-        await self._scalar(_base.GRANT_APP_SQL, (role_name,))
+        await self._scalar(_sql.GRANT_APP_SQL, (role_name,))
 
     @asynccontextmanager
     async def bulk_load(self) -> AsyncIterator[None]:
@@ -160,11 +160,11 @@ class AsyncHybridClient:
 
         Meanwhile dense search stays correct (exact) but slow on large tenants.
         """
-        await self._scalar(_base.SUSPEND_INDEX_SQL, ())
+        await self._scalar(_sql.SUSPEND_INDEX_SQL, ())
         try:
             yield
         finally:
-            await self._scalar(_base.RESUME_INDEX_SQL, ())
+            await self._scalar(_sql.RESUME_INDEX_SQL, ())
 
     async def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
         async with self.connection() as conn:

@@ -13,8 +13,9 @@ from typing import Any, Iterator, Sequence
 import psycopg
 from psycopg import conninfo
 
-from . import _base, maintenance, migrate, server
+from . import _sql, maintenance, migrate, server
 from .errors import InvalidParameterError, PyhybridError
+from .ingest import ingest_records
 from .query import RETRIEVE_SQL, RetrieveQuery
 from .types import ChunkRef, HybridWeights
 
@@ -45,59 +46,12 @@ class Target:
         """On the embedded server, create the tenant if missing."""
         if self.embedded:
             with psycopg.connect(self.admin, autocommit=True) as c:
-                c.execute(_base.CREATE_TENANT_SQL, (tenant,))
+                c.execute(_sql.CREATE_TENANT_SQL, (tenant,))
 
     @property
     def app(self) -> str:
         """The DSN tenant work runs as: the app role on the embedded server (RLS applies), else the DSN given."""
         return conninfo.make_conninfo(self.admin, user=APP_ROLE) if self.embedded else self.admin
-
-
-def _progress(total: int | None, desc: str, quiet: bool) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="chunk", disable=quiet, file=sys.stderr)
-
-
-def _batches(records: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    """Batches of about size records, never splitting a document (re-ingest supersedes per call)."""
-    batch: list[dict[str, Any]] = []
-    for rec in records:
-        if len(batch) >= size and rec.get("document_id") != batch[-1].get("document_id"):
-            yield batch
-            batch = []
-        batch.append(rec)
-    if batch:
-        yield batch
-
-
-def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[str, Any]], *, batch_size: int = 1000,
-                   acl_labels: Sequence[str] = (), quiet: bool = False, total: int | None = None) -> dict[str, int]:
-    """Embed records lacking an embedding and ingest them in document-aligned batches."""
-    from .client import HybridClient
-
-    totals = {"inserted": 0, "updated": 0, "unchanged": 0, "superseded": 0}
-    embedder = None
-    with HybridClient(dsn) as client, _progress(total, f"ingest {tenant}/{corpus}", quiet) as bar:
-        for batch in _batches(records, batch_size):
-            missing = [r for r in batch if r.get("embedding") is None]
-            if missing:
-                if embedder is None:
-                    from .embed import default_embedder
-
-                    embedder = default_embedder()
-                vectors = embedder([r["content"] for r in missing])
-                for r, v in zip(missing, vectors):
-                    r["embedding"] = v
-            if acl_labels:
-                for r in batch:
-                    r.setdefault("acl_labels", list(acl_labels))
-            with client.tenant(tenant) as t:
-                res = t.ingest(batch, corpus_id=corpus)
-            for key in totals:
-                totals[key] += getattr(res, key)
-            bar.update(len(batch))
-    return totals
 
 
 def _print_table(refs: Sequence[ChunkRef], *, width: int = 72) -> None:
@@ -212,67 +166,16 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import check
+
     target = Target(args)
-    problems = 0
+    if args.heal:
+        _heal(target.admin)
     with psycopg.connect(target.admin) as c:
-        print("server:", c.execute("SELECT version()").fetchone()[0])  # type: ignore[index]
-        print("connected as:", c.execute("SELECT current_user || CASE WHEN rolsuper THEN ' (superuser: bypasses RLS; "
-                                          "use an app or tenant role for queries)' ELSE '' END FROM pg_roles "
-                                          "WHERE rolname = current_user").fetchone()[0])  # type: ignore[index]
-        avail: dict[str, str] = dict(c.execute("SELECT name, default_version FROM pg_available_extensions "
-                               "WHERE name IN ('vector','age','pg_textsearch')").fetchall())
-        installed: dict[str, str] = dict(c.execute("SELECT extname, extversion FROM pg_extension").fetchall())
-        for name, why in (("vector", "required: embeddings and the dense branch"),
-                          *migrate.OPTIONAL_EXTENSIONS.items()):
-            state = (f"installed {installed[name]}" if name in installed else
-                     f"available {avail[name]}, not installed (run: pyhybrid migrate)" if name in avail else
-                     "MISSING")
-            if name not in installed:
-                problems += 1
-            print(f"extension {name:<14} {state:<40} {why}")
-        if c.execute("SELECT to_regnamespace('hybrid')").fetchone() == (None,):
-            print("schema hybrid: MISSING (run: pyhybrid migrate)")
-            return 1
-        ver = c.execute("SELECT version_num FROM alembic_version").fetchone() if c.execute(
-            "SELECT to_regclass('alembic_version')").fetchone() != (None,) else None
-        print("schema hybrid: installed, alembic revision", ver[0] if ver else "unknown",
-              "| embedding dim", c.execute("SELECT hybrid.embedding_dim()").fetchone()[0])  # type: ignore[index]
-        for idx in ("chunk_embedding_hnsw", "chunk_tsv_gin", "chunk_content_bm25", "chunk_document_idx"):
-            ok = c.execute("SELECT to_regclass(%s)", (f"hybrid.{idx}",)).fetchone() != (None,)
-            problems += 0 if ok or idx == "chunk_content_bm25" and "pg_textsearch" not in avail else 1
-            print(f"index {idx:<22} {'present' if ok else 'MISSING'}")
-        rls = c.execute("SELECT c.oid::regclass::text, c.relrowsecurity AND c.relforcerowsecurity FROM pg_class c "
-                        "WHERE c.relnamespace IN ('hybrid'::regnamespace) AND c.relkind = 'r' "
-                        "AND c.relname IN ('chunk', 'corpus', 'graph_node') ORDER BY 1").fetchall()
-        for rel, on in rls:
-            problems += 0 if on else 1
-            print(f"RLS {rel:<22} {'enabled and forced' if on else 'NOT FORCED'}")
-        if c.execute("SELECT to_regnamespace('hybrid_graph')").fetchone() != (None,):
-            weak = c.execute("SELECT count(*) FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g "
-                             "ON g.graphid = l.graph JOIN pg_class c ON c.oid = l.relation "
-                             "WHERE g.name = 'hybrid_graph' AND NOT (c.relrowsecurity AND c.relforcerowsecurity)"
-                             ).fetchone()[0]  # type: ignore[index]
-            problems += weak
-            print(f"RLS on AGE label tables: {'all enabled and forced' if not weak else f'{weak} NOT FORCED'}")
-        for fn, what in (("pg_catalog.ts_match_vq(tsvector, tsquery)", "ts_rank search uses the GIN index under RLS"),
-                         ("ag_catalog.graphid_eq(ag_catalog.graphid, ag_catalog.graphid)",
-                          "graph hops use the edge indexes under RLS")):
-            row = c.execute("SELECT proleakproof FROM pg_proc WHERE oid = to_regprocedure(%s)", (fn,)).fetchone()
-            if row is not None:
-                print(f"leakproof {fn.split('(')[0]:<24} {'yes' if row[0] else 'no: run pyhybrid migrate as a superuser'}"
-                      f"  ({what})")
-        if args.heal:
-            c.commit()
-            _heal(target.admin)
-        for st in maintenance.bm25_status(c):
-            if st.state == "stale":
-                problems += 1
-                print(f"BM25 index {st.index_name:<30} STALE: {st.reason}\n"
-                      f"    fix: {maintenance.HEAL_COMMAND}  (or, as the schema owner: {maintenance.HEAL_SQL};)")
-            else:
-                print(f"BM25 index {st.index_name:<30} {st.state} ({st.total_docs} documents in its statistics)")
-        counts = c.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.chunk)").fetchone()
-        print(f"data: {counts[0]} tenants, {counts[1]} chunks (as seen by this role)")  # type: ignore[index]
+        findings = list(check(c))
+    for f in findings:
+        print(f)
+    problems = sum(f.problem for f in findings)
     print("ok" if problems == 0 else f"{problems} problem(s) found")
     return 0 if problems == 0 else 1
 
@@ -343,7 +246,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     target = Target(args)
     target.ensure_ready()
-    return run_demo(target, quiet=args.quiet)
+    return run_demo(target.admin, target.app, quiet=args.quiet)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from . import _base
+from . import _base, _copy, _sql
 from .query import RETRIEVE_SQL, RetrieveQuery
 from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
 
@@ -36,7 +36,7 @@ class TenantSession:
         """The embedding dimension chosen at install."""
         if self._dim is None:
             with _base.translate_errors():
-                row = self.conn.execute(_base.EMBEDDING_DIM_SQL).fetchone()
+                row = self.conn.execute(_sql.EMBEDDING_DIM_SQL).fetchone()
             assert row is not None
             self._dim = int(row["dim"])
         return self._dim
@@ -44,25 +44,25 @@ class TenantSession:
     def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default") -> IngestResult:
         """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing)."""
         _base.check_name("corpus_id", corpus_id)
-        payload = _base.prepare_chunks(chunks, self.tenant_id, self.embedding_dim(), corpus_id)
+        payload = _copy.prepare_chunks(chunks, self.tenant_id, self.embedding_dim(), corpus_id)
         with _base.translate_errors(), self.conn.transaction():
-            self.conn.execute(_base.BEGIN_INGEST_SQL)
-            with self.conn.cursor() as cur, cur.copy(_base.COPY_CHUNKS_SQL) as copy:
+            self.conn.execute(_sql.BEGIN_INGEST_SQL)
+            with self.conn.cursor() as cur, cur.copy(_copy.COPY_CHUNKS_SQL) as copy:
                 copy.write(payload)
-            res = self.conn.execute(_base.FINISH_INGEST_SQL, (corpus_id,)).fetchone()
+            res = self.conn.execute(_sql.FINISH_INGEST_SQL, (corpus_id,)).fetchone()
         assert res is not None
         return IngestResult(**{k: int(v) for k, v in res.items()})
 
     def add_edges(self, edges: Iterable[Edge | Mapping[str, Any]]) -> EdgeResult:
         """Load graph edges in bulk (straight into AGE's label tables); duplicates are skipped."""
-        rows = _base.prepare_edges(edges)
+        rows = _copy.prepare_edges(edges)
         with _base.translate_errors(), self.conn.transaction():
-            self.conn.execute(_base.BEGIN_EDGES_SQL)
-            with self.conn.cursor() as cur, cur.copy(_base.COPY_EDGES_SQL) as copy:
-                copy.set_types(_base.COPY_EDGE_TYPES)
+            self.conn.execute(_sql.BEGIN_EDGES_SQL)
+            with self.conn.cursor() as cur, cur.copy(_copy.COPY_EDGES_SQL) as copy:
+                copy.set_types(_copy.COPY_EDGE_TYPES)
                 for row in rows:
                     copy.write_row(row)
-            res = self.conn.execute(_base.FINISH_EDGES_SQL).fetchone()
+            res = self.conn.execute(_sql.FINISH_EDGES_SQL).fetchone()
         assert res is not None
         return EdgeResult(**{k: int(v) for k, v in res.items()})
 
@@ -70,7 +70,7 @@ class TenantSession:
         """Delete every chunk of a document; returns how many."""
         _base.check_name("document_id", document_id)
         with _base.translate_errors():
-            row = self.conn.execute(_base.DELETE_DOCUMENT_SQL, (document_id, corpus_id)).fetchone()
+            row = self.conn.execute(_sql.DELETE_DOCUMENT_SQL, (document_id, corpus_id)).fetchone()
         assert row is not None
         return int(row["deleted"])
 
@@ -131,23 +131,23 @@ class HybridClient:
         tid, labels = _base.tenant_params(tenant_id, acl_labels)
         with self.connection() as conn:
             with _base.translate_errors(), conn.transaction():
-                conn.execute(_base.SET_TENANT_SQL, (tid, labels))
+                conn.execute(_sql.SET_TENANT_SQL, (tid, labels))
                 yield TenantSession(conn, tid)
 
     def create_tenant(self, tenant_id: str) -> str:
         """Create a tenant (idempotent; admin only)."""
         _base.tenant_params(tenant_id, None)
-        return str(self._scalar(_base.CREATE_TENANT_SQL, (tenant_id,)))
+        return str(self._scalar(_sql.CREATE_TENANT_SQL, (tenant_id,)))
 
     def grant_tenant(self, role_name: str, tenant_id: str, acl_labels: Sequence[str] = ()) -> None:
         """Bind an existing login role to a tenant (admin only)."""
         _base.check_name("role_name", role_name)
-        self._scalar(_base.GRANT_TENANT_SQL, (role_name, tenant_id, list(acl_labels)))
+        self._scalar(_sql.GRANT_TENANT_SQL, (role_name, tenant_id, list(acl_labels)))
 
     def grant_app(self, role_name: str) -> None:
         """Make an existing role a trusted application role (admin only)."""
         _base.check_name("role_name", role_name)
-        self._scalar(_base.GRANT_APP_SQL, (role_name,))
+        self._scalar(_sql.GRANT_APP_SQL, (role_name,))
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
@@ -155,11 +155,11 @@ class HybridClient:
 
         Meanwhile dense search stays correct (exact) but slow on large tenants.
         """
-        self._scalar(_base.SUSPEND_INDEX_SQL, ())
+        self._scalar(_sql.SUSPEND_INDEX_SQL, ())
         try:
             yield
         finally:
-            self._scalar(_base.RESUME_INDEX_SQL, ())
+            self._scalar(_sql.RESUME_INDEX_SQL, ())
 
     def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
         with self.connection() as conn, _base.translate_errors(), conn.transaction():

@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import time
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
-from . import _base
+from . import _sql
 from .client import HybridClient
+from .ingest import ingest_records
 from .types import ChunkRef, HybridWeights
-
-if TYPE_CHECKING:
-    from .cli import Target
 
 TENANTS = ("acme", "globex")
 # A chunk reached only by graph expansion has a single RRF term; weight 2 lets a neighbour of the
@@ -35,18 +33,17 @@ def queries() -> list[dict[str, Any]]:
     return data
 
 
-def load_demo(target: Target, *, quiet: bool = False) -> dict[str, Any]:
-    """Create the demo tenants and ingest their chunks (embedded offline) and graph edges; idempotent."""
-    from .cli import ingest_records
-
-    with psycopg.connect(target.admin, autocommit=True) as c:
+def load_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False) -> dict[str, Any]:
+    """Create the demo tenants (as admin_dsn) and ingest their chunks, embedded offline, and graph edges (as
+    the app role at app_dsn); idempotent."""
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
         for t in TENANTS:
-            c.execute(_base.CREATE_TENANT_SQL, (t,))
+            c.execute(_sql.CREATE_TENANT_SQL, (t,))
     stats: dict[str, Any] = {}
     for t in TENANTS:
         records = _load(f"{t}_chunks.jsonl")
-        stats[t] = ingest_records(target.app, t, "qms", iter(records), quiet=quiet, total=len(records))
-        with HybridClient(target.app) as client, client.tenant(t) as session:
+        stats[t] = ingest_records(app_dsn, t, "qms", iter(records), quiet=quiet, total=len(records))
+        with HybridClient(app_dsn) as client, client.tenant(t) as session:
             stats[t]["edges"] = session.add_edges(_load(f"{t}_edges.jsonl")).__dict__
     return stats
 
@@ -74,19 +71,19 @@ def _context(ref: ChunkRef) -> None:
         print(f"     {arrow} {c.get('rel'):<12} {c.get('node_id')}{title}")
 
 
-def run_demo(target: Target, *, quiet: bool = False) -> int:
+def run_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False) -> int:
     """Load the demo corpus and print the guided tour; returns 0 when every expected chunk was found."""
     from .embed import default_embedder
 
     started = time.perf_counter()
     print("pyhybrid demo: hybrid retrieval inside PostgreSQL (pgvector + BM25 + Apache AGE, fused by RRF)\n")
-    stats = load_demo(target, quiet=quiet)
+    stats = load_demo(admin_dsn, app_dsn, quiet=quiet)
     for tenant_id, s in stats.items():
         print(f"tenant {tenant_id}: {s['inserted']} chunks inserted, {s['updated']} updated, {s['unchanged']} unchanged; "
               f"graph edges added {s['edges']['edges_added']} (already there {s['edges']['edges_present']})")
     embed = default_embedder()
     found = total = 0
-    with HybridClient(target.app) as client:
+    with HybridClient(app_dsn) as client:
         for n, q in enumerate(queries(), start=1):
             expect = set(q.get("expect", []))
             with client.tenant(q["tenant"], q.get("acl_labels")) as session:
@@ -111,13 +108,13 @@ def run_demo(target: Target, *, quiet: bool = False) -> int:
         vec = embed.embed_query(question)
         for tenant in TENANTS:
             with client.tenant(tenant) as session:
-                refs = session.retrieve(vector=vec, query_text=question, top_k=5)
+                refs = session.retrieve(query_embedding=vec, query_text=question, top_k=5)
             owners = sorted({r.tenant_id for r in refs})
             print(f"  {tenant}: {', '.join(r.chunk_id for r in refs)}  (tenants in the result: {owners})")
         print("\n[acl] chunks labelled 'quality' appear only for callers holding that label:")
         for labels in ([], ["quality"]):
             with client.tenant("acme", labels) as session:
-                refs = session.retrieve(vector=embed.embed_query("confidential supplier audit"),
+                refs = session.retrieve(query_embedding=embed.embed_query("confidential supplier audit"),
                                   query_text="confidential supplier audit", top_k=3)
             print(f"  acl_labels={labels}: " + ", ".join(f"{r.chunk_id}{' [' + ','.join(r.acl_labels) + ']' if r.acl_labels else ''}" for r in refs))
     print(f"\n{found} of {total} expected chunks found; demo took {time.perf_counter() - started:.1f} s.")

@@ -83,6 +83,17 @@ def test_doctor_reports_extensions_indexes_and_rls(db: Db, capsys: pytest.Captur
     assert code == 0, out
 
 
+def test_doctor_checks_are_a_library_function_that_names_each_fix(db: Db) -> None:
+    from pyhybrid.doctor import check
+
+    with psycopg.connect(db.dsn()) as c:
+        c.execute("ALTER TABLE hybrid.chunk NO FORCE ROW LEVEL SECURITY")
+        findings = {f.subject: f for f in check(c)}
+    assert findings["RLS hybrid.chunk"].problem and findings["RLS hybrid.chunk"].fix == "pyhybrid migrate --reapply"
+    assert not findings["RLS hybrid.corpus"].problem
+    assert findings["schema hybrid"].state.startswith("installed, version ")
+
+
 def test_doctor_on_a_database_without_the_schema_says_how_to_fix_it(admin_dsn: str,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     from psycopg import conninfo
@@ -92,7 +103,8 @@ def test_doctor_on_a_database_without_the_schema_says_how_to_fix_it(admin_dsn: s
         c.execute("CREATE DATABASE pyh_doctor_empty")
     try:
         assert main(["--dsn", conninfo.make_conninfo(admin_dsn, dbname="pyh_doctor_empty"), "doctor"]) == 1
-        assert "schema hybrid: MISSING (run: pyhybrid migrate)" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "schema hybrid" in out and "MISSING\n    fix: pyhybrid migrate" in out
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as c:
             c.execute("DROP DATABASE IF EXISTS pyh_doctor_empty WITH (FORCE)")

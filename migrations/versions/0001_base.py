@@ -51,9 +51,5 @@ def downgrade() -> None:
         cur.execute("SELECT 1 FROM ag_catalog.ag_graph WHERE name = 'hybrid_graph'")
         if cur.fetchone() is not None:
             cur.execute("SELECT ag_catalog.drop_graph('hybrid_graph', true)")
-    cur.execute(
-        "DROP FUNCTION IF EXISTS public.hybrid_retrieve(vector, text, text[], text[], integer, integer, "
-        "double precision, double precision, double precision, double precision, jsonb, integer, text, "
-        "integer, boolean, boolean)"
-    )
+    cur.execute("DROP FUNCTION IF EXISTS public.hybrid_retrieve")
     cur.execute("DROP SCHEMA IF EXISTS hybrid CASCADE")

@@ -220,35 +220,24 @@ BEGIN
     ORDER BY t.score DESC, t.chunk_id;
 END
 $$;
-COMMENT ON FUNCTION hybrid.retrieve(vector, text, text[], text[], integer, integer, double precision, double precision,
-    double precision, double precision, jsonb, integer, text, integer, boolean, boolean) IS
+COMMENT ON FUNCTION hybrid.retrieve IS
 'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two) branches, each cut to per_source_k (default greatest(top_k*3, 30)) after corpus, metadata filter and ACL, fused by weighted RRF (score = sum w/(rrf_k + rank)), top_k rows by score then chunk_id. A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
 
-CREATE OR REPLACE FUNCTION public.hybrid_retrieve(
-    query_embedding vector DEFAULT NULL,
-    query_text text DEFAULT NULL,
-    graph_seeds text[] DEFAULT NULL,
-    corpus_ids text[] DEFAULT NULL,
-    top_k integer DEFAULT 10,
-    per_source_k integer DEFAULT NULL,
-    vector_weight double precision DEFAULT 1.0,
-    keyword_weight double precision DEFAULT 1.0,
-    graph_weight double precision DEFAULT 0.5,
-    rrf_k double precision DEFAULT 60,
-    filter jsonb DEFAULT NULL,
-    graph_hops integer DEFAULT 1,
-    lexical text DEFAULT NULL,
-    graph_expand integer DEFAULT 0,
-    with_graph_context boolean DEFAULT false,
-    per_document boolean DEFAULT false)
-RETURNS SETOF hybrid.retrieve_row
-LANGUAGE sql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    SELECT * FROM hybrid.retrieve(query_embedding, query_text, graph_seeds, corpus_ids, top_k, per_source_k,
-                                  vector_weight, keyword_weight, graph_weight, rrf_k, filter, graph_hops, lexical,
-                                  graph_expand, with_graph_context, per_document)
-$$;
-COMMENT ON FUNCTION public.hybrid_retrieve(vector, text, text[], text[], integer, integer, double precision,
-    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean) IS
+-- public.hybrid_retrieve: hybrid.retrieve under a name on the default search_path. Derived from
+-- hybrid.retrieve's catalog entry, so the parameters are written once (above) and cannot drift.
+DO $wrapper$
+DECLARE
+    f regprocedure := 'hybrid.retrieve'::regproc::regprocedure;
+BEGIN
+    EXECUTE format(
+        'CREATE OR REPLACE FUNCTION public.hybrid_retrieve(%s) RETURNS SETOF hybrid.retrieve_row '
+        'LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path = pg_catalog, public, pg_temp '
+        'AS %L',
+        pg_get_function_arguments(f),
+        format('SELECT * FROM hybrid.retrieve(%s)',
+               (SELECT string_agg(format('%1$I => %1$I', a.name), ', ' ORDER BY a.i)
+                FROM pg_proc p, unnest(p.proargnames) WITH ORDINALITY AS a(name, i) WHERE p.oid = f)));
+END
+$wrapper$;
+COMMENT ON FUNCTION public.hybrid_retrieve IS
 'hybrid.retrieve under a name on the default search_path: SELECT * FROM hybrid_retrieve(query_embedding => ..., query_text => ..., ...). See COMMENT ON FUNCTION hybrid.retrieve.';

@@ -9,17 +9,16 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_us
 GRANT USAGE ON TYPE hybrid.branch_hit, hybrid.retrieve_row TO hybrid_user;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hybrid FROM PUBLIC;
-REVOKE ALL ON FUNCTION public.hybrid_retrieve(vector, text, text[], text[], integer, integer, double precision,
-    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.hybrid_retrieve FROM PUBLIC;
 
 DO $grants$
 DECLARE
     fn text;
 BEGIN
+    -- a bare name where the function has one signature, else name(argument types)
     FOREACH fn IN ARRAY ARRAY[
         -- the API
-        'public.hybrid_retrieve(vector, text, text[], text[], integer, integer, double precision, double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean)',
-        'hybrid.retrieve(vector, text, text[], text[], integer, integer, double precision, double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean)',
+        'public.hybrid_retrieve', 'hybrid.retrieve',
         'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
         'hybrid.search_lexical(text, integer, text[], jsonb, text)',
         'hybrid.search_graph(text[], integer, integer, text[], jsonb)',
@@ -36,7 +35,8 @@ BEGIN
         'hybrid._check_range(text, integer, integer, integer, text)',
         'hybrid._check_number(text, double precision, boolean)', 'hybrid._check_flag(text, boolean)'
     ] LOOP
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user', fn::regprocedure);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user',
+                       CASE WHEN strpos(fn, '(') > 0 THEN fn::regprocedure ELSE fn::regproc::regprocedure END);
     END LOOP;
 END
 $grants$;

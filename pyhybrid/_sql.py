@@ -1,0 +1,18 @@
+"""The SQL statements the clients send, besides hybrid_retrieve (pyhybrid.query) and COPY (pyhybrid._copy)."""
+
+from __future__ import annotations
+
+SET_TENANT_SQL = (
+    "SELECT set_config('hybrid.tenant_id', %s, true), set_config('hybrid.acl_labels', %s, true)"
+)
+BEGIN_INGEST_SQL = "SELECT hybrid.begin_ingest()"
+FINISH_INGEST_SQL = "SELECT * FROM hybrid.finish_ingest(%s)"
+BEGIN_EDGES_SQL = "SELECT hybrid.begin_edges()"
+FINISH_EDGES_SQL = "SELECT * FROM hybrid.finish_edges()"
+DELETE_DOCUMENT_SQL = "SELECT hybrid.delete_document(%s, %s) AS deleted"
+EMBEDDING_DIM_SQL = "SELECT hybrid.embedding_dim() AS dim"
+CREATE_TENANT_SQL = "SELECT hybrid.create_tenant(%s)"
+GRANT_TENANT_SQL = "SELECT hybrid.grant_tenant(%s, %s, %s::text[])"
+GRANT_APP_SQL = "SELECT hybrid.grant_app(%s)"
+SUSPEND_INDEX_SQL = "SELECT hybrid.suspend_vector_index()"
+RESUME_INDEX_SQL = "SELECT hybrid.resume_vector_index()"

@@ -1,0 +1,92 @@
+"""`pyhybrid doctor` as a library: the server's extensions, the schema, its indexes, RLS and BM25 health."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import psycopg
+
+from . import maintenance
+from .migrate import OPTIONAL_EXTENSIONS
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report: what was checked, what was found, and the command that fixes a problem."""
+
+    subject: str
+    state: str
+    problem: bool = False
+    fix: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.subject:<40} {self.state}" + (f"\n    fix: {self.fix}" if self.fix else "")
+
+
+def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
+    """Every check on the database conn is connected to; a Finding with problem=True is a failure."""
+    yield Finding("server", str(_one(conn, "SELECT version()")))
+    yield Finding("connected as", str(_one(conn, "SELECT current_user || CASE WHEN rolsuper THEN ' (superuser: "
+                                                 "bypasses RLS; use an app or tenant role for queries)' ELSE '' END "
+                                                 "FROM pg_roles WHERE rolname = current_user")))
+    avail = dict(conn.execute("SELECT name, default_version FROM pg_available_extensions "
+                              "WHERE name IN ('vector', 'age', 'pg_textsearch')").fetchall())
+    installed = dict(conn.execute("SELECT extname, extversion FROM pg_extension").fetchall())
+    for name, why in (("vector", "required: embeddings and the dense branch"), *OPTIONAL_EXTENSIONS.items()):
+        if name in installed:
+            yield Finding(f"extension {name}", f"installed {installed[name]} ({why})")
+        elif name in avail:
+            yield Finding(f"extension {name}", f"available {avail[name]}, not installed ({why})", True,
+                          "pyhybrid migrate")
+        else:
+            yield Finding(f"extension {name}", f"MISSING ({why})", True)
+    if _one(conn, "SELECT to_regnamespace('hybrid')") is None:
+        yield Finding("schema hybrid", "MISSING", True, "pyhybrid migrate")
+        return
+    revision = (_one(conn, "SELECT version_num FROM alembic_version")
+                if _one(conn, "SELECT to_regclass('alembic_version')") is not None else None)
+    version = _one(conn, "SELECT value FROM hybrid.setting WHERE key = 'version'")
+    yield Finding("schema hybrid", f"installed, version {version or 'unknown'}, alembic revision "
+                                   f"{revision or 'unknown'}, embedding dim {_one(conn, 'SELECT hybrid.embedding_dim()')}")
+    for idx in ("chunk_embedding_hnsw", "chunk_tsv_gin", "chunk_content_bm25", "chunk_document_idx"):
+        present = _one(conn, "SELECT to_regclass(%s)", (f"hybrid.{idx}",)) is not None
+        needed = idx != "chunk_content_bm25" or "pg_textsearch" in avail
+        suspended = idx == "chunk_embedding_hnsw" and _one(
+            conn, "SELECT 1 FROM hybrid.setting WHERE key = 'vector_index_suspended'") is not None
+        state = "present" if present else "suspended for a bulk load" if suspended else "MISSING"
+        yield Finding(f"index {idx}", state, needed and not present,
+                      None if present or not needed else
+                      "SELECT hybrid.resume_vector_index();" if suspended else "pyhybrid migrate")
+    for rel, on in conn.execute("SELECT c.oid::regclass::text, c.relrowsecurity AND c.relforcerowsecurity "
+                                "FROM pg_class c WHERE c.relnamespace = 'hybrid'::regnamespace AND c.relkind = 'r' "
+                                "AND c.relname IN ('chunk', 'corpus', 'graph_node') ORDER BY 1").fetchall():
+        yield Finding(f"RLS {rel}", "enabled and forced" if on else "NOT FORCED", not on,
+                      None if on else "pyhybrid migrate --reapply")
+    if _one(conn, "SELECT to_regnamespace('hybrid_graph')") is not None:
+        weak = int(_one(conn, "SELECT count(*) FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g "
+                              "ON g.graphid = l.graph JOIN pg_class c ON c.oid = l.relation WHERE g.name = "
+                              "'hybrid_graph' AND NOT (c.relrowsecurity AND c.relforcerowsecurity)"))
+        yield Finding("RLS on AGE label tables", f"{weak} NOT FORCED" if weak else "all enabled and forced", weak > 0,
+                      "pyhybrid migrate --reapply" if weak else None)
+    for fn, what in (("pg_catalog.ts_match_vq(tsvector, tsquery)", "ts_rank search uses the GIN index under RLS"),
+                     ("ag_catalog.graphid_eq(ag_catalog.graphid, ag_catalog.graphid)",
+                      "graph hops use the edge indexes under RLS")):
+        row = conn.execute("SELECT proleakproof FROM pg_proc WHERE oid = to_regprocedure(%s)", (fn,)).fetchone()
+        if row is not None:
+            yield Finding(f"leakproof {fn.split('(')[0]}", f"{'yes' if row[0] else 'no'} ({what})", False,
+                          None if row[0] else "pyhybrid migrate --reapply, as a superuser")
+    for st in maintenance.bm25_status(conn):
+        if st.state == "stale":
+            yield Finding(f"BM25 index {st.index_name}", f"STALE: {st.reason}", True,
+                          f"{maintenance.HEAL_COMMAND}  (or, as the schema owner: {maintenance.HEAL_SQL};)")
+        else:
+            yield Finding(f"BM25 index {st.index_name}", f"{st.state} ({st.total_docs} documents in its statistics)")
+    tenants, chunks = conn.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.chunk)"
+                                   ).fetchone() or (0, 0)
+    yield Finding("data", f"{tenants} tenants, {chunks} chunks (as seen by this role)")
+
+
+def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] | None = None) -> Any:
+    row = conn.execute(query, params).fetchone()
+    return None if row is None else row[0]
