@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import psycopg
+from psycopg import conninfo
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -197,3 +198,21 @@ def test_pooled_clients_sync_and_async_serve_concurrent_tenant_sessions(db: Db) 
             await client.close()
 
     assert asyncio.run(go()) == ["c-3"]
+
+
+def test_the_python_contract_matches_the_installed_sql_function(admin_dsn: str, template_db: str) -> None:
+    from pyhybrid.query import PARAMETERS, RESULT_COLUMNS
+
+    with psycopg.connect(conninfo.make_conninfo(admin_dsn, dbname=template_db)) as c:
+        args = c.execute(
+            "SELECT a.name, format_type(a.type, NULL) FROM pg_proc p, "
+            "unnest(p.proargnames, p.proargtypes::oid[]) WITH ORDINALITY AS a(name, type, i) "
+            "WHERE p.oid = 'hybrid.retrieve'::regproc ORDER BY a.i").fetchall()
+        columns = c.execute(
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+            "WHERE a.attrelid = 'hybrid.retrieve_row'::regclass AND a.attnum > 0 ORDER BY a.attnum").fetchall()
+        wrapper = c.execute("SELECT pg_get_function_arguments('public.hybrid_retrieve'::regproc) = "
+                            "pg_get_function_arguments('hybrid.retrieve'::regproc)").fetchone()
+    assert args == list(PARAMETERS.items())
+    assert columns == list(RESULT_COLUMNS.items())
+    assert wrapper == (True,)
