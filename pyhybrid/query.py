@@ -19,6 +19,12 @@ from .errors import InvalidParameterError
 from .types import HybridWeights
 
 
+MAX_QUERY_TEXT = 20000
+"""The longest query_text hybrid.retrieve accepts, in characters (a query, not a document)."""
+MAX_GRAPH_SEEDS = 1000
+"""The most graph_seeds hybrid.retrieve accepts."""
+
+
 def _sql(sql_type: str) -> Any:
     return {"sql_type": sql_type}
 
@@ -58,7 +64,13 @@ class RetrieveQuery:
         put = object.__setattr__
         put(self, "query_embedding", _embedding(self.query_embedding))
         put(self, "query_text", _text("query_text", self.query_text))
+        if self.query_text is not None and len(self.query_text) > MAX_QUERY_TEXT:
+            raise InvalidParameterError(
+                f"query_text must be at most {MAX_QUERY_TEXT} characters, got {len(self.query_text)}")
         put(self, "graph_seeds", _str_list("graph_seeds", self.graph_seeds))
+        if self.graph_seeds is not None and len(self.graph_seeds) > MAX_GRAPH_SEEDS:
+            raise InvalidParameterError(
+                f"graph_seeds must hold at most {MAX_GRAPH_SEEDS} ids, got {len(self.graph_seeds)}")
         put(self, "corpus_ids", _str_list("corpus_ids", self.corpus_ids))
         _int_between("top_k", self.top_k, 1, 1000)
         if self.per_source_k is not None:

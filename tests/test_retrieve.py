@@ -60,20 +60,25 @@ VALIDATION = [
     ("per_document => NULL", {"per_document": None}, "per_document must be true or false"),
     ("with_graph_context => NULL", {"with_graph_context": None}, "with_graph_context must be true or false"),
     ("keyword_weight => 0", {"keyword_weight": 0}, "every source given has weight 0"),
+    ("query_text => repeat('pump ', 4001)", {"query_text": "pump " * 4001},
+     "query_text must be at most 20000 characters, got 20005"),
+    ("graph_seeds => array_fill('x'::text, ARRAY[1001])", {"graph_seeds": ["x"] * 1001},
+     "graph_seeds must hold at most 1000 ids, got 1001"),
 ]
 
 
 @pytest.mark.parametrize("args, kwargs, message", VALIDATION)
 def test_sql_validation_names_the_parameter_with_sqlstate_22023(db: Db, args: str, kwargs: dict, message: str) -> None:
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
-        sql(db, f"SELECT * FROM hybrid_retrieve(query_text => 'pump', {args})")
+        sql(db, f"SELECT * FROM hybrid_retrieve(query_text => 'pump', {args})"
+                if not args.startswith("query_text") else f"SELECT * FROM hybrid_retrieve({args})")
 
 
 @pytest.mark.parametrize("args, kwargs, message", VALIDATION)
 def test_python_rejects_bad_arguments_before_any_round_trip_with_the_sql_message(
         args: str, kwargs: dict, message: str) -> None:
     with pytest.raises(InvalidParameterError, match=message):
-        RetrieveQuery(query_text="pump", **kwargs)
+        RetrieveQuery(**{"query_text": "pump", **kwargs})
 
 
 def test_wrong_embedding_dimension_names_the_expected_one(db: Db) -> None:

@@ -6,14 +6,20 @@ SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators 
 AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
 BEGIN
     IF v_tenant IS NULL OR to_regclass('hybrid.graph_node') IS NULL THEN
         RETURN;
     END IF;
     RETURN QUERY
     WITH hit AS (
+        -- a chunk the caller cannot see has no neighbourhood to show
         SELECT u.id, g.vertex_id FROM unnest(chunk_ids) AS u(id)
         JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = u.id
+        WHERE g.kind = 'entity'
+           OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.chunk_id = u.id
+                      AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all))
     ), nb AS (
         SELECT hit.id, e.tableoid, 'out'::text AS direction, e.end_id AS vid
         FROM hit JOIN hybrid_graph._ag_label_edge e ON e.start_id = hit.vertex_id
@@ -29,13 +35,13 @@ BEGIN
     JOIN pg_class pc ON pc.oid = nb.tableoid
     JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
     LEFT JOIN hybrid.chunk c ON g.kind = 'chunk' AND c.chunk_id = g.node_id
-          AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, hybrid._current_acl(), hybrid._acl_all())
+          AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
     WHERE g.kind = 'entity' OR c.chunk_id IS NOT NULL
     GROUP BY nb.id;
 END
 $$;
 COMMENT ON FUNCTION hybrid.graph_context(text[]) IS
-'For each given chunk, its graph neighbourhood as a jsonb array of {rel, direction, node_id, kind, document_id, title}; neighbours the caller cannot see are left out.';
+'For each given chunk the caller can see (or entity), its graph neighbourhood as a jsonb array of {rel, direction, node_id, kind, document_id, title}; neighbours the caller cannot see are left out.';
 
 CREATE OR REPLACE FUNCTION hybrid.retrieve(
     query_embedding vector DEFAULT NULL,
@@ -90,6 +96,12 @@ BEGIN
     PERFORM hybrid._check_range('graph_expand', graph_expand, 0, 100);
     PERFORM hybrid._check_flag('with_graph_context', with_graph_context);
     PERFORM hybrid._check_flag('per_document', per_document);
+    IF length(query_text) > 20000 THEN
+        RAISE EXCEPTION 'query_text must be at most 20000 characters, got %', length(query_text) USING ERRCODE = '22023';
+    END IF;
+    IF cardinality(graph_seeds) > 1000 THEN
+        RAISE EXCEPTION 'graph_seeds must hold at most 1000 ids, got %', cardinality(graph_seeds) USING ERRCODE = '22023';
+    END IF;
     IF lexical IS NOT NULL AND lexical NOT IN ('bm25', 'ts_rank') THEN
         RAISE EXCEPTION 'lexical must be ''bm25'', ''ts_rank'' or NULL (automatic), got %', quote_literal(lexical) USING ERRCODE = '22023';
     END IF;

@@ -41,4 +41,40 @@ BEGIN
 END
 $grants$;
 
+-- The extensions' own functions: PUBLIC (so every tenant login role) may call only what pyhybrid's
+-- invoker-rights code and RLS policies need. AGE's traversal functions (age_vle and friends) walk the
+-- graph around RLS and age_vertex_stats crashes the backend on an unknown vertex id; pg_textsearch's
+-- maintenance functions dump or summarise every tenant's index. Raw Cypher is therefore off for
+-- hybrid_user roles: graph reads go through hybrid.search_graph and hybrid.graph_context. An extension
+-- update (ALTER EXTENSION ... UPDATE) re-creates functions with PUBLIC EXECUTE: pyhybrid migrate --reapply
+-- revokes them again, and tests/golden/privileges.txt shows what PUBLIC may still execute.
+DO $extensions$
+DECLARE
+    fn regprocedure;
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'age') THEN
+        EXECUTE 'REVOKE ALL ON ALL FUNCTIONS IN SCHEMA ag_catalog FROM PUBLIC';
+        FOR fn IN
+            SELECT p.oid FROM pg_proc p
+            WHERE p.pronamespace = 'ag_catalog'::regnamespace AND p.proname = ANY (ARRAY[
+                -- graphid comparisons: graph hops join the edge tables on start_id / end_id
+                'graphid_eq', 'graphid_ne', 'graphid_lt', 'graphid_le', 'graphid_gt', 'graphid_ge',
+                -- the label tables' RLS policies, index expressions and column defaults
+                'agtype_object_field_text', 'agtype_access_operator', '_graphid', '_label_id', 'agtype_build_map'])
+        LOOP
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user', fn);
+        END LOOP;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_textsearch') THEN
+        FOR fn IN
+            SELECT p.oid FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass
+                 AND d.deptype = 'e' JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'pg_textsearch'
+            WHERE p.proname IN ('bm25_dump_index', 'bm25_summarize_index', 'bm25_spill_index', 'bm25_force_merge')
+        LOOP
+            EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);
+        END LOOP;
+    END IF;
+END
+$extensions$;
+
 SELECT hybrid._secure_graph();

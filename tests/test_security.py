@@ -1,0 +1,127 @@
+"""Attacks through the extensions, as a tenant login role (pyh_acme) and as an app role acting for acme.
+
+globex holds the secret. Each attempt must be refused (42501) or return nothing of globex, and never
+take the server down. The rest of the threat model is in SECURITY.md.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pyhybrid import Chunk, HybridClient
+from tests.conftest import Db
+from tests.helpers import chunks
+
+ATTACKERS = ["pyh_acme", "pyh_app"]
+
+
+def _secret_graph(db: Db) -> int:
+    """globex: chunks linked to a secret entity; acme: a chunk with a restricted neighbour. Returns a globex vertex id."""
+    with HybridClient(db.dsn("pyh_app")) as c:
+        with c.tenant("globex") as t:
+            t.ingest(chunks("g", 3, seed=7))
+            t.add_edges([{"src": "g-0", "dst": "g-1", "rel": "SECRET_LINK"},
+                         {"src": "g-1", "dst": "globex:entity:project-falcon", "rel": "MENTIONS"}])
+        with c.tenant("acme", ["*"]) as t:
+            t.ingest(chunks("a", 2, seed=8))
+            t.ingest([Chunk(chunk_id="restricted", document_id="R", content="quality audit finding",
+                            acl_labels=["quality"])], corpus_id="qms")
+            t.add_edges([{"src": "restricted", "dst": "acme:entity:only-via-restricted", "rel": "MENTIONS"},
+                         {"src": "a-0", "dst": "a-1", "rel": "VERIFIES"}])
+    with psycopg.connect(db.dsn()) as admin:
+        row = admin.execute("SELECT vertex_id::text::bigint FROM hybrid.graph_node "
+                            "WHERE tenant_id = 'globex' AND node_id = 'g-0'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _as(db: Db, role: str) -> psycopg.Connection:
+    conn = psycopg.connect(db.dsn(role), autocommit=True)
+    conn.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+    return conn
+
+
+def _server_alive(db: Db) -> None:
+    with psycopg.connect(db.dsn()) as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("role", ATTACKERS)
+def test_age_vle_cannot_walk_another_tenants_graph(db: Db, role: str) -> None:
+    vid = _secret_graph(db)
+    with _as(db, role) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(
+            "SELECT ag_catalog.age_materialize_vle_path(p) FROM ag_catalog.age_vle('\"hybrid_graph\"'::ag_catalog.agtype, "
+            f"'{{\"id\": {vid}, \"label\": \"\", \"properties\": {{}}}}::vertex'::ag_catalog.agtype, NULL, "
+            "'{\"id\": 0, \"label\": \"\", \"start_id\": 0, \"end_id\": 0, \"properties\": {}}::edge'::ag_catalog.agtype, "
+            "'1'::ag_catalog.agtype, '3'::ag_catalog.agtype, '0'::ag_catalog.agtype) p")
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("role", ATTACKERS)
+def test_cypher_variable_length_match_is_refused(db: Db, role: str) -> None:
+    _secret_graph(db)
+    with _as(db, role) as conn:
+        conn.execute("SET search_path = ag_catalog, public")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT * FROM ag_catalog.cypher('hybrid_graph', $$ MATCH p=()-[*1..3]-() RETURN p $$) "
+                         "AS (p ag_catalog.agtype)")
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("role", ATTACKERS)
+def test_age_vertex_stats_on_a_crafted_id_is_refused_and_the_server_stays_up(db: Db, role: str) -> None:
+    _secret_graph(db)
+    with _as(db, role) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("SELECT ag_catalog.age_vertex_stats('\"hybrid_graph\"'::ag_catalog.agtype, "
+                     "'{\"id\": 844424930199999, \"label\": \"\", \"properties\": {}}::vertex'::ag_catalog.agtype)")
+    _server_alive(db)
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("function", ["age_vle", "age_vertex_stats", "age_materialize_vle_path", "cypher",
+                                      "_agtype_build_vertex", "age_graph_stats", "create_elabel", "drop_graph"])
+def test_no_hybrid_role_may_execute_ages_dangerous_functions(db: Db, function: str) -> None:
+    with psycopg.connect(db.dsn()) as c:
+        allowed = c.execute(
+            "SELECT bool_or(has_function_privilege(r, p.oid, 'EXECUTE')) FROM pg_proc p, "
+            "unnest(ARRAY['pyh_acme', 'pyh_app', 'pyh_nobody']) r "
+            "WHERE p.pronamespace = 'ag_catalog'::regnamespace AND p.proname = %s", (function,)).fetchone()
+    assert allowed in ((False,), (None,)), function
+
+
+@pytest.mark.usefixtures("require_bm25")
+@pytest.mark.parametrize("role", ATTACKERS)
+@pytest.mark.parametrize("call", ["bm25_dump_index('hybrid.chunk_content_bm25')",
+                                  "bm25_summarize_index('hybrid.chunk_content_bm25')",
+                                  "bm25_spill_index('hybrid.chunk_content_bm25')",
+                                  "bm25_force_merge('hybrid.chunk_content_bm25')"])
+def test_bm25_index_internals_are_refused(db: Db, role: str, call: str) -> None:
+    _secret_graph(db)
+    with _as(db, role) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(f"SELECT {call}")
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("role", ATTACKERS)
+def test_graph_context_of_a_restricted_chunk_shows_nothing_without_its_label(db: Db, role: str) -> None:
+    _secret_graph(db)
+    with _as(db, role) as conn:
+        if role == "pyh_acme":  # a tenant role claims no label unless it sets hybrid.acl_labels
+            conn.execute("SELECT set_config('hybrid.acl_labels', 'none-held', false)")
+        assert conn.execute("SELECT * FROM hybrid.graph_context(ARRAY['restricted'])").fetchall() == []
+        conn.execute("SELECT set_config('hybrid.acl_labels', 'quality', false)")
+        rows = conn.execute("SELECT context FROM hybrid.graph_context(ARRAY['restricted'])").fetchall()
+    assert [c["node_id"] for c in rows[0][0]] == ["acme:entity:only-via-restricted"]
+
+
+@pytest.mark.usefixtures("require_age")
+def test_graph_retrieval_still_works_for_the_tenant_after_the_revokes(db: Db) -> None:
+    _secret_graph(db)
+    with _as(db, "pyh_acme") as conn:
+        rows = conn.execute("SELECT chunk_id FROM hybrid_retrieve(graph_seeds => ARRAY['a-0'])").fetchall()
+        ctx = conn.execute("SELECT context FROM hybrid.graph_context(ARRAY['a-0'])").fetchall()
+    assert rows == [("a-1",)]
+    assert [c["node_id"] for c in ctx[0][0]] == ["a-1"]
