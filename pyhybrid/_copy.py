@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import struct
@@ -16,7 +15,7 @@ from .query import check_text
 from .types import Chunk, Edge
 
 CHUNK_COLUMNS = ("tenant_id", "chunk_id", "document_id", "position", "content", "embedding", "acl_labels",
-                 "metadata", "content_hash")
+                 "metadata")
 """The columns of pg_temp.hybrid_chunk_stage that COPY fills (hybrid.begin_ingest creates the table)."""
 COPY_CHUNKS_SQL = f"COPY pg_temp.hybrid_chunk_stage ({', '.join(CHUNK_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 
@@ -28,18 +27,6 @@ COPY_EDGE_TYPES = list(EDGE_COLUMNS.values())
 def _chunk_error(i: int, chunk_id: Any, rule: str) -> InvalidParameterError:
     cid = repr(chunk_id) if chunk_id is not None else "NULL"
     return InvalidParameterError(f"chunk row {i} (chunk_id {cid}): {rule}")
-
-
-def content_hash(c: Chunk, embedding: Any, corpus_id: str) -> str:
-    """What makes re-ingesting a chunk a no-op: the same hash means nothing changed."""
-    h = hashlib.blake2b(digest_size=16)
-    for part in (c.document_id, str(c.position), c.content, "\x1f".join(c.acl_labels or ()),
-                 json.dumps(dict(c.metadata), sort_keys=True, default=str), corpus_id):
-        h.update(part.encode())
-        h.update(b"\x1f")
-    if embedding is not None:
-        h.update(embedding.tobytes())
-    return "py:" + h.hexdigest()
 
 
 _ROW_HEADER = struct.pack(">h", len(CHUNK_COLUMNS))
@@ -76,7 +63,7 @@ def _embedding_fields(matrix: np.ndarray[Any, Any]) -> list[bytes]:
 
 
 def prepare_chunks(
-    chunks: Iterable[Chunk | Mapping[str, Any]], tenant_id: str, dim: int, corpus_id: str = "default"
+    chunks: Iterable[Chunk | Mapping[str, Any]], tenant_id: str, dim: int
 ) -> bytes:
     """Validate chunks (the first bad row is named, 1-based) and return the binary COPY payload for
     pg_temp.hybrid_chunk_stage, each row's fields keyed by CHUNK_COLUMNS. Nothing is sent on error."""
@@ -146,7 +133,6 @@ def prepare_chunks(
             "position": b"\x00\x00\x00\x04" + _I32.pack(c.position), "content": _text(c.content),
             "embedding": _NULL, "acl_labels": _text_array(labels),
             "metadata": _I32.pack(len(meta_bytes)) + meta_bytes,
-            "content_hash": _text(content_hash(c, arr, corpus_id)),
         })
     fields = iter(_embedding_fields(np.stack(vectors)) if vectors else [])
     out = [_COPY_HEADER]

@@ -46,7 +46,7 @@ class AsyncTenantSession:
     async def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default") -> IngestResult:
         """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing)."""
         _base.check_name("corpus_id", corpus_id)
-        payload = _copy.prepare_chunks(chunks, self.tenant_id, await self.embedding_dim(), corpus_id)
+        payload = _copy.prepare_chunks(chunks, self.tenant_id, await self.embedding_dim())
         with _base.translate_errors():
             async with self.conn.transaction():
                 await self.conn.execute(_sql.BEGIN_INGEST_SQL)

@@ -44,7 +44,7 @@ class TenantSession:
     def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default") -> IngestResult:
         """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing)."""
         _base.check_name("corpus_id", corpus_id)
-        payload = _copy.prepare_chunks(chunks, self.tenant_id, self.embedding_dim(), corpus_id)
+        payload = _copy.prepare_chunks(chunks, self.tenant_id, self.embedding_dim())
         with _base.translate_errors(), self.conn.transaction():
             self.conn.execute(_sql.BEGIN_INGEST_SQL)
             with self.conn.cursor() as cur, cur.copy(_copy.COPY_CHUNKS_SQL) as copy:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import numpy as np
@@ -26,6 +28,18 @@ def test_ingesting_the_same_10000_chunks_twice_leaves_10000_rows(api: Api, db: D
     assert (first.inserted, first.updated) == (10_000, 0)
     assert (second.inserted, second.updated, second.unchanged) == (0, 0, 10_000)
     assert len(_rows(db)) == 10_000
+
+
+def test_a_new_embedding_or_new_metadata_is_an_update_and_the_same_chunk_is_not(api: Api, db: Db) -> None:
+    batch = chunks("c", 3)
+    api.ingest("acme", batch)
+    reembedded = [dataclasses.replace(batch[0], embedding=unit(999)), batch[1],
+                  dataclasses.replace(batch[2], metadata={"i": 2, "lang": "fr"})]
+    res = api.ingest("acme", reembedded)
+    assert (res.inserted, res.updated, res.unchanged) == (0, 2, 1)
+    with psycopg.connect(db.dsn()) as c:  # one definition of the hash, in SQL
+        assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE content_hash IS DISTINCT FROM hybrid.content_hash("
+                         "document_id, position, content, acl_labels, metadata, corpus_id)").fetchone() == (0,)
 
 
 @pytest.mark.parametrize("bad, rule", [

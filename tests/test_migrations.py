@@ -179,7 +179,7 @@ def counts(dsn: str) -> tuple:
         return c.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.tenant_grant), "
                          "(SELECT count(*) FROM hybrid.chunk), (SELECT count(*) FROM hybrid.graph_node), "
                          "(SELECT count(*) FROM hybrid_graph._ag_label_edge), "
-                         "(SELECT string_agg(content_hash, ',' ORDER BY chunk_id) FROM hybrid.chunk)").fetchone()  # type: ignore[return-value]
+                         "(SELECT string_agg(md5(content), ',' ORDER BY chunk_id) FROM hybrid.chunk)").fetchone()  # type: ignore[return-value]
 
 
 @pytest.mark.usefixtures("require_age", "require_bm25")
@@ -202,12 +202,26 @@ def test_a_0_1_0_database_with_data_upgraded_to_head_equals_a_fresh_install_and_
         assert counts(old) == before_counts
         assert results(old) == before_results
         with psycopg.connect(old) as c:
-            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0002",)
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
+            # 0.1's client-side hashes were recomputed: re-ingesting the same chunks changes nothing
+            assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE content_hash <> hybrid.content_hash("
+                             "document_id, position, content, acl_labels, metadata, corpus_id)").fetchone() == (0,)
             assert c.execute("SELECT hybrid.version()").fetchone() == (pyhybrid_version(),)
+        assert_reingest_changes_nothing(old)
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as c:
             for n in names:
                 c.execute(f'DROP DATABASE IF EXISTS "{n}" WITH (FORCE)')
+
+
+def assert_reingest_changes_nothing(dsn: str) -> None:
+    from pyhybrid import HybridClient
+    from tests.helpers import chunks
+
+    with HybridClient(conninfo.make_conninfo(dsn, user="pyh_app", password="pyh_app")) as client:
+        with client.tenant("acme") as t:
+            res = t.ingest(chunks("a", 40, doc_size=4, seed=1))
+    assert (res.inserted, res.updated, res.unchanged) == (0, 0, 40)
 
 
 def pyhybrid_version() -> str:

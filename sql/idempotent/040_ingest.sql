@@ -20,8 +20,7 @@ BEGIN
         content      text,
         embedding    real[],
         acl_labels   text[],
-        metadata     jsonb,
-        content_hash text
+        metadata     jsonb
     ) ON COMMIT DROP;
     TRUNCATE pg_temp.hybrid_chunk_stage;
 END
@@ -93,12 +92,8 @@ BEGIN
         SELECT s.chunk_id, s.document_id, coalesce(s.position, 0) AS position, s.content,
                s.embedding::vector AS embedding,
                coalesce(s.acl_labels, '{}') AS acl_labels, coalesce(s.metadata, '{}') AS metadata,
-               -- a client may send its own hash (pyhybrid does: hashing here costs ~20 us a row)
-               coalesce(s.content_hash,
-                        md5(concat_ws(E'\x1f', s.document_id, coalesce(s.position, 0)::text, s.content,
-                                      md5(coalesce(array_send(s.embedding), ''::bytea)),
-                                      coalesce(s.acl_labels, '{}')::text, coalesce(s.metadata, '{}')::text,
-                                      finish_ingest.corpus_id))) AS content_hash
+               hybrid.content_hash(s.document_id, coalesce(s.position, 0), s.content, coalesce(s.acl_labels, '{}'),
+                                   coalesce(s.metadata, '{}'), finish_ingest.corpus_id) AS content_hash
         FROM pg_temp.hybrid_chunk_stage s
     ), up AS (
         INSERT INTO hybrid.chunk AS c (tenant_id, chunk_id, corpus_id, document_id, position, content,
@@ -112,6 +107,7 @@ BEGIN
                 metadata = excluded.metadata, content_hash = excluded.content_hash, superseded = false,
                 updated_at = now()
             WHERE c.content_hash IS DISTINCT FROM excluded.content_hash OR c.superseded
+               OR c.embedding IS DISTINCT FROM excluded.embedding
         RETURNING (xmax = 0) AS is_insert
     )
     SELECT count(*) FILTER (WHERE is_insert), count(*) FILTER (WHERE NOT is_insert) INTO inserted, updated FROM up;

@@ -26,7 +26,7 @@ BEGIN
         'hybrid.graph_context(text[])',
         'hybrid.begin_ingest()', 'hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
         'hybrid.begin_edges()', 'hybrid.finish_edges()',
-        'hybrid.embedding_dim()', 'hybrid.bm25_available()', 'hybrid.version()',
+        'hybrid.embedding_dim()', 'hybrid.bm25_available()', 'hybrid.version()', 'hybrid.content_hash',
         -- helpers the API's invoker-rights functions and RLS policies call as the caller
         'hybrid._current_tenant()', 'hybrid._current_acl()', 'hybrid._acl_all()', 'hybrid._with_all_labels()',
         'hybrid._ensure_edge_label(text)', 'hybrid._scope_size(text[], jsonb, integer)', 'hybrid._or_tsquery(text)',
