@@ -1,5 +1,6 @@
 -- What the installed SQL is: its version, and the documentation of the schema and its tables.
 
+-- hybrid.version: the release the installed SQL comes from
 CREATE OR REPLACE FUNCTION hybrid.version() RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp

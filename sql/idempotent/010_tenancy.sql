@@ -1,5 +1,6 @@
 -- Tenant context and tenant administration. Safe to run again.
 
+-- hybrid._current_tenant: the tenant the caller acts for, or NULL
 CREATE OR REPLACE FUNCTION hybrid._current_tenant() RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -15,6 +16,7 @@ $$;
 COMMENT ON FUNCTION hybrid._current_tenant() IS
 'The tenant the caller acts for: hybrid.tenant_id when the caller is a trusted app role (member of hybrid_app) or a login role granted that tenant; NULL otherwise (fail closed).';
 
+-- hybrid._current_acl: the ACL labels the caller holds
 CREATE OR REPLACE FUNCTION hybrid._current_acl() RETURNS text[]
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -38,6 +40,7 @@ $$;
 COMMENT ON FUNCTION hybrid._current_acl() IS
 'ACL labels the caller holds: hybrid.acl_labels (comma-separated) for app roles; for tenant login roles the labels granted to them, narrowed to hybrid.acl_labels when set. A chunk with ACL labels is visible only to callers holding at least one of them.';
 
+-- hybrid._acl_all: whether an app role lifted the ACL restriction
 CREATE OR REPLACE FUNCTION hybrid._acl_all() RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -48,6 +51,7 @@ $$;
 COMMENT ON FUNCTION hybrid._acl_all() IS
 'True when a trusted app role set hybrid.acl_labels to ''*'': it then sees every chunk of its tenant whatever the ACL (ingestion uses this to write restricted chunks).';
 
+-- hybrid._with_all_labels: lift the ACL restriction for an app role's write
 CREATE OR REPLACE FUNCTION hybrid._with_all_labels() RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -64,6 +68,7 @@ $$;
 COMMENT ON FUNCTION hybrid._with_all_labels() IS
 'For app roles, lifts the ACL restriction for the rest of the transaction (returns the previous labels to restore).';
 
+-- hybrid.create_tenant: create a tenant (admin)
 CREATE OR REPLACE FUNCTION hybrid.create_tenant(tenant_id text) RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -82,6 +87,7 @@ COMMENT ON FUNCTION hybrid.create_tenant(text) IS
 'Creates a tenant (idempotent) and returns its id. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.create_tenant(text) FROM PUBLIC;
 
+-- hybrid._grant_base: what every pyhybrid role gets
 CREATE OR REPLACE FUNCTION hybrid._grant_base(role_name name) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -101,6 +107,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION hybrid._grant_base(name) FROM PUBLIC;
 
+-- hybrid.grant_tenant: bind a login role to a tenant (admin)
 CREATE OR REPLACE FUNCTION hybrid.grant_tenant(role_name name, tenant_id text, acl_labels text[] DEFAULT '{}')
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -121,6 +128,7 @@ COMMENT ON FUNCTION hybrid.grant_tenant(name, text, text[]) IS
 'Binds an existing login role to a tenant (and the ACL labels it may claim there). The role then sees that tenant''s rows only when it sets hybrid.tenant_id to it. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.grant_tenant(name, text, text[]) FROM PUBLIC;
 
+-- hybrid.revoke_tenant: unbind a login role from a tenant (admin)
 CREATE OR REPLACE FUNCTION hybrid.revoke_tenant(role_name name, tenant_id text) RETURNS void
 LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -130,6 +138,7 @@ $$;
 COMMENT ON FUNCTION hybrid.revoke_tenant(name, text) IS 'Removes a role''s binding to a tenant. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.revoke_tenant(name, text) FROM PUBLIC;
 
+-- hybrid.grant_app: make a role a trusted app role (admin)
 CREATE OR REPLACE FUNCTION hybrid.grant_app(role_name name) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

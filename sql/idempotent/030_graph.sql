@@ -1,6 +1,7 @@
 -- Graph tenancy and bulk edge loading over the AGE graph hybrid_graph. Every function here
 -- uses only dynamic SQL or run-time casts, so it can be created where AGE is missing.
 
+-- hybrid._secure_graph: RLS and grants on every AGE label table
 CREATE OR REPLACE FUNCTION hybrid._secure_graph() RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -38,6 +39,7 @@ COMMENT ON FUNCTION hybrid._secure_graph() IS
 'Enables and forces RLS with the tenant policy on every label table of hybrid_graph (AGE parent tables included) and grants hybrid_user what it needs.';
 REVOKE ALL ON FUNCTION hybrid._secure_graph() FROM PUBLIC;
 
+-- hybrid._ensure_edge_label: create an edge type's label table if missing
 CREATE OR REPLACE FUNCTION hybrid._ensure_edge_label(rel text) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = ag_catalog, pg_catalog, pg_temp  -- create_elabel names AGE's opclass unqualified
@@ -63,6 +65,7 @@ COMMENT ON FUNCTION hybrid._ensure_edge_label(text) IS
 REVOKE ALL ON FUNCTION hybrid._ensure_edge_label(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION hybrid._ensure_edge_label(text) TO hybrid_user;
 
+-- hybrid.begin_edges: the staging table edges are COPYed into
 CREATE OR REPLACE FUNCTION hybrid.begin_edges() RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -81,6 +84,7 @@ $$;
 COMMENT ON FUNCTION hybrid.begin_edges() IS
 'Creates the transaction-scoped staging table pg_temp.hybrid_edge_stage(src, dst, rel, properties) to COPY edges into; hybrid.finish_edges() loads them.';
 
+-- hybrid.finish_edges: load the staged edges for the current tenant
 CREATE OR REPLACE FUNCTION hybrid.finish_edges(OUT edges_added bigint, OUT edges_present bigint, OUT nodes_added bigint)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog

@@ -1,11 +1,13 @@
 -- Bulk ingestion: COPY into a staging table, then one validated, atomic upsert.
 
+-- hybrid.embedding_dim: the vector dimension chosen at install
 CREATE OR REPLACE FUNCTION hybrid.embedding_dim() RETURNS integer
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT value::integer FROM hybrid.setting WHERE key = 'embedding_dim' $$;
 COMMENT ON FUNCTION hybrid.embedding_dim() IS 'The dimension of hybrid.chunk.embedding, chosen at install.';
 
+-- hybrid.begin_ingest: the staging table chunks are COPYed into
 CREATE OR REPLACE FUNCTION hybrid.begin_ingest() RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
@@ -28,6 +30,7 @@ $$;
 COMMENT ON FUNCTION hybrid.begin_ingest() IS
 'Creates the transaction-scoped staging table pg_temp.hybrid_chunk_stage to COPY chunks into; hybrid.finish_ingest(corpus_id) loads them.';
 
+-- hybrid.finish_ingest: validate and upsert the staged chunks, atomically
 CREATE OR REPLACE FUNCTION hybrid.finish_ingest(
     corpus_id text,
     OUT inserted bigint, OUT updated bigint, OUT unchanged bigint, OUT superseded bigint)
@@ -119,6 +122,7 @@ $$;
 COMMENT ON FUNCTION hybrid.finish_ingest(text) IS
 'Loads the staged chunks into corpus_id for the current tenant, atomically: validates every row first (the first bad row is named, SQLSTATE 22023, or 42501 for another tenant''s row), supersedes chunks of re-ingested documents that the batch no longer carries, and upserts by chunk id (unchanged rows are not rewritten). Returns counts.';
 
+-- hybrid.delete_document: delete a document's chunks
 CREATE OR REPLACE FUNCTION hybrid.delete_document(document_id text, corpus_id text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp

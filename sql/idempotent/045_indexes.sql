@@ -1,5 +1,6 @@
 -- The HNSW index, defined once: created here at install, dropped and rebuilt around bulk loads.
 
+-- hybrid.resume_vector_index: build the HNSW index if missing (admin)
 CREATE OR REPLACE FUNCTION hybrid.resume_vector_index() RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -23,6 +24,7 @@ COMMENT ON FUNCTION hybrid.resume_vector_index() IS
 'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load); returns whether it built one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.resume_vector_index() FROM PUBLIC;
 
+-- hybrid.suspend_vector_index: drop the HNSW index for a bulk load (admin)
 CREATE OR REPLACE FUNCTION hybrid.suspend_vector_index() RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp

@@ -14,6 +14,7 @@
 -- Newer pg_textsearch versions that keep their statistics leave the sentinel healthy: then nothing
 -- is ever rebuilt (a REINDEX at every start would be costly and leaks shared memory, pg_textsearch#470).
 
+-- hybrid._bm25_summary: one BM25 index's document counts
 CREATE OR REPLACE FUNCTION hybrid._bm25_summary(index_name regclass,
     OUT total_docs bigint, OUT memtable_docs bigint, OUT segment_docs bigint, OUT recovery_docids bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -39,6 +40,7 @@ COMMENT ON FUNCTION hybrid._bm25_summary(regclass) IS
 'The counts of one BM25 index from pg_textsearch''s bm25_summarize_index: documents in its corpus statistics, in memory, in segments, on recovery pages (NULL where the summary cannot be read). Admin only.';
 REVOKE ALL ON FUNCTION hybrid._bm25_summary(regclass) FROM PUBLIC;
 
+-- hybrid._bm25_restart_kind: what the sentinel says happened since the last heal
 CREATE OR REPLACE FUNCTION hybrid._bm25_restart_kind() RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -65,6 +67,7 @@ COMMENT ON FUNCTION hybrid._bm25_restart_kind() IS
 'What the BM25 sentinel says happened since it was last reset: NULL (nothing), restart (shared memory reset, in-memory documents reloaded from disk), crash (in-memory documents lost), unknown (no sentinel, or an unreadable summary). Admin only.';
 REVOKE ALL ON FUNCTION hybrid._bm25_restart_kind() FROM PUBLIC;
 
+-- hybrid._bm25_sentinel_reset: (re)create the sentinel in its healthy state
 CREATE OR REPLACE FUNCTION hybrid._bm25_sentinel_reset(fresh boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -96,6 +99,7 @@ COMMENT ON FUNCTION hybrid._bm25_sentinel_reset(boolean) IS
 '(Re)creates the BM25 sentinel in its healthy state; fresh => true makes a new table. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._bm25_sentinel_reset(boolean) FROM PUBLIC;
 
+-- hybrid.bm25_status: every BM25 index and whether it is stale (admin)
 CREATE OR REPLACE FUNCTION hybrid.bm25_status()
 RETURNS TABLE (index_name text, table_name text, total_docs bigint, memtable_docs bigint, segment_docs bigint,
                state text, reason text)
@@ -146,6 +150,7 @@ COMMENT ON FUNCTION hybrid.bm25_status() IS
 'Every BM25 (pg_textsearch) index of the database, partitions included, with its document counts and state: ok, stale (lost its statistics at a server restart: rebuild with hybrid.heal_bm25()) or unknown. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.bm25_status() FROM PUBLIC;
 
+-- hybrid.heal_bm25: rebuild the stale BM25 indexes (admin)
 CREATE OR REPLACE FUNCTION hybrid.heal_bm25() RETURNS TABLE (index_name text, action text, reason text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -180,6 +185,7 @@ COMMENT ON FUNCTION hybrid.heal_bm25() IS
 'Rebuilds (REINDEX) every BM25 index that hybrid.bm25_status() finds stale and resets the sentinel; returns what it rebuilt and why. Runs on its own at the first lexical search after a restart; pyhybrid server start, migrate and doctor --heal call it too. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.heal_bm25() FROM PUBLIC;
 
+-- hybrid._bm25_ready: the query-time check: heal once per session after a restart
 CREATE OR REPLACE FUNCTION hybrid._bm25_ready() RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

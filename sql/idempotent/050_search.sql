@@ -1,5 +1,6 @@
 -- Retrieval: the visibility rule, one branch function per source, and the RRF fusion.
 
+-- hybrid._visible: the visibility rule (tenant, live, ACL), inlined
 CREATE OR REPLACE FUNCTION hybrid._visible(row_tenant text, row_superseded boolean, row_acl text[],
                                            tenant text, acl text[], acl_all boolean) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -12,6 +13,7 @@ $$;
 COMMENT ON FUNCTION hybrid._visible(text, boolean, text[], text, text[], boolean) IS
 'The visibility rule, written once: a chunk row is visible when it belongs to the caller''s tenant, is live, and carries no ACL label or one the caller holds (or the caller is an app role acting with all labels). Every branch and the hydration use it, with the caller''s hybrid._current_tenant(), _current_acl() and _acl_all(); RLS enforces the same on the tables.';
 
+-- hybrid._scope_size: how many chunks the caller can see, up to a cap
 CREATE OR REPLACE FUNCTION hybrid._scope_size(corpus_ids text[], filter jsonb, cap integer) RETURNS integer
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
@@ -27,6 +29,7 @@ $$;
 COMMENT ON FUNCTION hybrid._scope_size(text[], jsonb, integer) IS
 'How many live chunks the caller can see in the given corpora (counting stops past cap): picks exact or index search.';
 
+-- hybrid._check_range: validate an integer parameter's range
 CREATE OR REPLACE FUNCTION hybrid._check_range(name text, value integer, low integer, high integer,
                                                low_name text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -42,6 +45,7 @@ $$;
 COMMENT ON FUNCTION hybrid._check_range(text, integer, integer, integer, text) IS
 'Raises 22023 "<name> must be between <low> and <high>, got <value>" unless low <= value <= high (NULL fails).';
 
+-- hybrid._check_number: validate a finite number parameter
 CREATE OR REPLACE FUNCTION hybrid._check_number(name text, value double precision, positive boolean) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -60,6 +64,7 @@ $$;
 COMMENT ON FUNCTION hybrid._check_number(text, double precision, boolean) IS
 'Raises 22023 "<name> must be a finite number > 0" (positive) or ">= 0" unless value is such a number (NULL, NaN and infinities fail).';
 
+-- hybrid._check_flag: validate a boolean parameter
 CREATE OR REPLACE FUNCTION hybrid._check_flag(name text, value boolean) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -72,6 +77,7 @@ END
 $$;
 COMMENT ON FUNCTION hybrid._check_flag(text, boolean) IS 'Raises 22023 "<name> must be true or false" for NULL.';
 
+-- hybrid.search_dense: the dense branch
 CREATE OR REPLACE FUNCTION hybrid.search_dense(
     query_embedding vector, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     exact_threshold integer DEFAULT NULL)
@@ -129,6 +135,7 @@ $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
 'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Scopes of at most exact_threshold visible chunks are searched exactly (default: setting exact_threshold, else 2% of the table between 5,000 and 50,000 chunks); larger ones through HNSW with iterative scans (ef_search: setting hnsw_ef_search, default 100, at least 2 x top_k).';
 
+-- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
@@ -138,12 +145,14 @@ AS $$
     SELECT regexp_replace(plainto_tsquery('english'::regconfig, query_text)::text, ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery
 $$;
 
+-- hybrid.bm25_available: whether the BM25 index exists
 CREATE OR REPLACE FUNCTION hybrid.bm25_available() RETURNS boolean
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL $$;
 COMMENT ON FUNCTION hybrid.bm25_available() IS 'True when the pg_textsearch BM25 index on chunk content exists.';
 
+-- hybrid.search_lexical: the lexical branch (BM25 or ts_rank)
 CREATE OR REPLACE FUNCTION hybrid.search_lexical(
     query_text text, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     lexical text DEFAULT NULL)
@@ -226,6 +235,7 @@ $$;
 COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text) IS
 'Lexical branch: the caller''s top_k best live chunks for query_text by BM25 (pg_textsearch; the default where installed) or ts_rank over the GIN index (lexical => ''ts_rank''); value = the score, higher is better (BM25''s sign flipped). User text never raises a syntax error. A BM25 index left stale by a server restart is rebuilt first, or, where it cannot be (read-only), ts_rank ranks instead with a WARNING.';
 
+-- hybrid.search_graph: the graph branch, hop by hop
 CREATE OR REPLACE FUNCTION hybrid.search_graph(
     graph_seeds text[], graph_hops integer DEFAULT 1, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL,
     filter jsonb DEFAULT NULL)
@@ -311,6 +321,7 @@ $$;
 COMMENT ON FUNCTION hybrid.search_graph(text[], integer, integer, text[], jsonb) IS
 'Graph branch: live chunks reachable from graph_seeds (chunk or entity ids) in 1..graph_hops edges of hybrid_graph, either direction, hop by hop under RLS (no path crosses a vertex or chunk the caller cannot see); the top_k nearest, ranked by hop distance (value), then by the position of the seed they came from. Seeds themselves are not returned.';
 
+-- hybrid._rrf_score: the weighted RRF arithmetic
 CREATE OR REPLACE FUNCTION hybrid._rrf_score(weights double precision[], rrf_k double precision, ranks integer[])
 RETURNS double precision
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -325,6 +336,7 @@ $$;
 COMMENT ON FUNCTION hybrid._rrf_score(double precision[], double precision, integer[]) IS
 'The weighted RRF arithmetic, written once: sum over the lists holding the item of weights[i] / (rrf_k + ranks[i]). hybrid.retrieve and hybrid.rrf_fuse both use it.';
 
+-- hybrid.rrf_fuse: fuse ranked id lists by weighted RRF
 CREATE OR REPLACE FUNCTION hybrid.rrf_fuse(
     rankings jsonb, weights double precision[] DEFAULT NULL, rrf_k double precision DEFAULT 60,
     top_k integer DEFAULT NULL)

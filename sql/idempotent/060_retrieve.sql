@@ -1,5 +1,6 @@
 -- hybrid_retrieve: every branch, fused by weighted RRF, hydrated under RLS, in one call.
 
+-- hybrid.graph_context: each chunk's visible graph neighbourhood
 CREATE OR REPLACE FUNCTION hybrid.graph_context(chunk_ids text[]) RETURNS TABLE (chunk_id text, context jsonb)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
@@ -43,6 +44,7 @@ $$;
 COMMENT ON FUNCTION hybrid.graph_context(text[]) IS
 'For each given chunk the caller can see (or entity), its graph neighbourhood as a jsonb array of {rel, direction, node_id, kind, document_id, title}; neighbours the caller cannot see are left out.';
 
+-- hybrid.retrieve: every branch, fused, hydrated: the one call
 CREATE OR REPLACE FUNCTION hybrid.retrieve(
     query_embedding vector DEFAULT NULL,
     query_text text DEFAULT NULL,
