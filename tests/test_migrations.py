@@ -27,6 +27,7 @@ FINGERPRINT = {
               WHERE c.relnamespace IN ('hybrid'::regnamespace, 'hybrid_graph'::regnamespace) AND c.relkind IN ('r', 'p')
               ORDER BY 1""",
     "functions": """SELECT p.oid::regprocedure::text, md5(p.prosrc), p.provolatile, p.prosecdef, p.proconfig::text,
+                           p.proowner::regrole::text,
                            p.proacl::text, obj_description(p.oid, 'pg_proc')
                     FROM pg_proc p WHERE p.pronamespace = 'hybrid'::regnamespace
                        OR (p.pronamespace = 'public'::regnamespace AND p.proname = 'hybrid_retrieve') ORDER BY 1""",
@@ -202,7 +203,7 @@ def test_a_0_1_0_database_with_data_upgraded_to_head_equals_a_fresh_install_and_
         assert counts(old) == before_counts
         assert results(old) == before_results
         with psycopg.connect(old) as c:
-            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0004",)
             # 0.1's client-side hashes were recomputed: re-ingesting the same chunks changes nothing
             assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE content_hash <> hybrid.content_hash("
                              "document_id, position, content, acl_labels, metadata, corpus_id)").fetchone() == (0,)

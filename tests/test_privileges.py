@@ -61,7 +61,7 @@ GROUP BY extname, kind, privilege_type
 UNION ALL
 SELECT format('extension %s %s %s: %s %s', x.extname, x.kind, x.name, pg_get_userbyid(a.grantee), a.privilege_type)
 FROM extension_objects x, aclexplode(x.acl) a
-WHERE pg_get_userbyid(a.grantee) IN ('hybrid_user', 'hybrid_app')
+WHERE pg_get_userbyid(a.grantee) IN ('hybrid_user', 'hybrid_app', 'hybrid_definer')
 ORDER BY 1
 """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pyhybrid import Chunk, HybridClient
+from pyhybrid import Chunk, HybridClient, TenantError
 from tests.conftest import Db
 from tests.helpers import chunks
 
@@ -125,3 +125,80 @@ def test_graph_retrieval_still_works_for_the_tenant_after_the_revokes(db: Db) ->
         ctx = conn.execute("SELECT context FROM hybrid.graph_context(ARRAY['a-0'])").fetchall()
     assert rows == [("a-1",)]
     assert [c["node_id"] for c in ctx[0][0]] == ["a-1"]
+
+
+@pytest.mark.usefixtures("require_age")
+def test_a_tenant_cannot_insert_a_bridge_edge_to_another_tenants_vertices(db: Db) -> None:
+    _secret_graph(db)
+    with psycopg.connect(db.dsn()) as admin:
+        g0, g1 = (r[0] for r in admin.execute("SELECT vertex_id::text FROM hybrid.graph_node WHERE tenant_id = "
+                                               "'globex' AND node_id IN ('g-0', 'g-1') ORDER BY node_id").fetchall())
+    for role in ATTACKERS:
+        with _as(db, role) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"""INSERT INTO hybrid_graph."VERIFIES" (start_id, end_id, properties)
+                             VALUES ('{g0}'::ag_catalog.graphid, '{g1}'::ag_catalog.graphid,
+                                     '{{"tenant_id": "acme"}}'::ag_catalog.agtype)""")
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("role", ATTACKERS)
+def test_a_tenant_cannot_draw_or_squat_vertex_ids(db: Db, role: str) -> None:
+    _secret_graph(db)
+    with _as(db, role) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("""SELECT nextval('hybrid_graph."Entity_id_seq"')""")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO hybrid.graph_node (tenant_id, node_id, kind, vertex_id) "
+                         "VALUES ('acme', 'squat', 'entity', '844424930131999'::ag_catalog.graphid)")
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:  # globex's next vertices load fine
+        assert t.add_edges([{"src": "g-2", "dst": "globex:entity:new", "rel": "MENTIONS"}]).edges_added == 1
+
+
+@pytest.mark.usefixtures("require_age")
+def test_a_tenant_login_role_cannot_create_edge_types_but_uses_registered_ones(db: Db) -> None:
+    _secret_graph(db)
+    with HybridClient(db.dsn("pyh_acme")) as c:
+        with pytest.raises(TenantError, match="edge type ATTACKER_TYPE_1 is not registered"), c.tenant("acme") as t:
+            t.add_edges([{"src": "a-0", "dst": "a-1", "rel": "ATTACKER_TYPE_1"}])
+        with c.tenant("acme") as t:
+            assert t.add_edges([{"src": "a-1", "dst": "acme:entity:e", "rel": "MENTIONS"}]).edges_added == 1
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT count(*) FROM ag_catalog.ag_label WHERE name = 'ATTACKER_TYPE_1'").fetchone() == (0,)
+        admin.execute("SELECT hybrid.register_edge_type('REVIEWED_BY')")
+    with HybridClient(db.dsn("pyh_acme")) as c, c.tenant("acme") as t:
+        assert t.add_edges([{"src": "a-0", "dst": "a-1", "rel": "REVIEWED_BY"}]).edges_added == 1
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("trap", [
+    "CREATE TEMP TABLE hybrid_edge_stage (ord bigserial, src text, dst text, rel text, properties jsonb); "
+    "CREATE FUNCTION pg_temp.evil() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$; "
+    "CREATE TRIGGER t BEFORE TRUNCATE ON pg_temp.hybrid_edge_stage FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.evil()",
+    "CREATE TEMP VIEW hybrid_edge_stage AS SELECT 1::bigint AS ord, 'a-0'::text AS src, 'a-1'::text AS dst, "
+    "'VERIFIES'::text AS rel, '{}'::jsonb AS properties",
+    "CREATE TEMP TABLE hybrid_edge_stage (ord bigserial, src text, dst text, rel text, properties jsonb); "
+    "ALTER TABLE pg_temp.hybrid_edge_stage ENABLE ROW LEVEL SECURITY",
+])
+def test_the_definer_refuses_a_staging_table_the_caller_rigged(db: Db, trap: str) -> None:
+    _secret_graph(db)
+    with psycopg.connect(db.dsn("pyh_acme")) as conn:
+        conn.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+        conn.execute(trap)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not the staging table"):
+            conn.execute("SELECT * FROM hybrid.finish_edges()")
+
+
+@pytest.mark.usefixtures("require_age")
+def test_graph_writes_act_for_the_caller_after_set_role_from_an_authenticator(db: Db) -> None:
+    _secret_graph(db)
+    with psycopg.connect(db.dsn()) as c:  # an authenticator that switches to the tenant role
+        c.execute("SET ROLE pyh_acme")
+        c.execute("SELECT set_config('hybrid.tenant_id', 'acme', true)")
+        c.execute("SELECT hybrid.begin_edges()")
+        c.execute("INSERT INTO pg_temp.hybrid_edge_stage (src, dst, rel) VALUES ('a-0', 'acme:entity:x', 'MENTIONS')")
+        assert c.execute("SELECT edges_added FROM hybrid.finish_edges()").fetchone() == (1,)
+        c.execute("SELECT set_config('hybrid.tenant_id', 'globex', true)")  # not granted to pyh_acme
+        c.execute("SELECT hybrid.begin_edges()")
+        c.execute("INSERT INTO pg_temp.hybrid_edge_stage (src, dst, rel) VALUES ('g-0', 'x', 'MENTIONS')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="no tenant"):
+            c.execute("SELECT * FROM hybrid.finish_edges()")

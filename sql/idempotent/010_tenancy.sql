@@ -1,5 +1,18 @@
 -- Tenant context and tenant administration. Safe to run again.
 
+-- hybrid._caller: the role that called, also inside SECURITY DEFINER functions
+CREATE OR REPLACE FUNCTION hybrid._caller() RETURNS name
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- current_user is the definer inside a SECURITY DEFINER function; the role set by SET ROLE (an
+    -- authenticator switching to an app role, as the README's psql example does), else the session's
+    -- login role, is who called. Neither can be set to a role the session may not become.
+    SELECT coalesce(nullif(current_setting('role'), 'none'), session_user)::name
+$$;
+COMMENT ON FUNCTION hybrid._caller() IS
+'The calling role: the role set by SET ROLE, else the session user. Unlike current_user it stays the caller inside SECURITY DEFINER functions, so the tenant rules hold there too.';
+
 -- hybrid._current_tenant: the tenant the caller acts for, or NULL
 CREATE OR REPLACE FUNCTION hybrid._current_tenant() RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
@@ -7,9 +20,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
         WHEN s.t IS NULL THEN NULL
-        WHEN pg_has_role(current_user, 'hybrid_app', 'MEMBER') THEN s.t
+        WHEN pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER') THEN s.t
         WHEN EXISTS (SELECT 1 FROM hybrid.tenant_grant g
-                     WHERE g.role_name = current_user AND g.tenant_id = s.t) THEN s.t
+                     WHERE g.role_name = hybrid._caller() AND g.tenant_id = s.t) THEN s.t
     END
     FROM (SELECT nullif(btrim(current_setting('hybrid.tenant_id', true)), '') AS t) s
 $$;
@@ -29,11 +42,11 @@ AS $$
     )
     SELECT CASE
         WHEN hybrid._current_tenant() IS NULL THEN '{}'::text[]
-        WHEN pg_has_role(current_user, 'hybrid_app', 'MEMBER') THEN coalesce(r.labels, '{}'::text[])
+        WHEN pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER') THEN coalesce(r.labels, '{}'::text[])
         ELSE coalesce((SELECT ARRAY(SELECT l FROM unnest(g.acl_labels) l
                                     WHERE r.labels IS NULL OR l = ANY (r.labels))
                        FROM hybrid.tenant_grant g
-                       WHERE g.role_name = current_user AND g.tenant_id = hybrid._current_tenant()), '{}'::text[])
+                       WHERE g.role_name = hybrid._caller() AND g.tenant_id = hybrid._current_tenant()), '{}'::text[])
     END
     FROM requested r
 $$;
@@ -46,7 +59,7 @@ LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce(btrim(current_setting('hybrid.acl_labels', true)), '') = '*'
-       AND pg_has_role(current_user, 'hybrid_app', 'MEMBER')
+       AND pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER')
 $$;
 COMMENT ON FUNCTION hybrid._acl_all() IS
 'True when a trusted app role set hybrid.acl_labels to ''*'': it then sees every chunk of its tenant whatever the ACL (ingestion uses this to write restricted chunks).';
@@ -59,7 +72,7 @@ AS $$
 DECLARE
     previous text := coalesce(current_setting('hybrid.acl_labels', true), '');
 BEGIN
-    IF pg_has_role(current_user, 'hybrid_app', 'MEMBER') THEN
+    IF pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER') THEN
         PERFORM set_config('hybrid.acl_labels', '*', true);
     END IF;
     RETURN previous;

@@ -7,7 +7,7 @@ CREATE POLICY tenant_visible ON hybrid.tenant FOR SELECT
 
 DROP POLICY IF EXISTS tenant_grant_own ON hybrid.tenant_grant;
 CREATE POLICY tenant_grant_own ON hybrid.tenant_grant FOR SELECT
-    USING (role_name = current_user);
+    USING (role_name = hybrid._caller());
 
 DO $policies$
 DECLARE

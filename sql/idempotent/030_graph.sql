@@ -26,13 +26,20 @@ BEGIN
         EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', tbl);
         EXECUTE format('DROP POLICY IF EXISTS tenant_rows ON %s', tbl);
         EXECUTE format('CREATE POLICY tenant_rows ON %s USING (%s) WITH CHECK (%s)', tbl, tenant_qual, tenant_qual);
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO hybrid_user', tbl);
+        -- callers read the graph under RLS; only hybrid.finish_edges (run as hybrid_definer) writes it
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %s FROM hybrid_user', tbl);
+        EXECUTE format('GRANT SELECT ON %s TO hybrid_user', tbl);
+        EXECUTE format('GRANT SELECT, INSERT ON %s TO hybrid_definer', tbl);
     END LOOP;
-    EXECUTE 'GRANT USAGE ON SCHEMA hybrid_graph TO hybrid_user';
-    EXECUTE 'GRANT USAGE ON ALL SEQUENCES IN SCHEMA hybrid_graph TO hybrid_user';
-    EXECUTE 'GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.graph_node TO hybrid_user';
-    EXECUTE 'GRANT USAGE ON SCHEMA ag_catalog TO hybrid_user';
-    EXECUTE 'GRANT SELECT ON ALL TABLES IN SCHEMA ag_catalog TO hybrid_user';
+    EXECUTE 'GRANT USAGE ON SCHEMA hybrid_graph TO hybrid_user, hybrid_definer';
+    -- vertex ids come from these sequences: a tenant drawing them could squat another tenant's next ids
+    EXECUTE 'REVOKE ALL ON ALL SEQUENCES IN SCHEMA hybrid_graph FROM hybrid_user';
+    EXECUTE 'GRANT USAGE ON ALL SEQUENCES IN SCHEMA hybrid_graph TO hybrid_definer';
+    EXECUTE 'REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON hybrid.graph_node FROM hybrid_user';
+    EXECUTE 'GRANT SELECT ON hybrid.graph_node TO hybrid_user';
+    EXECUTE 'GRANT SELECT, INSERT ON hybrid.graph_node TO hybrid_definer';
+    EXECUTE 'GRANT USAGE ON SCHEMA ag_catalog TO hybrid_user, hybrid_definer';
+    EXECUTE 'GRANT SELECT ON ALL TABLES IN SCHEMA ag_catalog TO hybrid_user, hybrid_definer';
 END
 $$;
 COMMENT ON FUNCTION hybrid._secure_graph() IS
@@ -55,15 +62,38 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT 1 FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
                    WHERE g.name = 'hybrid_graph' AND l.name = rel) THEN
+        -- edge type names are global (catalog names every role can read, at most 65,535 per graph):
+        -- admins and app roles register them, tenant login roles cannot
+        IF NOT (pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER')
+                OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = hybrid._caller())) THEN
+            RAISE EXCEPTION 'edge type % is not registered', rel
+                USING ERRCODE = '42501', HINT = 'An admin or app role registers it: SELECT hybrid.register_edge_type(...).';
+        END IF;
         PERFORM ag_catalog.create_elabel('hybrid_graph'::cstring, rel::cstring);
         PERFORM hybrid._secure_graph();
     END IF;
 END
 $$;
 COMMENT ON FUNCTION hybrid._ensure_edge_label(text) IS
-'Creates the AGE edge label rel in hybrid_graph if missing, under the tenant policy.';
+'Creates the AGE edge label rel in hybrid_graph if missing, under the tenant policy; only admins and app roles may create one.';
 REVOKE ALL ON FUNCTION hybrid._ensure_edge_label(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION hybrid._ensure_edge_label(text) TO hybrid_user;
+
+-- hybrid.register_edge_type: make an edge type available to every tenant (admin, app roles)
+CREATE OR REPLACE FUNCTION hybrid.register_edge_type(rel text) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF to_regclass('hybrid.graph_node') IS NULL THEN
+        RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
+            USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
+    END IF;
+    PERFORM hybrid._ensure_edge_label(rel);
+END
+$$;
+COMMENT ON FUNCTION hybrid.register_edge_type(text) IS
+'Registers the edge type rel (UPPER_SNAKE_CASE) so that every tenant''s add_edges may use it. For admins and app roles (add_edges run by an app role registers what it meets); tenant login roles get 42501.';
+REVOKE ALL ON FUNCTION hybrid.register_edge_type(text) FROM PUBLIC;
 
 -- hybrid.begin_edges: the staging table edges are COPYed into
 CREATE OR REPLACE FUNCTION hybrid.begin_edges() RETURNS void
@@ -79,6 +109,8 @@ BEGIN
         properties jsonb
     ) ON COMMIT DROP;
     TRUNCATE pg_temp.hybrid_edge_stage;
+    -- hybrid.finish_edges reads and empties it as hybrid_definer
+    GRANT SELECT, TRUNCATE ON pg_temp.hybrid_edge_stage TO hybrid_definer;
 END
 $$;
 COMMENT ON FUNCTION hybrid.begin_edges() IS
@@ -86,11 +118,12 @@ COMMENT ON FUNCTION hybrid.begin_edges() IS
 
 -- hybrid.finish_edges: load the staged edges for the current tenant
 CREATE OR REPLACE FUNCTION hybrid.finish_edges(OUT edges_added bigint, OUT edges_present bigint, OUT nodes_added bigint)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by hybrid_definer: the only writer of the graph
+SET search_path = pg_catalog, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
+    v_tenant text := hybrid._current_tenant();  -- the caller's tenant (hybrid._caller), not the definer's
+    v_stage record;
     bad record;
     r text;
     n bigint;
@@ -103,6 +136,20 @@ BEGIN
     IF to_regclass('hybrid.graph_node') IS NULL THEN
         RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
+    END IF;
+    -- the staging table belongs to the caller, who could have made it a view, or given it triggers,
+    -- rules or a policy whose functions would run here with the definer's rights: accept only the
+    -- plain temporary table that hybrid.begin_edges creates
+    SELECT c.relkind, c.relpersistence, c.relhastriggers, c.relhasrules, c.relrowsecurity,
+           (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+            FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS cols
+    INTO v_stage
+    FROM pg_class c WHERE c.oid = to_regclass('pg_temp.hybrid_edge_stage');
+    IF NOT FOUND OR v_stage.relkind <> 'r' OR v_stage.relpersistence <> 't' OR v_stage.relhastriggers
+       OR v_stage.relhasrules OR v_stage.relrowsecurity
+       OR v_stage.cols <> 'ord bigint, src text, dst text, rel text, properties jsonb' THEN
+        RAISE EXCEPTION 'pg_temp.hybrid_edge_stage is not the staging table hybrid.begin_edges() creates'
+            USING ERRCODE = '42501', HINT = 'Call hybrid.begin_edges() first, in the same transaction.';
     END IF;
     SELECT ord, src, dst, rel INTO bad FROM pg_temp.hybrid_edge_stage
     WHERE src IS NULL OR btrim(src) = '' OR dst IS NULL OR btrim(dst) = ''
@@ -167,5 +214,16 @@ BEGIN
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END
 $$;
+-- finish_edges runs as hybrid_definer; ALTER ... OWNER needs that role to hold CREATE on the schema
+DO $owner$
+BEGIN
+    IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = 'hybrid.finish_edges()'::regprocedure)
+       <> 'hybrid_definer'::regrole THEN
+        GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
+        ALTER FUNCTION hybrid.finish_edges() OWNER TO hybrid_definer;
+        REVOKE CREATE ON SCHEMA hybrid FROM hybrid_definer;
+    END IF;
+END
+$owner$;
 COMMENT ON FUNCTION hybrid.finish_edges() IS
 'Loads the staged edges into hybrid_graph for the current tenant: validates every row (naming the first bad one, SQLSTATE 22023), creates missing edge labels and vertices (a node that is a chunk of the tenant becomes a Chunk vertex, any other an Entity), and inserts edges straight into the label tables, skipping ones already present. Returns counts.';

@@ -33,13 +33,21 @@ BEGIN
         'hybrid._bm25_ready()', 'hybrid._visible(text, boolean, text[], text, text[], boolean)',
         'hybrid._rrf_score(double precision[], double precision, integer[])',
         'hybrid._check_range(text, integer, integer, integer, text)',
-        'hybrid._check_number(text, double precision, boolean)', 'hybrid._check_flag(text, boolean)'
+        'hybrid._check_number(text, double precision, boolean)', 'hybrid._check_flag(text, boolean)',
+        'hybrid._caller()', 'hybrid.register_edge_type(text)'
     ] LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user',
                        CASE WHEN strpos(fn, '(') > 0 THEN fn::regprocedure ELSE fn::regproc::regprocedure END);
     END LOOP;
 END
 $grants$;
+
+-- hybrid_definer, the owner of hybrid.finish_edges: what that function reads and calls as it (its
+-- graph privileges come from hybrid._secure_graph). It is no member of hybrid_user.
+GRANT USAGE ON SCHEMA hybrid TO hybrid_definer;
+GRANT SELECT ON hybrid.setting, hybrid.tenant, hybrid.tenant_grant, hybrid.chunk TO hybrid_definer;
+GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._current_acl(), hybrid._acl_all(),
+    hybrid._with_all_labels(), hybrid._ensure_edge_label(text) TO hybrid_definer;
 
 -- The extensions' own functions: PUBLIC (so every tenant login role) may call only what pyhybrid's
 -- invoker-rights code and RLS policies need. AGE's traversal functions (age_vle and friends) walk the
@@ -62,7 +70,7 @@ BEGIN
                 -- the label tables' RLS policies, index expressions and column defaults
                 'agtype_object_field_text', 'agtype_access_operator', '_graphid', '_label_id', 'agtype_build_map'])
         LOOP
-            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user', fn);
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user, hybrid_definer', fn);
         END LOOP;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_textsearch') THEN
