@@ -335,8 +335,15 @@ def test_weight_zero_disables_a_source(api: Api) -> None:
 
 def test_no_tenant_context_returns_zero_rows(db: Db, api: Api) -> None:
     _corpus(api)
-    assert sql(db, "SELECT * FROM hybrid_retrieve(query_text => 'occlusion')", tenant="") == []
+    assert sql(db, "SELECT * FROM hybrid_retrieve(query_text => 'occlusion')", tenant="", role="pyh_app") == []
+    assert sql(db, "SELECT * FROM hybrid_retrieve(query_text => 'occlusion')", tenant="", role="pyh_nobody") == []
     assert sql(db, "SELECT * FROM hybrid_retrieve(query_text => 'occlusion')", tenant="globex", role="pyh_acme") == []
+
+
+def test_a_tenant_login_role_granted_one_tenant_acts_for_it_without_setting_anything(db: Db, api: Api) -> None:
+    _corpus(api)
+    rows = sql(db, "SELECT tenant_id FROM hybrid_retrieve(query_text => 'occlusion')", tenant="", role="pyh_acme")
+    assert rows and {r["tenant_id"] for r in rows} == {"acme"}
 
 
 def test_ties_are_broken_by_chunk_id(api: Api) -> None:

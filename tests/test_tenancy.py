@@ -33,10 +33,27 @@ def test_tenant_login_role_sees_only_its_own_rows(db: Db) -> None:
     assert _count(db.dsn("pyh_globex"), "globex") == 3
 
 
-def test_no_tenant_set_shows_zero_rows(db: Db) -> None:
+def test_no_tenant_set_shows_zero_rows_except_to_a_role_granted_exactly_one_tenant(db: Db) -> None:
     _seed(db)
-    assert _count(db.dsn("pyh_acme"), None) == 0
     assert _count(db.dsn("pyh_app"), None) == 0
+    assert _count(db.dsn("pyh_nobody"), None) == 0
+    assert _count(db.dsn("pyh_acme"), None) == 5  # its one tenant is its context
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:  # a role granted two tenants must choose
+        if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pyh_two'").fetchone() is None:
+            admin.execute("CREATE ROLE pyh_two LOGIN PASSWORD 'pyh_two'")
+        admin.execute("SELECT hybrid.grant_tenant('pyh_two', 'acme'), hybrid.grant_tenant('pyh_two', 'globex')")
+    assert _count(db.dsn("pyh_two"), None) == 0
+    assert _count(db.dsn("pyh_two"), "globex") == 3
+
+
+def test_a_tenant_login_role_gets_timeouts_in_this_database(db: Db) -> None:
+    # role settings are per database: this clone of the template gets them when the grant is made here
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("SELECT hybrid.grant_tenant('pyh_acme', 'acme', ARRAY['quality'])")
+    with psycopg.connect(db.dsn("pyh_acme")) as c:
+        got = {k: c.execute(f"SHOW {k}").fetchone()[0]  # type: ignore[index]
+               for k in ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")}
+    assert got == {"statement_timeout": "30s", "lock_timeout": "5s", "idle_in_transaction_session_timeout": "1min"}
 
 
 def test_tenant_role_setting_another_tenant_sees_none_of_its_rows(db: Db) -> None:
@@ -107,7 +124,7 @@ def test_graph_label_tables_obey_the_tenant_rules(db: Db) -> None:
     for table in ('hybrid_graph._ag_label_vertex', 'hybrid_graph."Chunk"', 'hybrid_graph._ag_label_edge',
                   'hybrid_graph."LINKS"', "hybrid.graph_node"):
         assert _count(db.dsn("pyh_acme"), "acme", table) in (3, 2), table
-        assert _count(db.dsn("pyh_acme"), None, table) == 0, table
+        assert _count(db.dsn("pyh_nobody"), None, table) == 0, table
         assert _count(db.dsn("pyh_acme"), "globex", table) == 0, table
         assert _count(db.dsn("pyh_globex"), "globex", table) in (2, 1), table
 

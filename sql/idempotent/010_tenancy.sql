@@ -19,7 +19,9 @@ LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
-        WHEN s.t IS NULL THEN NULL
+        -- a tenant login role granted exactly one tenant acts for it without setting anything
+        WHEN s.t IS NULL THEN (SELECT min(g.tenant_id) FROM hybrid.tenant_grant g
+                               WHERE g.role_name = hybrid._caller() HAVING count(*) = 1)
         WHEN pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER') THEN s.t
         WHEN EXISTS (SELECT 1 FROM hybrid.tenant_grant g
                      WHERE g.role_name = hybrid._caller() AND g.tenant_id = s.t) THEN s.t
@@ -27,7 +29,7 @@ AS $$
     FROM (SELECT nullif(btrim(current_setting('hybrid.tenant_id', true)), '') AS t) s
 $$;
 COMMENT ON FUNCTION hybrid._current_tenant() IS
-'The tenant the caller acts for: hybrid.tenant_id when the caller is a trusted app role (member of hybrid_app) or a login role granted that tenant; NULL otherwise (fail closed).';
+'The tenant the caller acts for: hybrid.tenant_id when the caller is a trusted app role (member of hybrid_app) or a login role granted that tenant; with hybrid.tenant_id unset, the one tenant of a login role granted exactly one; NULL otherwise (fail closed).';
 
 -- hybrid._current_acl: the ACL labels the caller holds
 CREATE OR REPLACE FUNCTION hybrid._current_acl() RETURNS text[]
@@ -126,19 +128,36 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_setting text;
+    v_value text;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = grant_tenant.tenant_id) THEN
         RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(tenant_id)
             USING ERRCODE = '22023', HINT = 'Call hybrid.create_tenant first.';
     END IF;
     PERFORM hybrid._grant_base(role_name);
+    -- a tenant login role holding a transaction open, or a lock, would stall every tenant's DDL paths
+    -- (tenant creation, REINDEX, migrate): bound it, unless an admin already chose a value here
+    IF (SELECT r.rolsuper OR r.rolcreaterole FROM pg_roles r WHERE r.rolname = current_user) THEN
+        FOR v_setting, v_value IN VALUES ('statement_timeout', '30s'), ('lock_timeout', '5s'),
+                                         ('idle_in_transaction_session_timeout', '60s') LOOP
+            IF NOT EXISTS (SELECT 1 FROM pg_db_role_setting d, unnest(d.setconfig) c
+                           WHERE d.setrole = (SELECT oid FROM pg_roles WHERE rolname = role_name)
+                             AND d.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+                             AND c LIKE v_setting || '=%') THEN
+                EXECUTE format('ALTER ROLE %I IN DATABASE %I SET %s = %L', role_name, current_database(),
+                               v_setting, v_value);
+            END IF;
+        END LOOP;
+    END IF;
     INSERT INTO hybrid.tenant_grant AS g (role_name, tenant_id, acl_labels)
     VALUES (grant_tenant.role_name, grant_tenant.tenant_id, coalesce(grant_tenant.acl_labels, '{}'))
     ON CONFLICT ON CONSTRAINT tenant_grant_pkey DO UPDATE SET acl_labels = excluded.acl_labels;
 END
 $$;
 COMMENT ON FUNCTION hybrid.grant_tenant(name, text, text[]) IS
-'Binds an existing login role to a tenant (and the ACL labels it may claim there). The role then sees that tenant''s rows only when it sets hybrid.tenant_id to it. Admin only.';
+'Binds an existing login role to a tenant (and the ACL labels it may claim there). A role granted one tenant acts for it; one granted several acts for the one it sets in hybrid.tenant_id. In this database the role gets statement_timeout 30s, lock_timeout 5s and idle_in_transaction_session_timeout 60s unless already set (ALTER ROLE ... IN DATABASE ... SET changes them). Admin only.';
 REVOKE ALL ON FUNCTION hybrid.grant_tenant(name, text, text[]) FROM PUBLIC;
 
 -- hybrid.revoke_tenant: unbind a login role from a tenant (admin)
