@@ -87,5 +87,5 @@ def check_name(name: str, value: Any) -> str:
     """A required non-empty string argument."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidParameterError(f"{name} must be a non-empty string, got {value!r}")
-    return value
+    return check_text(name, value)
 

@@ -24,6 +24,9 @@ EDGE_COLUMNS = {"src": "text", "dst": "text", "rel": "text", "properties": "json
 COPY_EDGES_SQL = f"COPY pg_temp.hybrid_edge_stage ({', '.join(EDGE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 COPY_EDGE_TYPES = list(EDGE_COLUMNS.values())
 
+MAX_CONTENT_BYTES = 1_000_000
+"""The longest chunk content, in UTF-8 bytes: a tsvector holds at most 1 MiB."""
+
 def _chunk_error(i: int, chunk_id: Any, rule: str) -> InvalidParameterError:
     cid = repr(chunk_id) if chunk_id is not None else "NULL"
     return InvalidParameterError(f"chunk row {i} (chunk_id {cid}): {rule}")
@@ -87,6 +90,9 @@ def prepare_chunks(
                 check_text(name, getattr(c, name))
             except InvalidParameterError as exc:
                 raise _chunk_error(i, c.chunk_id, str(exc)) from None
+        if len(c.content) > MAX_CONTENT_BYTES or len(c.content.encode()) > MAX_CONTENT_BYTES:
+            raise _chunk_error(i, c.chunk_id, f"content is {len(c.content.encode())} bytes; at most {MAX_CONTENT_BYTES} "
+                                              "(PostgreSQL's full-text index limit; split the document into chunks)")
         if c.tenant_id is not None and c.tenant_id != tenant_id:
             raise TenantError(
                 f"chunk row {i} (chunk_id {c.chunk_id!r}): tenant_id {c.tenant_id!r} is not the tenant "
@@ -161,6 +167,19 @@ def prepare_edges(edges: Iterable[Edge | Mapping[str, Any]]) -> list[tuple[Any, 
             raise InvalidParameterError(
                 f"edge row {i}: rel must be UPPER_SNAKE_CASE (^[A-Z][A-Z0-9_]{{0,62}}$), got {e.rel!r}"
             )
+        try:
+            check_text("src", e.src)
+            check_text("dst", e.dst)
+            if not isinstance(e.properties, Mapping):
+                raise InvalidParameterError("properties must be a JSON object")
+            props = json.dumps(dict(e.properties), allow_nan=False, ensure_ascii=False)
+            check_text("properties", props)
+            if "\\u0000" in props:
+                raise InvalidParameterError("properties contains a NUL character, which PostgreSQL cannot store")
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"edge row {i}: {exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(f"edge row {i}: properties are not valid JSON ({exc})") from None
         values = {"src": e.src, "dst": e.dst, "rel": e.rel, "properties": Jsonb(dict(e.properties))}
         rows.append(tuple(values[name] for name in EDGE_COLUMNS))
     return rows

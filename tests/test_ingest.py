@@ -132,3 +132,38 @@ def test_delete_document_removes_its_chunks(db: Db) -> None:
         with c.tenant("acme") as t:
             assert t.delete_document("c-doc-0") == 2
     assert [r[0] for r in _rows(db)] == ["c-2", "c-3"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"metadata": {"note": "a\x00b"}}, r"chunk row 2 \(chunk_id 'c-1'\): metadata contains a NUL character"),
+    ({"acl_labels": ["q\ud800"]}, r"chunk row 2 \(chunk_id 'c-1'\): acl_labels is not valid Unicode text"),
+    ({"content": "x" * 1_000_001}, r"chunk row 2 \(chunk_id 'c-1'\): content is 1000001 bytes; at most 1000000"),
+    ({"document_id": "d\ud800"}, r"chunk row 2 \(chunk_id 'c-1'\): document_id is not valid Unicode text"),
+])
+def test_text_postgresql_cannot_store_is_refused_naming_the_row_and_field(api: Api, db: Db, bad: dict,
+                                                                          message: str) -> None:
+    batch = [c.__dict__.copy() for c in chunks("c", 3)]
+    batch[1].update(bad)
+    with pytest.raises(InvalidParameterError, match=message):
+        api.ingest("acme", batch)
+    assert _rows(db) == []
+
+
+def test_a_corpus_id_with_a_nul_is_refused_naming_it(api: Api) -> None:
+    with pytest.raises(InvalidParameterError, match="corpus_id contains a NUL character"):
+        api.ingest("acme", chunks("c", 1), corpus_id="qms\x00")
+
+
+@pytest.mark.parametrize("edge, message", [
+    ({"src": "a\x00", "dst": "b", "rel": "LINKS"}, r"edge row 2: src contains a NUL character"),
+    ({"src": "a", "dst": "b\ud800", "rel": "LINKS"}, r"edge row 2: dst is not valid Unicode text"),
+    ({"src": "a", "dst": "b", "rel": "LINKS", "properties": {"w": float("nan")}},
+     r"edge row 2: properties are not valid JSON"),
+    ({"src": "a", "dst": "b", "rel": "LINKS", "properties": {"w": "x\x00"}},
+     r"edge row 2: properties contains a NUL character"),
+])
+def test_bad_edges_are_refused_naming_the_row_and_field(edge: dict, message: str) -> None:
+    from pyhybrid._copy import prepare_edges
+
+    with pytest.raises(InvalidParameterError, match=message):
+        prepare_edges([{"src": "x", "dst": "y", "rel": "LINKS"}, edge])
