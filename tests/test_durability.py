@@ -232,3 +232,141 @@ def test_heal_rebuilds_nothing_on_a_healthy_server(server: Server) -> None:
         assert c.execute("SELECT * FROM hybrid.heal_bm25()").fetchall() == []
         after = c.execute("SELECT relfilenode FROM pg_class WHERE oid = 'hybrid.chunk_content_bm25'::regclass").fetchone()
     assert before == after
+
+
+BATCH = 200
+INGEST_SCRIPT = """
+import sys
+from pyhybrid import HybridClient
+from tests.helpers import chunks
+with HybridClient(sys.argv[1]) as client:
+    for k in range(int(sys.argv[2])):
+        batch = chunks(f"b{k}", %d, doc_size=4, seed=k)
+        for c in batch:
+            c.metadata["batch"] = k
+        with client.tenant("acme") as t:
+            t.ingest(batch, corpus_id="bulk")
+        print(k, flush=True)
+""" % BATCH
+
+
+def _index_matches_heap(conn: psycopg.Connection[Any], order_by: str) -> None:
+    """The rows an index scan returns equal those a sequential scan returns (amcheck is not in the embedded build)."""
+    q = f"SELECT {order_by} FROM hybrid.chunk ORDER BY {order_by}"
+    conn.execute("SET enable_seqscan = off")
+    by_index = conn.execute(q).fetchall()
+    conn.execute("SET enable_seqscan = on")
+    conn.execute("SET enable_indexscan = off")
+    conn.execute("SET enable_indexonlyscan = off")
+    conn.execute("SET enable_bitmapscan = off")
+    by_heap = conn.execute(q).fetchall()
+    conn.execute("RESET ALL")
+    assert by_index == by_heap
+
+
+def test_kill_9_during_a_bulk_ingest_leaves_every_batch_whole_or_absent(server: Server) -> None:
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from tests.helpers import chunks, unit
+
+    server.load()
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "-c", INGEST_SCRIPT, server.app, "40"], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    acked = [int(proc.stdout.readline()) for _ in range(5)]  # five batches committed, the sixth in flight
+    server.kill_9()
+    proc.wait(timeout=60)
+    acked += [int(line) for line in proc.stdout.read().split()]
+    start_embedded(server.data_dir)
+
+    with psycopg.connect(server.admin) as c:
+        per_batch = dict(c.execute("SELECT (metadata->>'batch')::int, count(*) FROM hybrid.chunk "
+                                   "WHERE corpus_id = 'bulk' GROUP BY 1").fetchall())
+        assert set(per_batch.values()) <= {BATCH}, "a batch is whole or absent"
+        assert set(acked) <= set(per_batch), "every acknowledged batch survived"
+        assert len(per_batch) < 40, "the kill came before the end of the load"
+        _index_matches_heap(c, "tenant_id, chunk_id")
+        _index_matches_heap(c, "tenant_id, document_id")
+        assert c.execute("SELECT count(*) FROM hybrid.chunk c JOIN hybrid.corpus p USING (tenant_id, corpus_id)"
+                         ).fetchone() == c.execute("SELECT count(*) FROM hybrid.chunk").fetchone()
+    committed = sorted(per_batch)
+
+    # BM25 equals a fresh load of the same committed rows (both indexes built by REINDEX)
+    with psycopg.connect(server.root, autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS durability_fresh WITH (FORCE)")
+        c.execute("CREATE DATABASE durability_fresh")
+    fresh_admin = conninfo.make_conninfo(server.root, dbname="durability_fresh")
+    migrate.upgrade(fresh_admin)
+    with psycopg.connect(fresh_admin, autocommit=True) as c:
+        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.grant_app(%s)", (APP,))
+    fresh_app = conninfo.make_conninfo(fresh_admin, user=APP, password=APP)
+    with HybridClient(fresh_app) as client:
+        demo = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
+        with client.tenant("acme") as t:
+            t.ingest([{k: v for k, v in d.items() if k != "embedding"} for d in demo])
+        for k in committed:
+            batch = chunks(f"b{k}", BATCH, doc_size=4, seed=k)
+            for ch in batch:
+                ch.metadata["batch"] = k
+            with client.tenant("acme") as t:
+                t.ingest(batch, corpus_id="bulk")
+    for dsn in (server.admin, fresh_admin):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("REINDEX INDEX hybrid.chunk_content_bm25")
+
+    def lexical(app: str) -> list[tuple[str, float]]:
+        with HybridClient(app) as client, client.tenant("acme") as t:
+            return [(q + r.chunk_id, round(r.keyword_score or 0, 4))
+                    for q in (*QUERIES, "pumps valves alarms item17") for r in t.retrieve(query_text=q, top_k=10)]
+
+    assert lexical(server.app) == lexical(fresh_app)
+
+    # dense: the tenant's nearest chunks equal an exact search over the committed rows
+    q = unit(424242)
+    with psycopg.connect(server.app) as c:
+        c.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+        got = [r[0] for r in c.execute("SELECT chunk_id FROM hybrid.search_dense(%s::vector, 10)",
+                                       ("[" + ",".join(map(str, q.tolist())) + "]",)).fetchall()]
+    vectors = {c.chunk_id: np.asarray(c.embedding) for k in committed for c in chunks(f"b{k}", BATCH, doc_size=4, seed=k)}
+    exact = sorted(vectors, key=lambda cid: (1 - float(vectors[cid] @ q) / float(np.linalg.norm(vectors[cid])), cid))[:10]
+    assert got == exact
+    with psycopg.connect(server.root, autocommit=True) as c:
+        c.execute("DROP DATABASE durability_fresh WITH (FORCE)")
+
+
+def test_kill_9_during_the_hnsw_rebuild_of_a_bulk_load_is_reported_and_resumed(
+        server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+    import sys
+
+    server.load()
+    with psycopg.connect(server.admin, autocommit=True) as c:
+        c.execute("SELECT hybrid.suspend_vector_index()")
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-c", INGEST_SCRIPT, server.app, "30"], cwd=root, check=True,
+                   stdout=subprocess.DEVNULL)
+    rebuild = subprocess.Popen([sys.executable, "-c", "import sys, psycopg; psycopg.connect(sys.argv[1], "
+                                "autocommit=True).execute('SELECT hybrid.resume_vector_index()')", server.admin],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    with psycopg.connect(server.admin, autocommit=True) as c:  # wait until the build is under way
+        while c.execute("SELECT count(*) FROM pg_stat_progress_create_index").fetchone() == (0,):
+            assert rebuild.poll() is None and time.monotonic() < deadline, "the rebuild ended before the kill"
+            time.sleep(0.02)
+    server.kill_9()
+    rebuild.wait(timeout=60)
+    start_embedded(server.data_dir)
+
+    assert main(["--dsn", server.admin, "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "suspended for a bulk load" in out and "fix: SELECT hybrid.resume_vector_index();" in out
+    with psycopg.connect(server.admin, autocommit=True) as c:
+        assert c.execute("SELECT hybrid.resume_vector_index()").fetchone() == (True,)
+        assert c.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = 'hybrid.chunk_embedding_hnsw'::regclass"
+                         ).fetchone() == (True,)
+        assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE corpus_id = 'bulk'").fetchone() == (30 * BATCH,)
+    assert main(["--dsn", server.admin, "doctor"]) == 0, capsys.readouterr().out
