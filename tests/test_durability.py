@@ -370,3 +370,66 @@ def test_kill_9_during_the_hnsw_rebuild_of_a_bulk_load_is_reported_and_resumed(
                          ).fetchone() == (True,)
         assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE corpus_id = 'bulk'").fetchone() == (30 * BATCH,)
     assert main(["--dsn", server.admin, "doctor"]) == 0, capsys.readouterr().out
+
+
+def test_backup_and_restore_into_a_fresh_server_as_the_readme_says_gives_identical_results(
+        server: Server, tmp_path: Path) -> None:
+    import subprocess
+
+    import pgserver
+
+    server.load()
+    with HybridClient(server.app) as client:  # a second tenant, and a graph
+        with psycopg.connect(server.admin, autocommit=True) as c:
+            c.execute("SELECT hybrid.create_tenant('globex')")
+        with client.tenant("globex") as t:
+            t.ingest([{"chunk_id": f"g{i}", "document_id": f"g{i}", "content": f"globex valve report {i} keypad"}
+                      for i in range(30)])
+            t.add_edges([{"src": "g1", "dst": "g2", "rel": "VERIFIES"}])
+        with client.tenant("acme") as t:
+            t.add_edges([{"src": "acme:REQ-012#0", "dst": "acme:TP-031#2", "rel": "VERIFIES"}])
+
+    def snapshot(app: str) -> list[tuple]:
+        out: list[tuple] = []
+        with HybridClient(app) as client:
+            for tenant, seed in (("acme", "acme:REQ-012#0"), ("globex", "g1")):
+                with client.tenant(tenant) as t:
+                    for q in (*QUERIES, "valve report keypad"):
+                        out += [(tenant, r.chunk_id, r.keyword_rank, round(r.score, 9))
+                                for r in t.retrieve(query_text=q, top_k=10)]
+                    out += [(tenant, r.chunk_id, r.graph_rank) for r in t.retrieve(graph_seeds=[seed])]
+        return out
+
+    before = snapshot(server.app)
+    target_dir = Path(tempfile.mkdtemp(prefix="pyhybrid-restore-")) / "pgdata"
+    target = start_embedded(target_dir)
+    try:
+        bin_dir = Path(pgserver.__file__).parent / "pginstall" / "bin"
+        src_host = conninfo.conninfo_to_dict(server.admin)["host"]
+        dst_host = conninfo.conninfo_to_dict(target)["host"]
+        db = conninfo.conninfo_to_dict(server.admin)["dbname"]
+        roles, dump = tmp_path / "roles.sql", tmp_path / "hybrid.dump"
+
+        def run(*cmd: str) -> None:
+            subprocess.run(cmd, check=True, capture_output=True)
+
+        # the recipe of README's "Backup and restore", step by step
+        run(str(bin_dir / "pg_dumpall"), "--roles-only", "-h", str(src_host), "-U", "postgres", "-f", str(roles))
+        run(str(bin_dir / "pg_dump"), "-Fc", "-h", str(src_host), "-U", "postgres", "-f", str(dump), str(db))
+        subprocess.run([str(bin_dir / "psql"), "-q", "-h", str(dst_host), "-U", "postgres", "-f", str(roles)],
+                       check=True, capture_output=True)  # "role ... already exists" errors are expected
+        run(str(bin_dir / "createdb"), "-h", str(dst_host), "-U", "postgres", str(db))
+        run(str(bin_dir / "pg_restore"), "-h", str(dst_host), "-U", "postgres", "-d", str(db), str(dump))
+        restored = conninfo.make_conninfo(target, dbname=db)
+        assert main(["--dsn", restored, "migrate", "--reapply"]) == 0
+
+        after = snapshot(conninfo.make_conninfo(restored, user=APP, password=APP))
+        assert after == before
+        assert main(["--dsn", restored, "doctor"]) == 0
+        with HybridClient(conninfo.make_conninfo(restored, user=APP, password=APP)) as client:
+            with client.tenant("acme") as t:  # the restored graph takes new edge types and vertices
+                assert t.add_edges([{"src": "acme:REQ-001#0", "dst": "acme:entity:new", "rel": "REFINES"}]
+                                   ).edges_added == 1
+    finally:
+        stop_embedded(target_dir)
+        shutil.rmtree(target_dir.parent, ignore_errors=True)
