@@ -1,7 +1,7 @@
 """pyhybrid: hybrid retrieval (dense + lexical + graph, fused by RRF) inside PostgreSQL."""
 
 from . import server
-from ._base import SourceFailedWarning
+from ._base import LexicalFallbackWarning, SourceFailedWarning
 from .aio import AsyncHybridClient, AsyncTenantSession, connect_async
 from .client import HybridClient, TenantSession, connect
 from .errors import (
@@ -35,6 +35,7 @@ __all__ = [
     "HybridClient",
     "HybridWeights",
     "IngestResult",
+    "LexicalFallbackWarning",
     "InvalidParameterError",
     "PyhybridError",
     "QueryCanceledError",

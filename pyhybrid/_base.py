@@ -13,17 +13,25 @@ from .query import RetrieveQuery, check_text
 from .types import ChunkRef
 
 SOURCE_FAILED = "hybrid_retrieve.source_failed"
+LEXICAL_FALLBACK = "hybrid.search_lexical: the BM25 index is stale"
 
 
 class SourceFailedWarning(UserWarning):
     """One retrieval source failed and the others were fused (from the server's WARNING)."""
 
 
+class LexicalFallbackWarning(UserWarning):
+    """The lexical branch ranked by ts_rank because BM25 could not be trusted (a stale index that could
+    not be rebuilt in a read-only transaction, or a hot standby)."""
+
+
 def notice_handler(diag: psycopg.errors.Diagnostic) -> None:
-    """Turn the server's source_failed warnings into Python warnings."""
+    """Turn the server's source_failed and lexical fallback warnings into Python warnings."""
     msg = diag.message_primary or ""
     if msg.startswith(SOURCE_FAILED):
         warnings.warn(msg, SourceFailedWarning, stacklevel=2)
+    elif msg.startswith(LEXICAL_FALLBACK):
+        warnings.warn(msg, LexicalFallbackWarning, stacklevel=2)
 
 
 @contextmanager

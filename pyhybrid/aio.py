@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Iterable, Mapping, Sequence
 
@@ -82,13 +84,24 @@ class AsyncTenantSession:
 class AsyncHybridClient:
     """The async pyhybrid client: a single connection, or a pool. Create with connect_async()."""
 
-    def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4) -> None:
-        """No I/O here: the connection (or pool) opens with open(), `async with`, or the first call that needs it."""
+    def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4,
+                 replicas: Sequence[str] = (), replica_wait: float = 5.0) -> None:
+        """No I/O here: the connection (or pool) opens with open(), `with`, or the first call that needs it.
+
+        replicas: DSNs of hot standbys; tenant(..., read_only=True) sessions run there, round-robin, and
+        everything else on dsn (the primary). replica_wait: how long a read_your_writes session waits for
+        a replica to replay this client's last write before it reads from the primary instead.
+        """
         self.dsn = dsn
         self._use_pool = pool
         self._min_size, self._max_size = min_size, max_size
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
         self._conn: psycopg.AsyncConnection[dict[str, Any]] | None = None
+        self._replicas = [AsyncHybridClient(r, pool=pool, min_size=min_size, max_size=max_size) for r in replicas]
+        self._next_replica = 0
+        self.replica_wait = replica_wait
+        self.last_write_lsn: str | None = None
+        """The primary's WAL position after this client's last write session (with replicas only)."""
 
     async def open(self) -> AsyncHybridClient:
         """Open the connection or pool (idempotent)."""
@@ -130,14 +143,46 @@ class AsyncHybridClient:
             yield self._conn
 
     @asynccontextmanager
-    async def tenant(self, tenant_id: str, acl_labels: Sequence[str] | None = None) -> AsyncIterator[AsyncTenantSession]:
-        """A transaction acting for tenant_id (and holding acl_labels); commits on success."""
+    async def tenant(self, tenant_id: str, acl_labels: Sequence[str] | None = None, *, read_only: bool = False,
+               read_your_writes: bool = False) -> AsyncIterator[AsyncTenantSession]:
+        """A transaction acting for tenant_id (and holding acl_labels); commits on success.
+
+        read_only=True: a READ ONLY transaction, on a replica when the client has some. read_your_writes=True:
+        that replica must first have replayed this client's last write (else the primary serves the read).
+        """
         tid, labels = _base.tenant_params(tenant_id, acl_labels)
-        async with self.connection() as conn:
+        target = (await self._pick_replica(read_your_writes)) if read_only else self
+        async with target.connection() as conn:
             with _base.translate_errors():
                 async with conn.transaction():
+                    if read_only:
+                        await conn.execute(_sql.READ_ONLY_SQL)
                     await conn.execute(_sql.SET_TENANT_SQL, (tid, labels))
                     yield AsyncTenantSession(conn, tid)
+                if not read_only and self._replicas:
+                    async with conn.transaction():
+                        row = await ((await conn.execute(_sql.WAL_LSN_SQL)).fetchone())
+                    self.last_write_lsn = None if row is None else str(row["lsn"])
+
+    async def _pick_replica(self, read_your_writes: bool) -> AsyncHybridClient:
+        """The next replica (round-robin) that has replayed last_write_lsn when asked to; else the primary."""
+        for _ in range(len(self._replicas)):
+            replica = self._replicas[self._next_replica % len(self._replicas)]
+            self._next_replica += 1
+            if not read_your_writes or self.last_write_lsn is None:
+                return replica
+            deadline = time.monotonic() + self.replica_wait
+            async with replica.connection() as conn:
+                while True:
+                    with _base.translate_errors():
+                        async with conn.transaction():
+                            row = await ((await conn.execute(_sql.REPLAYED_SQL, (self.last_write_lsn,))).fetchone())
+                    if row is not None and row["replayed"]:
+                        return replica
+                    if time.monotonic() >= deadline:
+                        break
+                    await asyncio.sleep(0.01)
+        return self
 
     async def create_tenant(self, tenant_id: str) -> str:
         """Create a tenant (idempotent; admin only)."""
@@ -180,6 +225,8 @@ class AsyncHybridClient:
         if self._conn is not None:
             await self._conn.close()
         self._pool = self._conn = None
+        for replica in self._replicas:
+            await replica.close()
 
     async def __aenter__(self) -> AsyncHybridClient:
         return await self.open()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -78,13 +79,24 @@ class TenantSession:
 class HybridClient:
     """A pyhybrid client on psycopg 3: a single connection, or a pool when pool=True."""
 
-    def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4) -> None:
-        """No I/O here: the connection (or pool) opens with open(), `with`, or the first call that needs it."""
+    def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4,
+                 replicas: Sequence[str] = (), replica_wait: float = 5.0) -> None:
+        """No I/O here: the connection (or pool) opens with open(), `with`, or the first call that needs it.
+
+        replicas: DSNs of hot standbys; tenant(..., read_only=True) sessions run there, round-robin, and
+        everything else on dsn (the primary). replica_wait: how long a read_your_writes session waits for
+        a replica to replay this client's last write before it reads from the primary instead.
+        """
         self.dsn = dsn
         self._use_pool = pool
         self._min_size, self._max_size = min_size, max_size
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
         self._conn: psycopg.Connection[dict[str, Any]] | None = None
+        self._replicas = [HybridClient(r, pool=pool, min_size=min_size, max_size=max_size) for r in replicas]
+        self._next_replica = 0
+        self.replica_wait = replica_wait
+        self.last_write_lsn: str | None = None
+        """The primary's WAL position after this client's last write session (with replicas only)."""
 
     def open(self) -> HybridClient:
         """Open the connection or pool (idempotent)."""
@@ -126,13 +138,46 @@ class HybridClient:
             yield self._conn
 
     @contextmanager
-    def tenant(self, tenant_id: str, acl_labels: Sequence[str] | None = None) -> Iterator[TenantSession]:
-        """A transaction acting for tenant_id (and holding acl_labels); commits on success."""
+    def tenant(self, tenant_id: str, acl_labels: Sequence[str] | None = None, *, read_only: bool = False,
+               read_your_writes: bool = False) -> Iterator[TenantSession]:
+        """A transaction acting for tenant_id (and holding acl_labels); commits on success.
+
+        read_only=True: a READ ONLY transaction, on a replica when the client has some. read_your_writes=True:
+        that replica must first have replayed this client's last write (else the primary serves the read).
+        """
         tid, labels = _base.tenant_params(tenant_id, acl_labels)
-        with self.connection() as conn:
-            with _base.translate_errors(), conn.transaction():
-                conn.execute(_sql.SET_TENANT_SQL, (tid, labels))
-                yield TenantSession(conn, tid)
+        target = (self._pick_replica(read_your_writes)) if read_only else self
+        with target.connection() as conn:
+            with _base.translate_errors():
+                with conn.transaction():
+                    if read_only:
+                        conn.execute(_sql.READ_ONLY_SQL)
+                    conn.execute(_sql.SET_TENANT_SQL, (tid, labels))
+                    yield TenantSession(conn, tid)
+                if not read_only and self._replicas:
+                    with conn.transaction():
+                        row = conn.execute(_sql.WAL_LSN_SQL).fetchone()
+                    self.last_write_lsn = None if row is None else str(row["lsn"])
+
+    def _pick_replica(self, read_your_writes: bool) -> HybridClient:
+        """The next replica (round-robin) that has replayed last_write_lsn when asked to; else the primary."""
+        for _ in range(len(self._replicas)):
+            replica = self._replicas[self._next_replica % len(self._replicas)]
+            self._next_replica += 1
+            if not read_your_writes or self.last_write_lsn is None:
+                return replica
+            deadline = time.monotonic() + self.replica_wait
+            with replica.connection() as conn:
+                while True:
+                    with _base.translate_errors():
+                        with conn.transaction():
+                            row = conn.execute(_sql.REPLAYED_SQL, (self.last_write_lsn,)).fetchone()
+                    if row is not None and row["replayed"]:
+                        return replica
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.01)
+        return self
 
     def create_tenant(self, tenant_id: str) -> str:
         """Create a tenant (idempotent; admin only)."""
@@ -173,6 +218,8 @@ class HybridClient:
         if self._conn is not None:
             self._conn.close()
         self._pool = self._conn = None
+        for replica in self._replicas:
+            replica.close()
 
     def __enter__(self) -> HybridClient:
         return self.open()

@@ -104,6 +104,47 @@ def stop_embedded(data_dir: Path | None = None) -> bool:
     return True
 
 
+def start_embedded_standby(primary_data_dir: Path | None, standby_dir: Path, *, port: int = 5433) -> str:
+    """A hot standby of the embedded server at primary_data_dir, in standby_dir (made if missing), started; returns
+    its DSN (database postgres). It streams from the primary through its socket: pg_basebackup as the
+    server's system user into a 0700 directory that user owns, with its own port and socket directory and
+    the same preload settings. Stop it with stop_embedded(standby_dir / "data")."""
+    import pwd
+    import shlex
+    import subprocess
+
+    primary = embedded_status(primary_data_dir)
+    if not primary["running"]:
+        raise ServerError(f"the embedded server at {primary['data_dir']} is not running")
+    bin_dir = Path(_pgserver().__file__).parent / "pginstall" / "bin"
+    owner = Path(primary["data_dir"]).owner()
+    sock = standby_dir / "sock"
+    sock.mkdir(parents=True, exist_ok=True)  # standby_dir's parents must let that user through
+    for path in (standby_dir, sock):
+        os.chown(path, pwd.getpwnam(owner).pw_uid, pwd.getpwnam(owner).pw_gid)
+        path.chmod(0o700)
+
+    def as_owner(*cmd: str) -> None:
+        argv = list(cmd) if owner == pwd.getpwuid(os.geteuid()).pw_name else \
+            ["su", owner, "-s", "/bin/sh", "-c", " ".join(shlex.quote(c) for c in cmd)]
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ServerError(f"{Path(cmd[0]).name} failed: {done.stderr.strip() or done.stdout.strip()}")
+
+    import psycopg
+    from psycopg import conninfo
+
+    primary_host = str(conninfo.conninfo_to_dict(primary["dsn"])["host"])
+    with psycopg.connect(primary["dsn"]) as conn:
+        row = conn.execute("SHOW shared_preload_libraries").fetchone()
+    preload = row[0] if row else ""
+    as_owner(str(bin_dir / "pg_basebackup"), "-h", primary_host, "-U", "postgres", "-D", str(standby_dir / "data"),
+             "-R", "-X", "stream", "-c", "fast")
+    as_owner(str(bin_dir / "pg_ctl"), "-D", str(standby_dir / "data"), "-w", "-l", str(standby_dir / "log"), "-o",
+             f"-p {port} -k {sock} -h '' -c shared_preload_libraries={preload}", "start")
+    return f"postgresql://postgres:@/postgres?host={sock}&port={port}"
+
+
 def resolve_dsn(dsn: str | None = None, data_dir: Path | None = None) -> str:
     """The DSN to use: the argument, else $PYHYBRID_DSN, else the embedded server (started if needed)."""
     if dsn:

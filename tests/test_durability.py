@@ -25,7 +25,7 @@ from pyhybrid import HybridClient, migrate
 from pyhybrid.cli import main
 from pyhybrid.errors import RetrievalError
 from pyhybrid.maintenance import bm25_status
-from pyhybrid.server import embedded_status, start_embedded, stop_embedded
+from pyhybrid.server import embedded_status, start_embedded, start_embedded_standby, stop_embedded
 
 DEMO = Path(__file__).resolve().parent.parent / "pyhybrid" / "demo_data" / "acme_chunks.jsonl"
 QUERIES = ["downstream occlusion alarm", "battery charge indicator", "air in line detection bolus",
@@ -433,3 +433,57 @@ def test_backup_and_restore_into_a_fresh_server_as_the_readme_says_gives_identic
     finally:
         stop_embedded(target_dir)
         shutil.rmtree(target_dir.parent, ignore_errors=True)
+
+
+def _start_standby(server: Server) -> tuple[Path, str]:
+    top = Path(tempfile.mkdtemp(prefix="pyhybrid-standby-"))
+    dsn = start_embedded_standby(server.data_dir, top)
+    return top, conninfo.make_conninfo(dsn, dbname=conninfo.conninfo_to_dict(server.admin)["dbname"])
+
+
+def _stop_standby(top: Path, server: Server) -> None:
+    stop_embedded(top / "data")
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_hot_standby_serves_reads_dense_and_graph_as_the_primary_and_lexical_by_ts_rank(server: Server) -> None:
+    import warnings
+
+    from pyhybrid import LexicalFallbackWarning, RetrievalError
+    from tests.helpers import chunks, unit
+
+    server.load()
+    with HybridClient(server.app) as c, c.tenant("acme") as t:
+        t.ingest(chunks("v", 60, doc_size=3, seed=5), corpus_id="vectors")
+        t.add_edges([{"src": "v-1", "dst": "v-7", "rel": "VERIFIES"}, {"src": "v-7", "dst": "acme:entity:x",
+                                                                        "rel": "MENTIONS"}])
+    top, standby_admin = _start_standby(server)
+    try:
+        standby_app = conninfo.make_conninfo(standby_admin, user=APP, password=APP)
+        q = unit(9191)
+        with HybridClient(server.app, replicas=[standby_app]) as client:
+            def reads(**kw: Any) -> list[list[tuple[str, Any]]]:
+                with client.tenant("acme", **kw) as t:
+                    return [[(r.chunk_id, r.vector_rank) for r in t.retrieve(query_embedding=q, top_k=10)],
+                            [(r.chunk_id, r.graph_rank) for r in t.retrieve(graph_seeds=["v-1"], graph_hops=2)],
+                            [(r.chunk_id, r.keyword_rank) for r in t.retrieve(query_text=QUERIES[0],
+                                                                              lexical="ts_rank")]]
+
+            with client.tenant("acme") as t:  # a write through the client: the standby must replay it
+                t.ingest([{"chunk_id": "late", "document_id": "late", "content": "downstream occlusion alarm late"}],
+                         corpus_id="late")
+            primary = reads()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                standby = reads(read_only=True, read_your_writes=True)
+                with client.tenant("acme", read_only=True) as t:
+                    auto = [(r.chunk_id, r.keyword_rank) for r in t.retrieve(query_text=QUERIES[0])]
+            assert standby == primary and any(cid == "late" for cid, _ in standby[2])
+            assert auto == standby[2], "on the standby the lexical branch ranks by ts_rank"
+            assert any(issubclass(w.category, LexicalFallbackWarning) for w in caught)
+            with pytest.raises(RetrievalError, match="stale"), client.tenant("acme", read_only=True) as t:
+                t.retrieve(query_text=QUERIES[0], lexical="bm25")
+        with psycopg.connect(standby_admin) as c:
+            assert c.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
+    finally:
+        _stop_standby(top, server)

@@ -197,10 +197,16 @@ BEGIN
     IF current_setting('hybrid.bm25_checked', true) = 'on' THEN
         RETURN true;
     END IF;
+    -- pg_textsearch 1.0 keeps an index's newest documents and its statistics in memory, which WAL
+    -- does not carry: a hot standby's BM25 answers from what it last read from disk, and a standby
+    -- cannot rebuild. Never trust it there (the lexical branch ranks by ts_rank, with a WARNING).
+    IF pg_is_in_recovery() THEN
+        RETURN false;
+    END IF;
     v_stale := hybrid._bm25_restart_kind() IS NOT NULL
                AND EXISTS (SELECT 1 FROM hybrid.bm25_status() s WHERE s.state = 'stale');
     IF v_stale THEN
-        IF current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery() THEN
+        IF current_setting('transaction_read_only') = 'on' THEN
             RETURN false;
         END IF;
         PERFORM hybrid.heal_bm25();

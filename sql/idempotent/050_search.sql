@@ -178,11 +178,11 @@ BEGIN
     -- never answer from a stale index
     IF v_method = 'bm25' AND hybrid.bm25_available() AND NOT hybrid._bm25_ready() THEN
         IF lexical IS NOT NULL THEN
-            RAISE EXCEPTION 'lexical => ''bm25'': the BM25 index is stale since the server restarted and cannot be rebuilt here (read-only transaction or standby)'
+            RAISE EXCEPTION 'lexical => ''bm25'': the BM25 index is stale (lost at a server restart, or on a hot standby, which pg_textsearch 1.0 does not keep current) and cannot be rebuilt here (read-only transaction or standby)'
                 USING ERRCODE = '55000',
                       HINT = 'Run SELECT * FROM hybrid.heal_bm25() as the schema owner (or pyhybrid doctor --heal), or use lexical => ''ts_rank''.';
         END IF;
-        RAISE WARNING 'hybrid.search_lexical: the BM25 index is stale since the server restarted and cannot be rebuilt in a read-only transaction or on a standby; ranking by ts_rank instead'
+        RAISE WARNING 'hybrid.search_lexical: the BM25 index is stale (lost at a server restart, or on a hot standby, which pg_textsearch 1.0 does not keep current) and cannot be rebuilt here (read-only transaction or standby); ranking by ts_rank instead'
             USING HINT = 'Run SELECT * FROM hybrid.heal_bm25() as the schema owner, or pyhybrid doctor --heal.';
         v_method := 'ts_rank';
     END IF;
