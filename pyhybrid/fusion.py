@@ -51,7 +51,7 @@ def rrf_scores(
             if rank is None:
                 continue
             term = ws[i] / (rrf_k + rank)
-            # hybrid._rrf_score's sum() starts from its first term, not from 0.0
+            # hybrid.rrf_fuse's sum() of hybrid._rrf_term starts from its first term, not from 0.0
             score = term if first else score + term
             first = False
         if score > 0:

@@ -209,7 +209,8 @@ BEGIN
         SELECT d.id FROM d UNION SELECT l.id FROM l UNION SELECT g.id FROM g
     ), fused AS (
         SELECT ids.id, d.r AS dr, l.r AS lr, g.r AS gr, d.v AS dv, l.v AS lv, g.v AS gv,
-               hybrid._rrf_score(ARRAY[vector_weight, keyword_weight, graph_weight], rrf_k, ARRAY[d.r, l.r, g.r]) AS score
+               hybrid._rrf_term(vector_weight, rrf_k, d.r) + hybrid._rrf_term(keyword_weight, rrf_k, l.r)
+             + hybrid._rrf_term(graph_weight, rrf_k, g.r) AS score
         FROM ids LEFT JOIN d ON d.id = ids.id LEFT JOIN l ON l.id = ids.id LEFT JOIN g ON g.id = ids.id
     ), hydrated AS (
         SELECT c.chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,

@@ -31,7 +31,7 @@ BEGIN
         'hybrid._current_tenant()', 'hybrid._current_acl()', 'hybrid._acl_all()', 'hybrid._with_all_labels()',
         'hybrid._ensure_edge_label(text)', 'hybrid._scope_size(text[], jsonb, integer)', 'hybrid._or_tsquery(text)',
         'hybrid._bm25_ready()', 'hybrid._visible(text, boolean, text[], text, text[], boolean)',
-        'hybrid._rrf_score(double precision[], double precision, integer[])',
+        'hybrid._rrf_term(double precision, double precision, integer)',
         'hybrid._check_range(text, integer, integer, integer, text)',
         'hybrid._check_number(text, double precision, boolean)', 'hybrid._check_flag(text, boolean)',
         'hybrid._caller()', 'hybrid.register_edge_type(text)'
