@@ -896,69 +896,58 @@ def ingest_probe_bulk_load(args: argparse.Namespace, admin_dsn: str, n: int) -> 
 
 # ----------------------------------------------------------------------------- EXPLAIN
 
-# The statements the branch functions run (sql/idempotent/050_search.sql, 060_retrieve.sql), with the
-# function's variables as parameters; EXPLAIN (ANALYZE, BUFFERS) as the app role, tenant set, under RLS.
-ACL = "(c.acl_labels = '{}' OR c.acl_labels && %(acl)s::text[] OR %(all)s)"
-EXPLAIN_STATEMENTS: list[tuple[str, str, dict[str, str]]] = [
-    ("_scope_size (run by search_dense)",
-     f"""SELECT count(*)::integer FROM (SELECT 1 FROM hybrid.chunk c
-WHERE c.tenant_id = (SELECT hybrid._current_tenant()) AND NOT c.superseded
-  AND (c.acl_labels = '{{}}' OR c.acl_labels && (SELECT hybrid._current_acl()) OR (SELECT hybrid._acl_all()))
-LIMIT %(threshold)s + 1) s""", {}),
-    ("search_dense, exact path (scope <= exact_threshold)",
-     f"""SELECT c.chunk_id, (row_number() OVER (ORDER BY (c.embedding <=> %(v)s::vector) + 0, c.chunk_id))::integer,
-       (c.embedding <=> %(v)s::vector)::double precision
-FROM hybrid.chunk c
-WHERE c.tenant_id = %(tenant)s AND NOT c.superseded AND {ACL} AND c.embedding IS NOT NULL
-ORDER BY (c.embedding <=> %(v)s::vector) + 0, c.chunk_id LIMIT 30""", {}),
-    ("search_dense, HNSW path (scope > exact_threshold; iterative_scan relaxed_order, ef_search 100)",
-     f"""SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d
-FROM (SELECT c.chunk_id, (c.embedding <=> %(v)s::vector)::double precision AS d FROM hybrid.chunk c
-      WHERE c.tenant_id = %(tenant)s AND NOT c.superseded AND {ACL}
-      ORDER BY c.embedding <=> %(v)s::vector LIMIT 30) s
-ORDER BY s.d, s.chunk_id""", {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "100"}),
-    ("search_lexical bm25 (the BM25 index's ordered scan, score read back with bm25_get_current_score(), "
-     "k + greatest(5, k/5) rows fetched, deduplicated and re-sorted; enable_sort off as the function sets it)",
-     f"""SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
-FROM (SELECT x.chunk_id, max(-x.raw) AS sc
-      FROM (SELECT c.chunk_id, bm25_get_current_score()::double precision AS raw
-            FROM hybrid.chunk c
-            WHERE c.tenant_id = %(tenant)s AND NOT c.superseded AND {ACL}
-            ORDER BY c.content <@> to_bm25query(%(t)s, 'hybrid.chunk_content_bm25')
-            LIMIT 30 + greatest(5, 30 / 5)) x
-      WHERE x.raw < 0
-      GROUP BY x.chunk_id
-      ORDER BY 2 DESC, 1
-      LIMIT 30) s
-ORDER BY s.sc DESC, s.chunk_id""", {"enable_sort": "off"}),
-    ("search_graph, one hop from the seeds (the loop body; seed visibility check not shown)",
-     f"""SELECT n.node_id, n.kind, n.p FROM (SELECT g.node_id, g.kind, min(nb.p) AS p FROM (
-    SELECT e.end_id AS vid, f.p FROM unnest(%(seeds)s::text[], %(pos)s::int[]) AS f(node_id, p)
-    JOIN hybrid.graph_node fg ON fg.tenant_id = %(tenant)s AND fg.node_id = f.node_id
-    JOIN hybrid_graph._ag_label_edge e ON e.start_id = fg.vertex_id
-    UNION ALL
-    SELECT e.start_id, f.p FROM unnest(%(seeds)s::text[], %(pos)s::int[]) AS f(node_id, p)
-    JOIN hybrid.graph_node fg ON fg.tenant_id = %(tenant)s AND fg.node_id = f.node_id
-    JOIN hybrid_graph._ag_label_edge e ON e.end_id = fg.vertex_id) nb
-JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
-WHERE NOT (g.node_id = ANY (%(seeds)s::text[]))
-GROUP BY g.node_id, g.kind) n
-WHERE n.kind = 'entity'
-   OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.chunk_id = n.node_id AND c.tenant_id = %(tenant)s AND NOT c.superseded
-              AND {ACL})""", {}),
-    ("hybrid.retrieve, fusion + hydration of the fused ids",
-     f"""WITH d AS (SELECT x.id, x.r::integer AS r FROM unnest(%(d)s::text[]) WITH ORDINALITY AS x(id, r)),
-l AS (SELECT x.id, x.r::integer AS r FROM unnest(%(l)s::text[]) WITH ORDINALITY AS x(id, r)),
-g AS (SELECT x.id, x.r::integer AS r FROM unnest(%(g)s::text[]) WITH ORDINALITY AS x(id, r)),
-ids AS (SELECT d.id FROM d UNION SELECT l.id FROM l UNION SELECT g.id FROM g),
-fused AS (SELECT ids.id, coalesce(1.0 / (60 + d.r), 0) + coalesce(1.0 / (60 + l.r), 0) + coalesce(0.5 / (60 + g.r), 0) AS score
-          FROM ids LEFT JOIN d ON d.id = ids.id LEFT JOIN l ON l.id = ids.id LEFT JOIN g ON g.id = ids.id)
-SELECT c.chunk_id, f.score, c.content, c.metadata FROM fused f
-JOIN hybrid.chunk c ON c.tenant_id = %(tenant)s AND c.chunk_id = f.id AND NOT c.superseded AND {ACL}
-ORDER BY f.score DESC, c.chunk_id LIMIT 10""", {}),
-    ("(d) pgvector-python RRF CTE (RLS only, no explicit tenant predicate; session defaults)",
-     PGVECTOR_RRF_SQL.replace("%(embedding)s", "%(v)s").replace("%(query)s", "%(t)s").replace("%(k)s", "60"), {}),
-]
+# The statements the branch functions run, read from the installed functions themselves (pg_proc), with
+# the functions' variables bound as parameters: EXPLAIN (ANALYZE, BUFFERS) as the app role, tenant set,
+# under RLS. Nothing of the engine's SQL is copied here, so the plans are of what the engine runs.
+ENGINE_VARIABLES = {
+    "query_embedding": "%(v)s::vector", "query_text": "%(t)s", "v_query": "hybrid._or_tsquery(%(t)s)",
+    "top_k": "%(k)s", "corpus_ids": "NULL::text[]", "filter": "NULL::jsonb", "cap": "%(threshold)s",
+    "v_tenant": "%(tenant)s", "v_acl": "%(acl)s::text[]", "v_all": "%(all)s",
+    "v_front": "%(seeds)s::text[]", "v_pos": "%(pos)s::integer[]", "v_visited": "%(seeds)s::text[]",
+    "d_ids": "%(d)s::text[]", "l_ids": "%(l)s::text[]", "g_ids": "%(g)s::text[]",
+    "d_scores": "%(dv)s::float8[]", "l_scores": "%(lv)s::float8[]", "g_dist": "%(gv)s::integer[]",
+    "vector_weight": "1.0::float8", "keyword_weight": "1.0::float8", "graph_weight": "0.5::float8",
+    "rrf_k": "60::float8", "per_document": "false", "with_graph_context": "false",
+}
+
+
+def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dict[str, str]]]:
+    """(title, statement, settings) for each statement the installed branch functions and hybrid.retrieve run."""
+    import re
+
+    def source(fn: str) -> str:
+        row = conn.execute("SELECT prosrc FROM pg_proc WHERE oid = %s::regproc", (fn,)).fetchone()
+        assert row is not None, fn
+        return str(row[0])
+
+    def bind(stmt: str, extra: dict[str, str] | None = None) -> str:
+        names = {**ENGINE_VARIABLES, **(extra or {})}
+        pattern = re.compile(r"(?<![.\w%])(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
+        stmt = re.sub(r"--[^\n]*", "", stmt)
+        return pattern.sub(lambda m: names[m.group(1)], stmt).strip().rstrip(";")
+
+    def returned(fn: str) -> list[str]:
+        return re.findall(r"RETURN QUERY\s+(.*?);\s*\n", source(fn), re.S)
+
+    dense = returned("hybrid.search_dense")
+    lexical = returned("hybrid.search_lexical")
+    graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid.search_graph"), re.S)
+    assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None, "the branch functions changed shape"
+    hop = re.sub(r"\s+INTO v_next_ids, v_next_pos, v_next_kind", "", graph_hop.group(0))
+    return [
+        ("_scope_size (run by search_dense)", bind(source("hybrid._scope_size")), {}),
+        ("search_dense, exact path (scope <= exact_threshold)", bind(dense[0]), {}),
+        ("search_dense, HNSW path (scope > exact_threshold; iterative_scan relaxed_order, ef_search 100)",
+         bind(dense[1]), {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "100"}),
+        ("search_lexical ts_rank (GIN)", bind(lexical[0]), {"enable_sort": "off"}),
+        ("search_lexical bm25 (the BM25 index's ordered scan; enable_sort off as the function sets it)",
+         bind(lexical[1]), {"enable_sort": "off"}),
+        ("search_graph, one hop from the seeds (the loop body)", bind(hop), {}),
+        ("hybrid.retrieve, fusion + hydration of the fused ids", bind(returned("hybrid.retrieve")[0],
+                                                                     {"top_k": "10"}), {}),
+        ("(d) pgvector-python RRF CTE (RLS only, no explicit tenant predicate; session defaults)",
+         PGVECTOR_RRF_SQL.replace("%(embedding)s", "%(v)s").replace("%(query)s", "%(t)s").replace("%(k)s", "60"), {}),
+    ]
 
 
 def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: World, seed: int) -> str:
@@ -984,11 +973,12 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                 acl = conn.execute("SELECT hybrid._current_acl(), hybrid._acl_all()").fetchone()
             params = {"v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)),
                       "tenant": td.tenant_id, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
-                      "threshold": threshold}
+                      "threshold": threshold, "k": PER_SOURCE_K, "dv": [0.0] * len(d), "lv": [0.0] * len(lx),
+                      "gv": [1] * len(g)}
             out.append(f"#### tenant {td.tenant_id} ({label}, {len(td.chunk_ids):,} chunks; _scope_size({threshold}) = "
                        f"{scope}: search_dense takes the {'exact' if scope <= threshold else 'HNSW'} path)")
             out.append(f"query text: {q.text!r}; seeds: {q.seeds}")
-            for title, stmt, gucs in EXPLAIN_STATEMENTS:
+            for title, stmt, gucs in engine_statements(conn):
                 with conn.transaction():
                     conn.execute(SET_TENANT, (td.tenant_id,))
                     conn.execute("SET LOCAL search_path = pg_catalog, public, ag_catalog, pg_temp")
