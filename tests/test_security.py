@@ -202,3 +202,40 @@ def test_graph_writes_act_for_the_caller_after_set_role_from_an_authenticator(db
         c.execute("INSERT INTO pg_temp.hybrid_edge_stage (src, dst, rel) VALUES ('g-0', 'x', 'MENTIONS')")
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="no tenant"):
             c.execute("SELECT * FROM hybrid.finish_edges()")
+
+
+@pytest.mark.parametrize("role", ATTACKERS)
+@pytest.mark.parametrize("statement", [
+    "LOCK TABLE hybrid.chunk IN ACCESS EXCLUSIVE MODE",
+    "LOCK TABLE hybrid.corpus IN SHARE ROW EXCLUSIVE MODE",
+    "UPDATE hybrid.chunk SET content = 'x'",
+    "DELETE FROM hybrid.chunk",
+    "TRUNCATE hybrid.chunk",
+    "INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES ('acme', 'direct')",
+])
+def test_a_tenant_cannot_write_or_lock_the_shared_tables(db: Db, role: str, statement: str) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        t.ingest(chunks("a", 2, seed=8))
+    with _as(db, role) as conn:
+        conn.execute("BEGIN")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(statement)
+        conn.execute("ROLLBACK")
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:  # the API still writes
+        assert t.delete_document("a-doc-0") == 1
+
+
+@pytest.mark.parametrize("trap", [
+    "CREATE TEMP TABLE hybrid_chunk_stage (ord bigserial, tenant_id text, chunk_id text, document_id text, "
+    "position integer, content text, embedding real[], acl_labels text[], metadata jsonb); "
+    "CREATE FUNCTION pg_temp.evil() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$; "
+    "CREATE TRIGGER t BEFORE TRUNCATE ON pg_temp.hybrid_chunk_stage FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.evil()",
+    "CREATE TEMP VIEW hybrid_chunk_stage AS SELECT 1::bigint AS ord, NULL::text AS tenant_id, 'x'::text AS chunk_id, "
+    "'d'::text AS document_id, 0 AS position, 'c'::text AS content, NULL::real[] AS embedding, "
+    "NULL::text[] AS acl_labels, NULL::jsonb AS metadata",
+])
+def test_the_ingest_definer_refuses_a_staging_table_the_caller_rigged(db: Db, trap: str) -> None:
+    with psycopg.connect(db.dsn("pyh_acme")) as conn:
+        conn.execute(trap)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not the staging table"):
+            conn.execute("SELECT * FROM hybrid.finish_ingest('qms')")

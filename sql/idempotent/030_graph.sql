@@ -95,6 +95,32 @@ COMMENT ON FUNCTION hybrid.register_edge_type(text) IS
 'Registers the edge type rel (UPPER_SNAKE_CASE) so that every tenant''s add_edges may use it. For admins and app roles (add_edges run by an app role registers what it meets); tenant login roles get 42501.';
 REVOKE ALL ON FUNCTION hybrid.register_edge_type(text) FROM PUBLIC;
 
+-- hybrid._check_stage: refuse a staging table the caller rigged, before a definer reads it
+CREATE OR REPLACE FUNCTION hybrid._check_stage(stage text, columns text, maker text) RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v record;
+BEGIN
+    -- the staging table belongs to the caller, who could have made it a view, or given it triggers,
+    -- rules or a policy whose functions would run with the definer's rights: accept only the plain
+    -- temporary table with the expected columns that the begin_ function creates
+    SELECT c.relkind, c.relpersistence, c.relhastriggers, c.relhasrules, c.relrowsecurity,
+           (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+            FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS cols
+    INTO v
+    FROM pg_class c WHERE c.oid = to_regclass('pg_temp.' || quote_ident(stage));
+    IF NOT FOUND OR v.relkind <> 'r' OR v.relpersistence <> 't' OR v.relhastriggers OR v.relhasrules
+       OR v.relrowsecurity OR v.cols IS DISTINCT FROM columns THEN
+        RAISE EXCEPTION 'pg_temp.% is not the staging table % creates', stage, maker
+            USING ERRCODE = '42501', HINT = format('Call %s first, in the same transaction.', maker);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._check_stage(text, text, text) IS
+'Raises 42501 unless pg_temp.<stage> is a plain temporary table with exactly these columns and no triggers, rules or policy: what a SECURITY DEFINER loader checks before reading the caller''s staging table.';
+
 -- hybrid.begin_edges: the staging table edges are COPYed into
 CREATE OR REPLACE FUNCTION hybrid.begin_edges() RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
@@ -123,7 +149,6 @@ SET search_path = pg_catalog, ag_catalog, pg_temp  -- graphid operators live in 
 AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();  -- the caller's tenant (hybrid._caller), not the definer's
-    v_stage record;
     bad record;
     r text;
     n bigint;
@@ -137,20 +162,8 @@ BEGIN
         RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
     END IF;
-    -- the staging table belongs to the caller, who could have made it a view, or given it triggers,
-    -- rules or a policy whose functions would run here with the definer's rights: accept only the
-    -- plain temporary table that hybrid.begin_edges creates
-    SELECT c.relkind, c.relpersistence, c.relhastriggers, c.relhasrules, c.relrowsecurity,
-           (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
-            FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS cols
-    INTO v_stage
-    FROM pg_class c WHERE c.oid = to_regclass('pg_temp.hybrid_edge_stage');
-    IF NOT FOUND OR v_stage.relkind <> 'r' OR v_stage.relpersistence <> 't' OR v_stage.relhastriggers
-       OR v_stage.relhasrules OR v_stage.relrowsecurity
-       OR v_stage.cols <> 'ord bigint, src text, dst text, rel text, properties jsonb' THEN
-        RAISE EXCEPTION 'pg_temp.hybrid_edge_stage is not the staging table hybrid.begin_edges() creates'
-            USING ERRCODE = '42501', HINT = 'Call hybrid.begin_edges() first, in the same transaction.';
-    END IF;
+    PERFORM hybrid._check_stage('hybrid_edge_stage', 'ord bigint, src text, dst text, rel text, properties jsonb',
+                                'hybrid.begin_edges()');
     SELECT ord, src, dst, rel INTO bad FROM pg_temp.hybrid_edge_stage
     WHERE src IS NULL OR btrim(src) = '' OR dst IS NULL OR btrim(dst) = ''
        OR rel IS NULL OR rel !~ '^[A-Z][A-Z0-9_]{0,62}$' OR rel IN ('CHUNK', 'ENTITY') OR src = dst
@@ -214,16 +227,5 @@ BEGIN
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END
 $$;
--- finish_edges runs as hybrid_definer; ALTER ... OWNER needs that role to hold CREATE on the schema
-DO $owner$
-BEGIN
-    IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = 'hybrid.finish_edges()'::regprocedure)
-       <> 'hybrid_definer'::regrole THEN
-        GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
-        ALTER FUNCTION hybrid.finish_edges() OWNER TO hybrid_definer;
-        REVOKE CREATE ON SCHEMA hybrid FROM hybrid_definer;
-    END IF;
-END
-$owner$;
 COMMENT ON FUNCTION hybrid.finish_edges() IS
 'Loads the staged edges into hybrid_graph for the current tenant: validates every row (naming the first bad one, SQLSTATE 22023), creates missing edge labels and vertices (a node that is a chunk of the tenant becomes a Chunk vertex, any other an Entity), and inserts edges straight into the label tables, skipping ones already present. Returns counts.';

@@ -25,6 +25,8 @@ BEGIN
         metadata     jsonb
     ) ON COMMIT DROP;
     TRUNCATE pg_temp.hybrid_chunk_stage;
+    -- hybrid.finish_ingest reads and empties it as hybrid_definer
+    GRANT SELECT, TRUNCATE ON pg_temp.hybrid_chunk_stage TO hybrid_definer;
 END
 $$;
 COMMENT ON FUNCTION hybrid.begin_ingest() IS
@@ -34,7 +36,7 @@ COMMENT ON FUNCTION hybrid.begin_ingest() IS
 CREATE OR REPLACE FUNCTION hybrid.finish_ingest(
     corpus_id text,
     OUT inserted bigint, OUT updated bigint, OUT unchanged bigint, OUT superseded bigint)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by hybrid_definer: callers cannot write chunks directly
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
@@ -50,6 +52,9 @@ BEGIN
     IF corpus_id IS NULL OR btrim(corpus_id) = '' THEN
         RAISE EXCEPTION 'corpus_id must not be empty' USING ERRCODE = '22023';
     END IF;
+    PERFORM hybrid._check_stage('hybrid_chunk_stage',
+        'ord bigint, tenant_id text, chunk_id text, document_id text, position integer, content text, '
+        'embedding real[], acl_labels text[], metadata jsonb', 'hybrid.begin_ingest()');
 
     SELECT q.ord, q.chunk_id, q.rule INTO bad FROM (
         SELECT s.ord, s.chunk_id,
@@ -124,7 +129,7 @@ COMMENT ON FUNCTION hybrid.finish_ingest(text) IS
 
 -- hybrid.delete_document: delete a document's chunks
 CREATE OR REPLACE FUNCTION hybrid.delete_document(document_id text, corpus_id text DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by hybrid_definer
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE

@@ -5,7 +5,10 @@
 GRANT USAGE ON SCHEMA hybrid TO hybrid_user;
 GRANT SELECT ON hybrid.setting TO hybrid_user;
 GRANT SELECT ON hybrid.tenant, hybrid.tenant_grant TO hybrid_user;
-GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_user;
+-- reads run with the caller's rights under RLS; writes go through the loaders below, run as hybrid_definer
+-- (a role that may write a table may also LOCK it ACCESS EXCLUSIVE, stalling every tenant)
+GRANT SELECT ON hybrid.corpus, hybrid.chunk TO hybrid_user;
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON hybrid.corpus, hybrid.chunk FROM hybrid_user;
 GRANT USAGE ON TYPE hybrid.branch_hit, hybrid.retrieve_row TO hybrid_user;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hybrid FROM PUBLIC;
@@ -45,9 +48,27 @@ $grants$;
 -- hybrid_definer, the owner of hybrid.finish_edges: what that function reads and calls as it (its
 -- graph privileges come from hybrid._secure_graph). It is no member of hybrid_user.
 GRANT USAGE ON SCHEMA hybrid TO hybrid_definer;
-GRANT SELECT ON hybrid.setting, hybrid.tenant, hybrid.tenant_grant, hybrid.chunk TO hybrid_definer;
+GRANT SELECT ON hybrid.setting, hybrid.tenant, hybrid.tenant_grant TO hybrid_definer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_definer;
 GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._current_acl(), hybrid._acl_all(),
-    hybrid._with_all_labels(), hybrid._ensure_edge_label(text) TO hybrid_definer;
+    hybrid._with_all_labels(), hybrid._ensure_edge_label(text), hybrid._check_stage(text, text, text),
+    hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text) TO hybrid_definer;
+
+-- the loaders run as hybrid_definer (ALTER ... OWNER needs that role to hold CREATE on the schema meanwhile)
+DO $owners$
+DECLARE
+    fn regprocedure;
+BEGIN
+    FOREACH fn IN ARRAY ARRAY['hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
+                              'hybrid.finish_edges()']::regprocedure[] LOOP
+        IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
+            GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
+            EXECUTE format('ALTER FUNCTION %s OWNER TO hybrid_definer', fn);
+            REVOKE CREATE ON SCHEMA hybrid FROM hybrid_definer;
+        END IF;
+    END LOOP;
+END
+$owners$;
 
 -- The extensions' own functions: PUBLIC (so every tenant login role) may call only what pyhybrid's
 -- invoker-rights code and RLS policies need. AGE's traversal functions (age_vle and friends) walk the
