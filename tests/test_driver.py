@@ -59,7 +59,7 @@ def test_sqlalchemy_table_valued_function_joins_the_chunk_table(api: Api, db: Db
     from pyhybrid.sqlalchemy import chunk, hybrid_retrieve
 
     api.ingest("acme", chunks("c", 20))
-    engine = create_engine(sqlalchemy_url(db.dsn("pyh_acme")))
+    engine = create_engine(sqlalchemy_url(db.dsn("pyh_app")))  # joining the tables needs an app role
     with engine.begin() as conn:
         conn.execute(text("SELECT set_config('hybrid.tenant_id', 'acme', true)"))
         hr = hybrid_retrieve(query_text="chunk number 3", top_k=5)

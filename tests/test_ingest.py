@@ -167,3 +167,38 @@ def test_bad_edges_are_refused_naming_the_row_and_field(edge: dict, message: str
 
     with pytest.raises(InvalidParameterError, match=message):
         prepare_edges([{"src": "x", "dst": "y", "rel": "LINKS"}, edge])
+
+
+@pytest.mark.usefixtures("require_age")
+def test_two_concurrent_add_edges_meeting_the_same_new_node_both_succeed(api: Api, db: Db) -> None:
+    import threading
+
+    api.ingest("acme", chunks("c", 3))
+
+    def load(conn: psycopg.Connection, src: str) -> None:
+        conn.execute("SELECT set_config('hybrid.tenant_id', 'acme', true)")
+        conn.execute("SELECT hybrid.begin_edges()")
+        conn.execute("INSERT INTO pg_temp.hybrid_edge_stage (src, dst, rel) VALUES (%s, 'acme:entity:shared', "
+                     "'MENTIONS')", (src,))
+        conn.execute("SELECT * FROM hybrid.finish_edges()")
+
+    errors: list[BaseException] = []
+    with psycopg.connect(db.dsn("pyh_app")) as first, psycopg.connect(db.dsn("pyh_app")) as second:
+        load(first, "c-0")  # not committed yet
+
+        def other() -> None:
+            try:
+                load(second, "c-1")
+                second.commit()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(1.0)  # the second load waits for the first
+        first.commit()
+        t.join(30)
+    assert errors == []
+    with psycopg.connect(db.dsn()) as c:
+        assert c.execute("SELECT count(*) FROM hybrid.graph_node WHERE node_id = 'acme:entity:shared'").fetchone() == (1,)
+        assert c.execute("SELECT count(*) FROM hybrid_graph.\"MENTIONS\"").fetchone() == (2,)

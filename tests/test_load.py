@@ -13,7 +13,7 @@ from load import run_load  # noqa: E402
 
 def test_concurrent_clients_lose_nothing_and_fail_nothing(db: Db) -> None:
     report = run_load(db.dsn(), db.dsn("pyh_app"), clients=8, seconds=8, tenants=4)
-    assert report["errors"] == []
+    assert report["errors"] == [], report
     assert report["operations"] > 50
     assert report["actual_live_chunks"] == report["expected_live_chunks"]
     assert report["missing_chunks"] == 0 and report["unexpected_chunks"] == 0

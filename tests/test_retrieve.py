@@ -357,7 +357,7 @@ def test_dense_branch_plan_uses_hnsw_for_large_scopes_and_exact_scan_for_small(d
     q = str(unit(1).tolist())
     with psycopg.connect(db.dsn(), autocommit=True) as c:
         c.execute("ANALYZE hybrid.chunk")
-    with psycopg.connect(db.dsn("pyh_acme")) as c:
+    with psycopg.connect(db.dsn("pyh_app")) as c:
         c.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
         big = c.execute("EXPLAIN SELECT c.chunk_id FROM hybrid.chunk c WHERE NOT c.superseded "
                         "ORDER BY c.embedding <=> %s::vector LIMIT 30", (q,)).fetchall()

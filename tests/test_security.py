@@ -239,3 +239,35 @@ def test_the_ingest_definer_refuses_a_staging_table_the_caller_rigged(db: Db, tr
         conn.execute(trap)
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not the staging table"):
             conn.execute("SELECT * FROM hybrid.finish_ingest('qms')")
+
+
+@pytest.mark.usefixtures("require_bm25")
+@pytest.mark.parametrize("role", ATTACKERS)
+@pytest.mark.parametrize("probe", [
+    "CREATE TEMP TABLE p (c text); INSERT INTO p VALUES ('falcon'); "
+    "SELECT c <@> to_bm25query(c, 'hybrid.chunk_content_bm25') FROM p",
+    "CREATE TEMP TABLE p (c text); INSERT INTO p VALUES ('falcon'); "
+    "SELECT c <@> 'hybrid.chunk_content_bm25:falcon'::bm25query FROM p",
+    "SELECT bm25_text_text_score('falcon', 'falcon')",
+])
+def test_the_bm25_word_oracle_is_closed(db: Db, role: str, probe: str) -> None:
+    # globex holds a word; scoring any text against the shared index would reveal whether it occurs
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
+        t.ingest([Chunk(chunk_id=f"s{i}", document_id=f"s{i}", content="project falcon launch plan")
+                  for i in range(5)])
+    # refused by privilege, or (the cast form, where to_bm25query is not called) by pg_textsearch's own
+    # rule that the index must be on the scored column: either way no score comes back
+    with _as(db, role) as conn, pytest.raises((psycopg.errors.InsufficientPrivilege, psycopg.errors.WrongObjectType)):
+        conn.execute(probe)
+
+
+def test_a_tenant_login_role_cannot_explain_its_way_around_rls(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
+        t.ingest([Chunk(chunk_id=f"s{i}", document_id=f"s{i}", content="project falcon launch plan")
+                  for i in range(5)])
+    with _as(db, "pyh_acme") as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("EXPLAIN ANALYZE SELECT * FROM hybrid.chunk WHERE tsv @@ 'falcon'::tsquery")
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN ANALYZE SELECT * FROM hybrid_retrieve(query_text => 'falcon')").fetchall())
+    assert "Function Scan" in plan and "Rows Removed" not in plan

@@ -26,20 +26,24 @@ BEGIN
         EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', tbl);
         EXECUTE format('DROP POLICY IF EXISTS tenant_rows ON %s', tbl);
         EXECUTE format('CREATE POLICY tenant_rows ON %s USING (%s) WITH CHECK (%s)', tbl, tenant_qual, tenant_qual);
-        -- callers read the graph under RLS; only hybrid.finish_edges (run as hybrid_definer) writes it
-        EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %s FROM hybrid_user', tbl);
-        EXECUTE format('GRANT SELECT ON %s TO hybrid_user', tbl);
+        -- the API reads and writes the graph as hybrid_definer (only hybrid.finish_edges writes); trusted
+        -- app roles may read it directly under RLS; tenant login roles hold nothing on it
+        EXECUTE format('REVOKE ALL ON %s FROM hybrid_user', tbl);
+        EXECUTE format('GRANT SELECT ON %s TO hybrid_app', tbl);
         EXECUTE format('GRANT SELECT, INSERT ON %s TO hybrid_definer', tbl);
     END LOOP;
-    EXECUTE 'GRANT USAGE ON SCHEMA hybrid_graph TO hybrid_user, hybrid_definer';
+    EXECUTE 'REVOKE ALL ON SCHEMA hybrid_graph FROM hybrid_user';
+    EXECUTE 'GRANT USAGE ON SCHEMA hybrid_graph TO hybrid_app, hybrid_definer';
     -- vertex ids come from these sequences: a tenant drawing them could squat another tenant's next ids
     EXECUTE 'REVOKE ALL ON ALL SEQUENCES IN SCHEMA hybrid_graph FROM hybrid_user';
     EXECUTE 'GRANT USAGE ON ALL SEQUENCES IN SCHEMA hybrid_graph TO hybrid_definer';
-    EXECUTE 'REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON hybrid.graph_node FROM hybrid_user';
-    EXECUTE 'GRANT SELECT ON hybrid.graph_node TO hybrid_user';
+    EXECUTE 'REVOKE ALL ON hybrid.graph_node FROM hybrid_user';
+    EXECUTE 'GRANT SELECT ON hybrid.graph_node TO hybrid_app';
     EXECUTE 'GRANT SELECT, INSERT ON hybrid.graph_node TO hybrid_definer';
-    EXECUTE 'GRANT USAGE ON SCHEMA ag_catalog TO hybrid_user, hybrid_definer';
-    EXECUTE 'GRANT SELECT ON ALL TABLES IN SCHEMA ag_catalog TO hybrid_user, hybrid_definer';
+    EXECUTE 'REVOKE ALL ON SCHEMA ag_catalog FROM hybrid_user';
+    EXECUTE 'REVOKE ALL ON ALL TABLES IN SCHEMA ag_catalog FROM hybrid_user';
+    EXECUTE 'GRANT USAGE ON SCHEMA ag_catalog TO hybrid_app, hybrid_definer';
+    EXECUTE 'GRANT SELECT ON ALL TABLES IN SCHEMA ag_catalog TO hybrid_app, hybrid_definer';
 END
 $$;
 COMMENT ON FUNCTION hybrid._secure_graph() IS
@@ -177,6 +181,9 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
+    -- one loader at a time per tenant: two loads meeting the same new node would both create it (and
+    -- fail on the node's key), and both could add the same edge
+    PERFORM pg_advisory_xact_lock(hashtext('hybrid.finish_edges'), hashtext(v_tenant));
     v_labels := hybrid._with_all_labels();  -- an ACL-restricted chunk is still a Chunk vertex
     FOR r IN SELECT DISTINCT s.rel FROM pg_temp.hybrid_edge_stage s LOOP
         PERFORM hybrid._ensure_edge_label(r);

@@ -82,7 +82,7 @@ CREATE OR REPLACE FUNCTION hybrid.search_dense(
     query_embedding vector, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     exact_threshold integer DEFAULT NULL)
 RETURNS SETOF hybrid.branch_hit
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'
 SET hnsw.ef_search = 100
@@ -157,7 +157,7 @@ CREATE OR REPLACE FUNCTION hybrid.search_lexical(
     query_text text, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     lexical text DEFAULT NULL)
 RETURNS SETOF hybrid.branch_hit
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER  -- the first BM25 search after a restart may rebuild the index
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- the first BM25 search after a restart may rebuild the index
 SET search_path = pg_catalog, public, pg_temp
 SET enable_sort = off  -- keeps the planner on the BM25 index's ordered scan (see below)
 AS $$
@@ -240,7 +240,7 @@ CREATE OR REPLACE FUNCTION hybrid.search_graph(
     graph_seeds text[], graph_hops integer DEFAULT 1, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL,
     filter jsonb DEFAULT NULL)
 RETURNS SETOF hybrid.branch_hit
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
 AS $$
 DECLARE

@@ -2,7 +2,7 @@
 
 -- hybrid.graph_context: each chunk's visible graph neighbourhood
 CREATE OR REPLACE FUNCTION hybrid.graph_context(chunk_ids text[]) RETURNS TABLE (chunk_id text, context jsonb)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
 AS $$
 DECLARE
@@ -63,7 +63,7 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     with_graph_context boolean DEFAULT false,
     per_document boolean DEFAULT false)
 RETURNS SETOF hybrid.retrieve_row
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE

@@ -5,10 +5,12 @@
 GRANT USAGE ON SCHEMA hybrid TO hybrid_user;
 GRANT SELECT ON hybrid.setting TO hybrid_user;
 GRANT SELECT ON hybrid.tenant, hybrid.tenant_grant TO hybrid_user;
--- reads run with the caller's rights under RLS; writes go through the loaders below, run as hybrid_definer
--- (a role that may write a table may also LOCK it ACCESS EXCLUSIVE, stalling every tenant)
-GRANT SELECT ON hybrid.corpus, hybrid.chunk TO hybrid_user;
-REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON hybrid.corpus, hybrid.chunk FROM hybrid_user;
+-- Tenant login roles hold no privilege on the tables with tenant data: the API functions read and write
+-- them as hybrid_definer (under RLS, for the caller's tenant). A role that can read a table can EXPLAIN
+-- ANALYZE around RLS's counts and hold locks on it; one that can write it can lock out every tenant.
+-- Trusted app roles may still read them directly, under RLS.
+REVOKE ALL ON hybrid.corpus, hybrid.chunk FROM hybrid_user;
+GRANT SELECT ON hybrid.corpus, hybrid.chunk TO hybrid_app;
 GRANT USAGE ON TYPE hybrid.branch_hit, hybrid.retrieve_row TO hybrid_user;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hybrid FROM PUBLIC;
@@ -52,7 +54,14 @@ GRANT SELECT ON hybrid.setting, hybrid.tenant, hybrid.tenant_grant TO hybrid_def
 GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_definer;
 GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._current_acl(), hybrid._acl_all(),
     hybrid._with_all_labels(), hybrid._ensure_edge_label(text), hybrid._check_stage(text, text, text),
-    hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text) TO hybrid_definer;
+    hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text),
+    hybrid._scope_size(text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
+    hybrid._bm25_ready(), hybrid._visible(text, boolean, text[], text, text[], boolean),
+    hybrid._rrf_term(double precision, double precision, integer), hybrid.rrf_fuse(jsonb, double precision[], double precision, integer),
+    hybrid._check_range(text, integer, integer, integer, text), hybrid._check_number(text, double precision, boolean),
+    hybrid._check_flag(text, boolean), hybrid.graph_context(text[]),
+    hybrid.search_dense(vector, integer, text[], jsonb, integer), hybrid.search_lexical(text, integer, text[], jsonb, text),
+    hybrid.search_graph(text[], integer, integer, text[], jsonb) TO hybrid_definer;
 
 -- the loaders run as hybrid_definer (ALTER ... OWNER needs that role to hold CREATE on the schema meanwhile)
 DO $owners$
@@ -60,7 +69,10 @@ DECLARE
     fn regprocedure;
 BEGIN
     FOREACH fn IN ARRAY ARRAY['hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
-                              'hybrid.finish_edges()']::regprocedure[] LOOP
+                              'hybrid.finish_edges()', 'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
+                              'hybrid.search_lexical(text, integer, text[], jsonb, text)',
+                              'hybrid.search_graph(text[], integer, integer, text[], jsonb)',
+                              'hybrid.graph_context(text[])']::regprocedure[] || ('hybrid.retrieve'::regproc::regprocedure) LOOP
         IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
             GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
             EXECUTE format('ALTER FUNCTION %s OWNER TO hybrid_definer', fn);
@@ -91,16 +103,22 @@ BEGIN
                 -- the label tables' RLS policies, index expressions and column defaults
                 'agtype_object_field_text', 'agtype_access_operator', '_graphid', '_label_id', 'agtype_build_map'])
         LOOP
-            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user, hybrid_definer', fn);
+            EXECUTE format('REVOKE ALL ON FUNCTION %s FROM hybrid_user', fn);
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_app, hybrid_definer', fn);
         END LOOP;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_textsearch') THEN
+        -- scoring any text against the shared index (<@>, to_bm25query) is an oracle for every tenant's
+        -- vocabulary: only the lexical branch, run as hybrid_definer for the caller's tenant, may score
         FOR fn IN
             SELECT p.oid FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass
                  AND d.deptype = 'e' JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'pg_textsearch'
-            WHERE p.proname IN ('bm25_dump_index', 'bm25_summarize_index', 'bm25_spill_index', 'bm25_force_merge')
         LOOP
             EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);
+            IF (SELECT p.proname FROM pg_proc p WHERE p.oid = fn) NOT IN
+               ('bm25_dump_index', 'bm25_summarize_index', 'bm25_spill_index', 'bm25_force_merge') THEN
+                EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_definer', fn);
+            END IF;
         END LOOP;
     END IF;
 END
