@@ -71,7 +71,7 @@ GRID_RRF_K = [5.0, 10.0, 20.0, 40.0, 60.0, 100.0]
 GRID_PSK = [100, 300]  # 300 = the engine's default for top_k 100 (greatest(3 * top_k, 30))
 
 DENSE_SQL = "SELECT chunk_id FROM hybrid.search_dense(%s::vector, %s) ORDER BY rank"
-LEX_SQL = "SELECT chunk_id FROM hybrid.search_lexical(%s, %s, method => %s) ORDER BY rank"
+LEX_SQL = "SELECT chunk_id FROM hybrid.search_lexical(%s, %s, lexical => %s) ORDER BY rank"
 
 
 def vector_literal(v: np.ndarray) -> str:
