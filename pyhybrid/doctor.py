@@ -76,6 +76,16 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
         if row is not None:
             yield Finding(f"leakproof {fn.split('(')[0]}", f"{'yes' if row[0] else 'no'} ({what})", False,
                           None if row[0] else "pyhybrid migrate --reapply, as a superuser")
+    # an extension update re-creates its functions with PUBLIC EXECUTE (the revokes of sql/idempotent/090)
+    for ext in ("age", "pg_textsearch"):
+        if ext in installed:
+            open_fns = int(_one(conn, "SELECT count(*) FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid "
+                                      "JOIN pg_proc p ON p.oid = d.objid WHERE d.classid = 'pg_proc'::regclass "
+                                      "AND d.deptype = 'e' AND e.extname = %s "
+                                      "AND has_function_privilege('public', p.oid, 'EXECUTE')", (ext,)))
+            yield Finding(f"extension {ext} functions", f"{open_fns} executable by PUBLIC" if open_fns
+                          else "none executable by PUBLIC", open_fns > 0,
+                          "pyhybrid migrate --reapply  (an extension update re-granted them)" if open_fns else None)
     for st in maintenance.bm25_status(conn):
         if st.state == "stale":
             yield Finding(f"BM25 index {st.index_name}", f"STALE: {st.reason}", True,

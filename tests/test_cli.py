@@ -94,6 +94,17 @@ def test_doctor_checks_are_a_library_function_that_names_each_fix(db: Db) -> Non
     assert findings["schema hybrid"].state.startswith("installed, version ")
 
 
+def test_doctor_flags_extension_functions_an_update_reopened_and_reapply_closes_them(
+        db: Db, capsys: pytest.CaptureFixture[str]) -> None:
+    with psycopg.connect(db.dsn(), autocommit=True) as c:  # what ALTER EXTENSION ... UPDATE does
+        c.execute("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA ag_catalog TO PUBLIC")
+    assert main(["--dsn", db.dsn(), "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "extension age functions" in out and "fix: pyhybrid migrate --reapply" in out
+    assert main(["--dsn", db.dsn(), "migrate", "--reapply"]) == 0
+    assert main(["--dsn", db.dsn(), "doctor"]) == 0, capsys.readouterr().out
+
+
 def test_doctor_on_a_database_without_the_schema_says_how_to_fix_it(admin_dsn: str,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     from psycopg import conninfo
