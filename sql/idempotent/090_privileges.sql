@@ -33,7 +33,7 @@ BEGIN
         'hybrid.begin_edges()', 'hybrid.finish_edges()',
         'hybrid.embedding_dim()', 'hybrid.bm25_available()', 'hybrid.version()', 'hybrid.content_hash',
         -- helpers the API's invoker-rights functions and RLS policies call as the caller
-        'hybrid._current_tenant()', 'hybrid._current_acl()', 'hybrid._acl_all()', 'hybrid._with_all_labels()',
+        'hybrid._current_tenant()', 'hybrid._only_tenant()', 'hybrid._current_acl()', 'hybrid._acl_all()', 'hybrid._with_all_labels()',
         'hybrid._ensure_edge_label(text)', 'hybrid._scope_size(text[], jsonb, integer)', 'hybrid._or_tsquery(text)',
         'hybrid._bm25_ready()', 'hybrid._visible(text, boolean, text[], text, text[], boolean)',
         'hybrid._rrf_term(double precision, double precision, integer)',
@@ -52,7 +52,7 @@ $grants$;
 GRANT USAGE ON SCHEMA hybrid TO hybrid_definer;
 GRANT SELECT ON hybrid.setting, hybrid.tenant, hybrid.tenant_grant TO hybrid_definer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_definer;
-GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._current_acl(), hybrid._acl_all(),
+GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._only_tenant(), hybrid._current_acl(), hybrid._acl_all(),
     hybrid._with_all_labels(), hybrid._ensure_edge_label(text), hybrid._check_stage(text, text, text),
     hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text),
     hybrid._scope_size(text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
