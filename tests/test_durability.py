@@ -225,7 +225,7 @@ def test_doctor_flags_a_stale_bm25_index_and_the_command_it_prints_heals_it(
 
 
 def test_heal_rebuilds_nothing_on_a_healthy_server(server: Server) -> None:
-    baseline = server.load()
+    server.load()
     with psycopg.connect(server.admin, autocommit=True) as c:
         c.execute("SELECT * FROM hybrid.heal_bm25()")
         before = c.execute("SELECT relfilenode FROM pg_class WHERE oid = 'hybrid.chunk_content_bm25'::regclass").fetchone()
