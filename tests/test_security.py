@@ -271,3 +271,85 @@ def test_a_tenant_login_role_cannot_explain_its_way_around_rls(db: Db) -> None:
         plan = "\n".join(r[0] for r in conn.execute(
             "EXPLAIN ANALYZE SELECT * FROM hybrid_retrieve(query_text => 'falcon')").fetchall())
     assert "Function Scan" in plan and "Rows Removed" not in plan
+
+
+GRAPH_TABLE_READS = [
+    ("graph_node", "SELECT node_id FROM hybrid.graph_node WHERE vertex_id::text::bigint = %(v)s"),
+    ("Chunk vertices", 'SELECT id::text FROM hybrid_graph."Chunk" WHERE id::text::bigint = %(v)s'),
+    ("all vertices", "SELECT id::text FROM hybrid_graph._ag_label_vertex WHERE id::text::bigint = %(v)s"),
+    ("MENTIONS edges", 'SELECT id::text FROM hybrid_graph."MENTIONS" '
+                       "WHERE start_id::text::bigint = %(v)s OR end_id::text::bigint = %(v)s"),
+    ("all edges", "SELECT id::text FROM hybrid_graph._ag_label_edge "
+                  "WHERE start_id::text::bigint = %(v)s OR end_id::text::bigint = %(v)s"),
+]
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("what,query", GRAPH_TABLE_READS, ids=[w for w, _ in GRAPH_TABLE_READS])
+def test_an_app_role_reading_the_graph_tables_sees_a_restricted_chunk_only_with_its_label(
+        db: Db, what: str, query: str) -> None:
+    # finding 9 for the trusted app role: a chunk's ACL labels apply to its node, vertex and edges
+    _secret_graph(db)
+    with psycopg.connect(db.dsn()) as admin:
+        row = admin.execute("SELECT vertex_id::text::bigint FROM hybrid.graph_node "
+                            "WHERE tenant_id = 'acme' AND node_id = 'restricted'").fetchone()
+    assert row is not None
+    with _as(db, "pyh_app") as conn:
+        assert conn.execute(query, {"v": row[0]}).fetchall() == [], what
+        conn.execute("SELECT set_config('hybrid.acl_labels', 'quality', false)")
+        assert len(conn.execute(query, {"v": row[0]}).fetchall()) == 1, what
+        # the entity only the restricted chunk links to is still a node of the tenant's
+        conn.execute("SELECT set_config('hybrid.acl_labels', '', false)")
+        assert conn.execute("SELECT count(*) FROM hybrid.graph_node WHERE node_id = 'a-0'").fetchone() == (1,)
+
+
+@pytest.mark.usefixtures("require_age")
+def test_an_app_role_cypher_match_on_a_restricted_chunk_finds_nothing(db: Db) -> None:
+    _secret_graph(db)
+    with _as(db, "pyh_app") as conn:
+        conn.execute("SET search_path = ag_catalog, public")
+        try:
+            rows = conn.execute("SELECT * FROM ag_catalog.cypher('hybrid_graph', $$ MATCH (c {node_id: 'restricted'})-[e]-(n) "
+                                "RETURN n $$) AS (n ag_catalog.agtype)").fetchall()
+        except psycopg.errors.InsufficientPrivilege:
+            rows = []
+    assert rows == []
+
+
+def test_errors_raised_inside_the_definer_functions_relay_nothing_of_another_tenant(db: Db) -> None:
+    # globex owns chunk "dup"; acme writing the same chunk id, deleting it, or asking for its graph
+    # context gets its own result, never a unique violation or a message carrying globex's values
+    with HybridClient(db.dsn("pyh_app")) as c:
+        with c.tenant("globex") as t:
+            t.ingest([Chunk(chunk_id="dup", document_id="D", content="globex falcon secret")])
+        with c.tenant("acme") as t:
+            t.ingest([Chunk(chunk_id="dup", document_id="D", content="acme own text")])
+            rows = t.retrieve(query_text="falcon secret own text")
+    assert [r.chunk_id for r in rows] == ["dup"]
+    with _as(db, "pyh_acme") as conn:
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+        conn.execute("SELECT * FROM hybrid_retrieve(query_text => 'falcon secret')").fetchall()
+        assert conn.execute("SELECT content FROM hybrid_retrieve(query_text => 'acme own')").fetchall() == [("acme own text",)]
+        assert conn.execute("SELECT hybrid.delete_document('D')").fetchone() is not None
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT content FROM hybrid.chunk WHERE tenant_id = 'globex'").fetchall() == [
+            ("globex falcon secret",)]
+    assert not any("globex" in n or "falcon" in n for n in notices)
+
+
+def test_no_catalog_name_a_tenant_can_read_carries_a_tenant_id(db: Db) -> None:
+    # pg_class, pg_namespace, ag_label, pg_roles' settings and pg_stat_user_tables are readable by every
+    # role: none of their names may hold a tenant id (ids are data, seen only through RLS)
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
+        t.ingest(chunks("g", 3, seed=7))
+    with _as(db, "pyh_acme") as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT relname::text FROM pg_class UNION ALL SELECT nspname::text FROM pg_namespace "
+            "UNION ALL SELECT relname::text FROM pg_stat_user_tables "
+            "UNION ALL SELECT conname::text FROM pg_constraint UNION ALL SELECT polname::text FROM pg_policy "
+            "UNION ALL SELECT datname::text FROM pg_database").fetchall()]
+        if conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'age'").fetchone() == (1,):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT name FROM ag_catalog.ag_label")
+    assert not [n for n in names if "globex" in n.lower() or "acme" in n.lower()]

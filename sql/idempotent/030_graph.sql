@@ -10,12 +10,22 @@ AS $$
 DECLARE
     tbl regclass;
     tenant_qual text := $q$(properties OPERATOR(ag_catalog.->>) 'tenant_id'::text) = (SELECT hybrid._current_tenant())$q$;
+    definer text := $q$(SELECT current_user = 'hybrid_definer'::name)$q$;
+    node_seen text := 'EXISTS (SELECT 1 FROM hybrid.graph_node n WHERE n.vertex_id OPERATOR(ag_catalog.=) %I)';
 BEGIN
     IF to_regclass('hybrid.graph_node') IS NULL THEN
         RETURN;
     END IF;
+    -- A chunk's ACL labels apply to its node, its vertex and its edges in every read path. The API's
+    -- definer functions check visibility themselves (hop by hop, against hybrid.chunk), so for them the
+    -- rule short-circuits on "current_user is hybrid_definer" (a NOLOGIN role nobody can become); a
+    -- trusted app role reading the graph tables directly sees a chunk's node only where it sees the
+    -- chunk (hybrid.chunk's own policy, tenant and ACL, applies inside the EXISTS), a vertex only where
+    -- it sees its node, and an edge only where it sees both ends.
     EXECUTE 'DROP POLICY IF EXISTS graph_node_tenant ON hybrid.graph_node';
-    EXECUTE 'CREATE POLICY graph_node_tenant ON hybrid.graph_node USING (tenant_id = (SELECT hybrid._current_tenant())) '
+    EXECUTE 'CREATE POLICY graph_node_tenant ON hybrid.graph_node '
+            'USING (tenant_id = (SELECT hybrid._current_tenant()) AND (kind = ''entity'' OR ' || definer || ' OR '
+            'EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_id = graph_node.tenant_id AND c.chunk_id = graph_node.node_id))) '
             'WITH CHECK (tenant_id = (SELECT hybrid._current_tenant()))';
     FOR tbl IN
         SELECT l.relation
@@ -25,7 +35,12 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', tbl);
         EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', tbl);
         EXECUTE format('DROP POLICY IF EXISTS tenant_rows ON %s', tbl);
-        EXECUTE format('CREATE POLICY tenant_rows ON %s USING (%s) WITH CHECK (%s)', tbl, tenant_qual, tenant_qual);
+        EXECUTE format('CREATE POLICY tenant_rows ON %s USING (%s AND (%s OR %s)) WITH CHECK (%s)', tbl, tenant_qual,
+                       definer,
+                       CASE WHEN EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = 'start_id')
+                            THEN format(node_seen, 'start_id') || ' AND ' || format(node_seen, 'end_id')
+                            ELSE format(node_seen, 'id') END,
+                       tenant_qual);
         -- the API reads and writes the graph as hybrid_definer (only hybrid.finish_edges writes); trusted
         -- app roles may read it directly under RLS; tenant login roles hold nothing on it
         EXECUTE format('REVOKE ALL ON %s FROM hybrid_user', tbl);
