@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import psycopg
 from psycopg import conninfo
 
-from . import _sql, maintenance, migrate, server
+from . import _sql, maintenance, migrate, server, transfer
 from .errors import InvalidParameterError, PyhybridError
 from .ingest import ingest_records
 from .query import RETRIEVE_SQL, RetrieveQuery
@@ -191,9 +191,23 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         elif args.action == "grant":
             c.grant_tenant(args.role, args.name, [a for a in (args.acl or "").split(",") if a])
             print(f"role {args.role} may act for tenant {args.name}")
-        else:
+        elif args.action == "grant-app":
             c.grant_app(args.name)
             print(f"role {args.name} is a trusted app role")
+        elif args.action == "drop":
+            if not args.yes:
+                raise InvalidParameterError(f"tenant drop removes every chunk, corpus, graph node and grant of "
+                                            f"{args.name!r}: confirm with --yes")
+            removed = c.drop_tenant(args.name)
+            print(f"dropped tenant {args.name}: " + ", ".join(f"{v} {k}" for k, v in removed.items()))
+        elif args.action == "export":
+            if not args.file:
+                raise InvalidParameterError("tenant export needs FILE: pyhybrid tenant export TENANT FILE")
+            n = transfer.export_tenant(c, args.name, args.file)
+            print(f"exported tenant {args.name} to {args.file}: " + ", ".join(f"{v} {k}" for k, v in n.items()))
+        else:  # import
+            n = transfer.import_tenant(c, args.name, args.as_tenant)
+            print(f"imported {args.name}: " + ", ".join(f"{v} {k}" for k, v in n.items()))
     return 0
 
 
@@ -271,9 +285,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rebuild the BM25 indexes a server restart left stale before checking")
     s.set_defaults(func=cmd_doctor)
 
-    s = sub.add_parser("tenant", help="create tenants and grant roles (admin)")
-    s.add_argument("action", choices=["create", "grant", "grant-app"])
-    s.add_argument("name", help="tenant id (create, grant) or role name (grant-app)")
+    s = sub.add_parser("tenant", help="create, grant, drop, export and import tenants (admin)",
+                       epilog="examples: tenant create acme | tenant grant acme --role alice | tenant grant-app app_role | "
+                              "tenant drop acme --yes | tenant export acme acme.jsonl.gz | "
+                              "tenant import acme.jsonl.gz [--as-tenant acme2]")
+    s.add_argument("action", choices=["create", "grant", "grant-app", "drop", "export", "import"])
+    s.add_argument("name", help="tenant id (create, grant, drop, export), role name (grant-app) or export file (import)")
+    s.add_argument("file", nargs="?", help="with export: the file to write (JSONL; gzip when it ends in .gz)")
+    s.add_argument("--yes", action="store_true", help="with drop: confirm")
+    s.add_argument("--as-tenant", help="with import: the tenant id to import under (default: the exported one)")
     s.add_argument("--role", help="with grant: the login role to bind to the tenant")
     s.add_argument("--acl", help="with grant: comma-separated ACL labels the role may claim")
     s.set_defaults(func=cmd_tenant)

@@ -184,6 +184,14 @@ class HybridClient:
         _base.tenant_params(tenant_id, None)
         return str(self._scalar(_sql.CREATE_TENANT_SQL, (tenant_id,)))
 
+    def drop_tenant(self, tenant_id: str) -> dict[str, int]:
+        """Remove a tenant and everything it holds, in one transaction (admin only); returns what it
+        removed: chunks, corpora, graph_nodes, vertices, edges, grants."""
+        _base.tenant_params(tenant_id, None)
+        with self.connection() as conn, _base.translate_errors(), conn.transaction():
+            rows = conn.execute(_sql.DROP_TENANT_SQL, (tenant_id,)).fetchall()
+        return {str(r["what"]): int(r["removed"]) for r in rows}
+
     def grant_tenant(self, role_name: str, tenant_id: str, acl_labels: Sequence[str] = ()) -> None:
         """Bind an existing login role to a tenant (admin only)."""
         _base.check_name("role_name", role_name)

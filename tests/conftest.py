@@ -6,6 +6,7 @@ import asyncio
 import os
 import tempfile
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -90,8 +91,9 @@ class Db:
         return _with(self.admin, user=role, password=role)
 
 
-@pytest.fixture()
-def db(admin_dsn: str, template_db: str) -> Iterator[Db]:
+@contextmanager
+def fresh_db(admin_dsn: str, template_db: str) -> Iterator[Db]:
+    """A database cloned from the migrated template, dropped afterwards."""
     name = f"pyh_t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
@@ -104,9 +106,24 @@ def db(admin_dsn: str, template_db: str) -> Iterator[Db]:
             c.execute("DROP INDEX hybrid.chunk_content_bm25")
             c.execute((sql_dir() / "optional" / "bm25_index.sql").read_text())
             c.execute("SELECT hybrid._bm25_sentinel_reset(fresh => true)")
-    yield Db(name=name, admin=dsn)
-    with psycopg.connect(admin_dsn, autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        yield Db(name=name, admin=dsn)
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture()
+def db(admin_dsn: str, template_db: str) -> Iterator[Db]:
+    with fresh_db(admin_dsn, template_db) as d:
+        yield d
+
+
+@pytest.fixture()
+def db2(admin_dsn: str, template_db: str) -> Iterator[Db]:
+    """A second fresh database (another "server" for tenant moves)."""
+    with fresh_db(admin_dsn, template_db) as d:
+        yield d
 
 
 @pytest.fixture()

@@ -135,3 +135,22 @@ def test_embedded_server_start_status_url_stop(tmp_path: Path, capsys: pytest.Ca
     assert capsys.readouterr().out.strip() == "stopped"
     assert main(["--data-dir", data, "server", "status"]) == 0
     assert json.loads(capsys.readouterr().out)["running"] is False
+
+
+def test_tenant_export_import_and_drop_from_the_command_line(db: Db, db2: Db, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("Battery lasts six hours on a full charge.")
+    assert main(["--dsn", db.dsn(), "ingest", str(tmp_path), "--tenant", "acme", "--quiet"]) == 0
+    out = tmp_path / "acme.jsonl.gz"
+    assert main(["--dsn", db.dsn(), "tenant", "export", "acme", str(out)]) == 0
+    assert "exported tenant acme" in capsys.readouterr().out
+    assert main(["--dsn", db2.dsn(), "tenant", "import", str(out), "--as-tenant", "acme2"]) == 0
+    assert "imported" in capsys.readouterr().out
+    assert main(["--dsn", db2.dsn(), "search", "how long does the battery last", "--tenant", "acme2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["chunk_id"] == "notes.txt#0"
+    assert main(["--dsn", db.dsn(), "tenant", "drop", "acme"]) == 2
+    assert "confirm with --yes" in capsys.readouterr().err
+    assert main(["--dsn", db.dsn(), "tenant", "drop", "acme", "--yes"]) == 0
+    assert "dropped tenant acme: 1 chunks, 1 corpora" in capsys.readouterr().out
+    assert main(["--dsn", db.dsn(), "tenant", "import", str(tmp_path / "missing.jsonl")]) == 2
+    assert "is not a file" in capsys.readouterr().err

@@ -115,6 +115,65 @@ COMMENT ON FUNCTION hybrid.create_tenant(text) IS
 'Creates a tenant (idempotent) and returns its id. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.create_tenant(text) FROM PUBLIC;
 
+-- hybrid.drop_tenant: remove a tenant and everything it holds (admin)
+CREATE OR REPLACE FUNCTION hybrid.drop_tenant(tenant_id text)
+RETURNS TABLE (what text, removed bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_chunks bigint := 0;
+    v_corpora bigint := 0;
+    v_grants bigint := 0;
+    v_nodes bigint := 0;
+    v_vertices bigint := 0;
+    v_edges bigint := 0;
+BEGIN
+    IF tenant_id IS NULL OR NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = drop_tenant.tenant_id) THEN
+        RAISE EXCEPTION 'tenant_id % does not exist', coalesce(quote_literal(tenant_id), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    -- the tables force RLS: only an owner that bypasses it sees every row it must remove
+    IF NOT (SELECT r.rolsuper OR r.rolbypassrls FROM pg_roles r WHERE r.rolname = current_user) THEN
+        RAISE EXCEPTION 'hybrid.drop_tenant must be owned by a superuser or a BYPASSRLS role, not %', current_user
+            USING ERRCODE = '42501', HINT = 'ALTER FUNCTION hybrid.drop_tenant(text) OWNER TO a role that bypasses RLS.';
+    END IF;
+    -- no loader of this tenant's graph runs meanwhile (hybrid.finish_edges takes the same lock)
+    PERFORM pg_advisory_xact_lock(hashtext('hybrid.finish_edges'), hashtext(tenant_id));
+    IF to_regclass('hybrid.graph_node') IS NOT NULL THEN
+        -- edges join only nodes of one tenant, so the tenant's vertices find all its edges, by the
+        -- start_id / end_id btrees of every edge label (no scan of other tenants' edges)
+        EXECUTE $sql$
+            WITH x AS (DELETE FROM hybrid_graph._ag_label_edge x USING hybrid.graph_node g
+                       WHERE g.tenant_id = $1 AND x.start_id OPERATOR(ag_catalog.=) g.vertex_id RETURNING 1)
+            SELECT count(*) FROM x$sql$ INTO v_edges USING tenant_id;
+        EXECUTE $sql$
+            WITH x AS (DELETE FROM hybrid_graph._ag_label_edge x USING hybrid.graph_node g
+                       WHERE g.tenant_id = $1 AND x.end_id OPERATOR(ag_catalog.=) g.vertex_id RETURNING 1)
+            SELECT count(*) FROM x$sql$ INTO v_nodes USING tenant_id;
+        v_edges := v_edges + v_nodes;
+        EXECUTE $sql$
+            WITH x AS (DELETE FROM hybrid_graph._ag_label_vertex x USING hybrid.graph_node g
+                       WHERE g.tenant_id = $1 AND x.id OPERATOR(ag_catalog.=) g.vertex_id RETURNING 1)
+            SELECT count(*) FROM x$sql$ INTO v_vertices USING tenant_id;
+        EXECUTE 'WITH x AS (DELETE FROM hybrid.graph_node g WHERE g.tenant_id = $1 RETURNING 1) SELECT count(*) FROM x'
+            INTO v_nodes USING tenant_id;
+    END IF;
+    WITH x AS (DELETE FROM hybrid.chunk c WHERE c.tenant_id = drop_tenant.tenant_id RETURNING 1)
+    SELECT count(*) INTO v_chunks FROM x;
+    WITH x AS (DELETE FROM hybrid.corpus c WHERE c.tenant_id = drop_tenant.tenant_id RETURNING 1)
+    SELECT count(*) INTO v_corpora FROM x;
+    WITH x AS (DELETE FROM hybrid.tenant_grant g WHERE g.tenant_id = drop_tenant.tenant_id RETURNING 1)
+    SELECT count(*) INTO v_grants FROM x;
+    DELETE FROM hybrid.tenant t WHERE t.tenant_id = drop_tenant.tenant_id;
+    RETURN QUERY VALUES ('chunks', v_chunks), ('corpora', v_corpora), ('graph_nodes', v_nodes),
+                        ('vertices', v_vertices), ('edges', v_edges), ('grants', v_grants);
+END
+$$;
+COMMENT ON FUNCTION hybrid.drop_tenant(text) IS
+'Removes a tenant and everything it holds: its chunks (superseded ones too), corpora, graph nodes, AGE vertices and edges, and its role bindings (the roles themselves stay). Returns how many of each it removed. One transaction: all or nothing. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.drop_tenant(text) FROM PUBLIC;
+
 -- hybrid._grant_base: what every pyhybrid role gets
 CREATE OR REPLACE FUNCTION hybrid._grant_base(role_name name) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER

@@ -1,0 +1,146 @@
+"""A tenant's whole life: drop it (everything it holds, and only that), export it, import it elsewhere."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pyhybrid import Chunk, HybridClient, InvalidParameterError, TenantError
+from pyhybrid.transfer import export_tenant, import_tenant
+from tests.conftest import Db
+from tests.helpers import chunks, unit
+
+COUNTS_SQL = """SELECT (SELECT count(*) FROM hybrid.chunk WHERE tenant_id = %(t)s),
+       (SELECT count(*) FROM hybrid.corpus WHERE tenant_id = %(t)s),
+       (SELECT count(*) FROM hybrid.tenant_grant WHERE tenant_id = %(t)s),
+       (SELECT count(*) FROM hybrid.tenant WHERE tenant_id = %(t)s)"""
+GRAPH_SQL = """SELECT (SELECT count(*) FROM hybrid.graph_node WHERE tenant_id = %(t)s),
+       (SELECT count(*) FROM hybrid_graph._ag_label_vertex WHERE properties::text LIKE '%%"tenant_id": "' || %(t)s || '"%%'),
+       (SELECT count(*) FROM hybrid_graph._ag_label_edge WHERE properties::text LIKE '%%"tenant_id": "' || %(t)s || '"%%')"""
+
+
+def _fill(dsn: str, tenant: str, seed: int) -> None:
+    """Chunks in two corpora (one ACL-restricted, one superseded), edges with properties."""
+    with HybridClient(dsn) as c, c.tenant(tenant, ["*"]) as t:
+        t.ingest(chunks(f"{tenant}-a", 12, doc_size=3, seed=seed), corpus_id="manuals")
+        t.ingest(chunks(f"{tenant}-b", 5, seed=seed + 1), corpus_id="audits")
+        t.ingest([Chunk(chunk_id=f"{tenant}-secret", document_id="S", content="quality audit finding valve",
+                        embedding=unit(seed * 7 + 3), acl_labels=["quality"], metadata={"k": [1, 2]})],
+                 corpus_id="audits")
+        # a re-ingested document supersedes its old chunks: those stay out of exports
+        t.ingest([Chunk(chunk_id=f"{tenant}-a-9-v2", document_id=f"{tenant}-a-doc-3", content="pumps revised",
+                        embedding=unit(seed * 7 + 5))], corpus_id="manuals")
+        t.add_edges([{"src": f"{tenant}-a-1", "dst": f"{tenant}-a-2", "rel": "CITES", "properties": {"strength": 0.5}},
+                     {"src": f"{tenant}-a-2", "dst": f"{tenant}:entity:pump", "rel": "MENTIONS"},
+                     {"src": f"{tenant}-secret", "dst": f"{tenant}:entity:pump", "rel": "MENTIONS"},
+                     {"src": f"{tenant}-b-0", "dst": f"{tenant}-a-1", "rel": "CITES"}])
+
+
+def _answers(dsn: str, tenant: str) -> list[list[tuple[str, int | None, int | None, int | None]]]:
+    """What a set of retrievals returns: ids and per-branch ranks, with and without the ACL label."""
+    out = []
+    with HybridClient(dsn) as c:
+        for labels in ([], ["quality"]):
+            with c.tenant(tenant, labels) as t:
+                for q in range(4):
+                    for kw in ({"query_embedding": unit(q * 11 + 1), "query_text": "pumps valves alarms item3"},
+                               {"query_text": "quality audit valve", "lexical": "ts_rank"},
+                               {"graph_seeds": [f"{tenant}-a-1", f"{tenant}:entity:pump"], "graph_hops": 2},
+                               {"query_embedding": unit(q * 11 + 2), "corpus_ids": ["audits"]}):
+                        out.append([(r.chunk_id, r.vector_rank, r.keyword_rank, r.graph_rank)
+                                    for r in t.retrieve(**kw, top_k=8)])
+    return out
+
+
+@pytest.mark.usefixtures("require_age")
+def test_drop_tenant_removes_everything_it_holds_and_nothing_else(db: Db) -> None:
+    _fill(db.dsn(), "acme", 1)
+    _fill(db.dsn(), "globex", 2)
+    before_globex = _answers(db.dsn(), "globex")
+    with psycopg.connect(db.dsn()) as admin:
+        globex = (admin.execute(COUNTS_SQL, {"t": "globex"}).fetchone(), admin.execute(GRAPH_SQL, {"t": "globex"}).fetchone())
+    with HybridClient(db.dsn()) as c:
+        removed = c.drop_tenant("acme")
+    # 12 + 5 + 1 + 1 chunks (the 3 superseded ones too), 2 corpora, 5 nodes and vertices, 4 edges, 1 grant
+    assert removed == {"chunks": 19, "corpora": 2, "graph_nodes": 5, "vertices": 5, "edges": 4, "grants": 1}
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute(COUNTS_SQL, {"t": "acme"}).fetchone() == (0, 0, 0, 0)
+        assert admin.execute(GRAPH_SQL, {"t": "acme"}).fetchone() == (0, 0, 0)
+        assert (admin.execute(COUNTS_SQL, {"t": "globex"}).fetchone(), admin.execute(GRAPH_SQL, {"t": "globex"}).fetchone()) == globex
+    assert _answers(db.dsn(), "globex") == before_globex
+    # the role bound to it now acts for no tenant
+    with psycopg.connect(db.dsn("pyh_acme")) as conn:
+        assert conn.execute("SELECT hybrid._current_tenant()").fetchone() == (None,)
+
+
+def test_drop_tenant_is_for_admins_only_and_names_a_missing_tenant(db: Db) -> None:
+    for role in ("pyh_app", "pyh_acme"):
+        with HybridClient(db.dsn(role)) as c, pytest.raises(TenantError):
+            c.drop_tenant("globex")
+    with HybridClient(db.dsn()) as c:
+        with pytest.raises(InvalidParameterError, match="tenant_id 'nosuch' does not exist"):
+            c.drop_tenant("nosuch")
+        assert c.drop_tenant("globex")["chunks"] == 0
+
+
+@pytest.mark.usefixtures("require_age")
+def test_export_then_import_on_another_server_gives_the_same_answers(db: Db, db2: Db, tmp_path: Path) -> None:
+    _fill(db.dsn(), "acme", 1)
+    path = tmp_path / "acme.jsonl.gz"
+    with HybridClient(db.dsn()) as c:
+        assert export_tenant(c, "acme", path) == {"corpora": 2, "chunks": 16, "edges": 4}
+    lines = [json.loads(x) for x in gzip.open(path, "rt")]
+    assert lines[0]["format"] == "pyhybrid-tenant" and lines[0]["tenant_id"] == "acme"
+    assert not any("tenant_id" in (r.get("properties") or {}) for r in lines if r.get("type") == "edge")
+    with psycopg.connect(db2.dsn()) as admin:  # the other server has never seen acme's rows
+        admin.execute("DELETE FROM hybrid.tenant_grant WHERE tenant_id = 'acme'")
+    with HybridClient(db2.dsn()) as c:
+        assert import_tenant(c, path) == {"corpora": 2, "chunks": 16, "edges": 4}
+    assert _answers(db2.dsn(), "acme") == _answers(db.dsn(), "acme")
+    with psycopg.connect(db.dsn()) as a, psycopg.connect(db2.dsn()) as b:
+        q = ("SELECT chunk_id, document_id, corpus_id, content, embedding::text, position, metadata, acl_labels, "
+             "content_hash FROM hybrid.chunk WHERE tenant_id = 'acme' AND NOT superseded ORDER BY chunk_id")
+        assert a.execute(q).fetchall() == b.execute(q).fetchall()
+        # vertex ids are the importing server's own
+        assert b.execute("SELECT count(*) FROM hybrid.graph_node WHERE tenant_id = 'acme'").fetchone() == (5,)
+
+
+@pytest.mark.usefixtures("require_age")
+def test_import_under_another_id_beside_the_original(db: Db, tmp_path: Path) -> None:
+    _fill(db.dsn(), "acme", 1)
+    path = tmp_path / "acme.jsonl"
+    with HybridClient(db.dsn()) as c:
+        export_tenant(c, "acme", path)
+        assert import_tenant(c, path, "acme-copy")["chunks"] == 16
+    with HybridClient(db.dsn()) as c, c.tenant("acme-copy") as t:
+        ids = {r.chunk_id for r in t.retrieve(graph_seeds=["acme-a-1"], graph_hops=2, top_k=20)}
+    assert ids == {"acme-a-2", "acme-b-0"}  # the restricted chunk stays hidden without its label
+
+
+def test_import_refuses_a_tenant_with_data_a_wrong_dimension_and_a_bad_file_writing_nothing(
+        db: Db, tmp_path: Path) -> None:
+    _fill_plain = chunks("x", 3, seed=4)
+    with HybridClient(db.dsn()) as c:
+        with c.tenant("acme") as t:
+            t.ingest(_fill_plain)
+        path = tmp_path / "acme.jsonl"
+        export_tenant(c, "acme", path)
+        with pytest.raises(InvalidParameterError, match="already holds 3 chunks"):
+            import_tenant(c, path)
+        lines = path.read_text().splitlines()
+        header = json.loads(lines[0])
+        (tmp_path / "dim.jsonl").write_text(json.dumps({**header, "embedding_dim": 7}) + "\n")
+        with pytest.raises(InvalidParameterError, match="embedding_dim"):
+            import_tenant(c, tmp_path / "dim.jsonl", "fresh1")
+        (tmp_path / "bad.jsonl").write_text("\n".join(lines[:3] + ['{"type": "chunk", "chunk_id": "z"}']) + "\n")
+        with pytest.raises(InvalidParameterError, match=r"bad.jsonl:4"):
+            import_tenant(c, tmp_path / "bad.jsonl", "fresh2")
+        (tmp_path / "other.jsonl").write_text('{"hello": 1}\n')
+        with pytest.raises(InvalidParameterError, match="not a pyhybrid-tenant export"):
+            import_tenant(c, tmp_path / "other.jsonl", "fresh3")
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT count(*) FROM hybrid.tenant WHERE tenant_id LIKE 'fresh%'").fetchone() == (0,)
