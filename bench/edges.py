@@ -51,8 +51,13 @@ def finish_edges_sql(rev: str | None) -> str:
 def insert_chunks(admin: psycopg.Connection[Any], tenant: str, n: int) -> float:
     t0 = time.perf_counter()
     admin.execute("INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES (%s, 'c') ON CONFLICT DO NOTHING", (tenant,))
-    admin.execute("""INSERT INTO hybrid.chunk (tenant_id, chunk_id, corpus_id, document_id, content, content_hash)
+    # tenant_key: the partition key where the schema has per-tenant partitions (0.3), absent before
+    keyed = admin.execute("SELECT count(*) FROM pg_attribute WHERE attrelid = 'hybrid.chunk'::regclass "
+                          "AND attname = 'tenant_key'").fetchone() == (1,)
+    admin.execute(f"""INSERT INTO hybrid.chunk (tenant_id, chunk_id, corpus_id, document_id, content, content_hash
+                                                {", tenant_key" if keyed else ""})
                      SELECT %(t)s, %(t)s || '-' || g, 'c', %(t)s || '-d' || (g / 10), 'chunk ' || g, 'h' || g
+                            {", hybrid._tenant_key(%(t)s)" if keyed else ""}
                      FROM generate_series(0, %(n)s - 1) g""", {"t": tenant, "n": n})
     return time.perf_counter() - t0
 

@@ -903,6 +903,7 @@ ENGINE_VARIABLES = {
     "query_embedding": "%(v)s::vector", "query_text": "%(t)s", "v_query": "hybrid._or_tsquery(%(t)s)",
     "top_k": "%(k)s", "corpus_ids": "NULL::text[]", "filter": "NULL::jsonb", "cap": "%(threshold)s",
     "v_tenant": "%(tenant)s", "v_acl": "%(acl)s::text[]", "v_all": "%(all)s",
+    "v_key": "%(key)s::integer", "_scope_size.tenant_key": "%(key)s::integer",
     "v_front": "%(seeds)s::text[]", "v_pos": "%(pos)s::integer[]", "v_visited": "%(seeds)s::text[]",
     "d_ids": "%(d)s::text[]", "l_ids": "%(l)s::text[]", "g_ids": "%(g)s::text[]",
     "d_scores": "%(dv)s::float8[]", "l_scores": "%(lv)s::float8[]", "g_dist": "%(gv)s::integer[]",
@@ -969,10 +970,12 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                 threshold = conn.execute(
                     "SELECT coalesce((SELECT value::integer FROM hybrid.setting WHERE key = 'exact_threshold'), 5000)"
                 ).fetchone()[0]
-                scope = conn.execute("SELECT hybrid._scope_size(NULL, NULL, %s)", (threshold,)).fetchone()[0]
+                key = conn.execute("SELECT tenant_key FROM hybrid.tenant WHERE tenant_id = %s",
+                                   (td.tenant_id,)).fetchone()[0]
+                scope = conn.execute("SELECT hybrid._scope_size(%s, NULL, NULL, %s)", (key, threshold)).fetchone()[0]
                 acl = conn.execute("SELECT hybrid._current_acl(), hybrid._acl_all()").fetchone()
             params = {"v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)),
-                      "tenant": td.tenant_id, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
+                      "tenant": td.tenant_id, "key": key, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
                       "threshold": threshold, "k": PER_SOURCE_K, "dv": [0.0] * len(d), "lv": [0.0] * len(lx),
                       "gv": [1] * len(g)}
             out.append(f"#### tenant {td.tenant_id} ({label}, {len(td.chunk_ids):,} chunks; _scope_size({threshold}) = "

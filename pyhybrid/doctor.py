@@ -59,16 +59,30 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                       None if present or not needed else
                       "SELECT hybrid.resume_vector_index();" if suspended else "pyhybrid migrate")
     for rel, on in conn.execute("SELECT c.oid::regclass::text, c.relrowsecurity AND c.relforcerowsecurity "
-                                "FROM pg_class c WHERE c.relnamespace = 'hybrid'::regnamespace AND c.relkind = 'r' "
+                                "FROM pg_class c WHERE c.relnamespace = 'hybrid'::regnamespace AND c.relkind IN ('r', 'p') "
                                 "AND c.relname IN ('chunk', 'corpus', 'graph_node') ORDER BY 1").fetchall():
         yield Finding(f"RLS {rel}", "enabled and forced" if on else "NOT FORCED", not on,
                       None if on else "pyhybrid migrate --reapply")
+    if _one(conn, "SELECT relkind FROM pg_class WHERE oid = to_regclass('hybrid.chunk')") == "p":
+        # one partition per tenant, each with RLS forced (the second wall); counted from the catalogs,
+        # so this check locks no partition
+        tenants, parts, weak, missing = conn.execute(
+            "SELECT (SELECT count(*) FROM hybrid.tenant), count(*), "
+            "count(*) FILTER (WHERE NOT (c.relrowsecurity AND c.relforcerowsecurity)), "
+            "(SELECT count(*) FROM hybrid.tenant t WHERE to_regclass(format('hybrid.%I', 'chunk_p' || t.tenant_key)) IS NULL) "
+            "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'hybrid.chunk'::regclass"
+        ).fetchone() or (0, 0, 0, 0)
+        bad = bool(weak or missing)
+        yield Finding("tenant partitions", f"{parts} for {tenants} tenants"
+                      + (f", {missing} tenant(s) WITHOUT a partition" if missing else "")
+                      + (f", {weak} NOT FORCED" if weak else ", RLS forced on each"), bad,
+                      "pyhybrid migrate --reapply" if bad else None)
     if _one(conn, "SELECT to_regnamespace('hybrid_graph')") is not None:
         weak = int(_one(conn, "SELECT count(*) FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g "
                               "ON g.graphid = l.graph JOIN pg_class c ON c.oid = l.relation WHERE g.name = "
                               "'hybrid_graph' AND NOT (c.relrowsecurity AND c.relforcerowsecurity)"))
         yield Finding("RLS on AGE label tables", f"{weak} NOT FORCED" if weak else "all enabled and forced", weak > 0,
-                      "pyhybrid migrate --reapply" if weak else None)
+                      "pyhybrid migrate --reapply" if bad else None)
     for fn, what in (("pg_catalog.ts_match_vq(tsvector, tsquery)", "ts_rank search uses the GIN index under RLS"),
                      ("ag_catalog.graphid_eq(ag_catalog.graphid, ag_catalog.graphid)",
                       "graph hops use the edge indexes under RLS")):

@@ -129,7 +129,29 @@ def upgrade(dsn: str | None = None, *, revision: str = "head", dim: int | None =
     from alembic import command
 
     target = resolve_dsn(dsn)
+    _drop_unpartitioned_bm25(target)
     command.upgrade(_alembic_config(sqlalchemy_url(target), dim, reapply), revision)
+
+
+def _drop_unpartitioned_bm25(dsn: str) -> None:
+    """Before the upgrade that partitions hybrid.chunk (revision 0004): drop the BM25 index of the
+    unpartitioned table in a transaction of its own.
+
+    pg_textsearch 1.0 frees a dropped index's shared state at once. Dropped in the upgrade's
+    transaction, an index that had served queries left that state corrupt for the new partitions'
+    indexes built after it (the next BM25 query hung on a spinlock and took the server down: measured
+    on an upgrade from 0.1.0 with data), and a rollback after the drop would crash every backend that
+    had used it (timescale/pg_textsearch#506). Committed on its own, neither can happen. Until the
+    upgrade re-creates the index, the lexical branch ranks by ts_rank; if the upgrade fails, the
+    next `pyhybrid migrate` re-creates it.
+    """
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT c.relkind FROM pg_class c WHERE c.oid = to_regclass('hybrid.chunk')").fetchone()
+        if row is None or row[0] != "r":
+            return  # no schema yet, or already partitioned
+        if conn.execute("SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL").fetchone() == (True,):
+            conn.execute("SET lock_timeout = '30s'")
+            conn.execute("DROP INDEX hybrid.chunk_content_bm25")
 
 
 def downgrade(dsn: str | None = None, *, revision: str = "base") -> None:

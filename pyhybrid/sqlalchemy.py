@@ -38,6 +38,7 @@ tenant = Table(
     "tenant", metadata,
     Column("tenant_id", Text, primary_key=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("tenant_key", Integer, nullable=False),
 )
 corpus = Table(
     "corpus", metadata,
@@ -62,6 +63,7 @@ chunk = Table(
     Column("superseded", Boolean, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("tenant_key", Integer, nullable=False),  # the partition key (one partition per tenant)
 )
 
 def hybrid_retrieve(query: RetrieveQuery | Any = None, /, *, name: str = "hr", **kwargs: Any) -> Any:

@@ -64,7 +64,7 @@ class Server:
         chunks = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
         with HybridClient(self.app) as client, client.tenant("acme") as t:
             t.ingest([{k: v for k, v in c.items() if k != "embedding"} for c in chunks])
-        assert self.states() == {"hybrid.chunk_content_bm25": "ok"}
+        assert self.states() == {self.bm25: "ok"}
         results = self.lexical()
         assert len(results) >= 40, "the BM25 branch should find hits for every query"
         return results
@@ -123,6 +123,16 @@ class Server:
         with psycopg.connect(self.admin) as c:
             return {s.index_name: s.state for s in bm25_status(c)}
 
+    @property
+    def bm25(self) -> str:
+        """acme's BM25 index: its partition's index of hybrid.chunk_content_bm25."""
+        with psycopg.connect(self.admin) as c:
+            row = c.execute("SELECT i.inhrelid::regclass::text FROM pg_inherits i JOIN pg_index x ON x.indexrelid = i.inhrelid "
+                            "WHERE i.inhparent = 'hybrid.chunk_content_bm25'::regclass "
+                            "AND x.indrelid = hybrid._chunk_partition(hybrid._tenant_key('acme'))").fetchone()
+        assert row is not None
+        return str(row[0])
+
 
 @pytest.fixture(scope="module")
 def server(extensions: set[str]) -> Iterator[Server]:
@@ -147,7 +157,7 @@ def test_bm25_results_identical_after_a_clean_restart(server: Server) -> None:
     baseline = server.load()
     stop_embedded(server.data_dir)
     start_embedded(server.data_dir)  # pyhybrid's start path heals before anyone queries
-    assert server.states() == {"hybrid.chunk_content_bm25": "ok"}
+    assert server.states() == {server.bm25: "ok"}
     same(server.lexical(), baseline)
 
 
@@ -163,15 +173,15 @@ def test_a_restart_outside_pyhybrid_leaves_bm25_stale_and_the_first_search_heals
     baseline = server.load()
     stop_embedded(server.data_dir)
     server.start_raw()
-    assert server.states() == {"hybrid.chunk_content_bm25": "stale"}
+    assert server.states() == {server.bm25: "stale"}
     same(server.lexical(), baseline)
-    assert server.states() == {"hybrid.chunk_content_bm25": "ok"}
+    assert server.states() == {server.bm25: "ok"}
 
 
 def test_bm25_results_identical_after_a_backend_crash(server: Server) -> None:
     baseline = server.load()
     server.crash_a_backend()
-    assert server.states() == {"hybrid.chunk_content_bm25": "stale"}
+    assert server.states() == {server.bm25: "stale"}
     same(server.lexical(), baseline)
 
 
@@ -192,7 +202,7 @@ def test_stale_bm25_in_a_read_only_transaction_falls_back_to_ts_rank_with_a_warn
         assert any("stale" in n and "ts_rank" in n for n in notices), notices
         with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="stale"):
             c.execute("SELECT * FROM hybrid_retrieve(query_text => %s, lexical => 'bm25')", (QUERIES[0],))
-    assert server.states() == {"hybrid.chunk_content_bm25": "stale"}, "a read-only transaction cannot heal"
+    assert server.states() == {server.bm25: "stale"}, "a read-only transaction cannot heal"
     same(server.lexical(), baseline)  # a read-write one does
 
 
@@ -214,13 +224,13 @@ def test_doctor_flags_a_stale_bm25_index_and_the_command_it_prints_heals_it(
     server.crash_a_backend()
     assert main(["--dsn", server.admin, "doctor"]) == 1
     out = capsys.readouterr().out
-    assert "hybrid.chunk_content_bm25" in out and "STALE" in out
+    assert server.bm25 in out and "STALE" in out
     fix = next(line for line in out.splitlines() if "fix:" in line).split("fix:")[1].split("(")[0].split()
     assert fix[:2] == ["pyhybrid", "doctor"]
     assert main(["--dsn", server.admin, *fix[1:]]) == 0
     out = capsys.readouterr().out
-    assert "hybrid.chunk_content_bm25: rebuilt" in out
-    assert server.states() == {"hybrid.chunk_content_bm25": "ok"}
+    assert f"{server.bm25}: rebuilt" in out
+    assert server.states() == {server.bm25: "ok"}
     same(server.lexical(), baseline)
 
 
@@ -228,9 +238,9 @@ def test_heal_rebuilds_nothing_on_a_healthy_server(server: Server) -> None:
     server.load()
     with psycopg.connect(server.admin, autocommit=True) as c:
         c.execute("SELECT * FROM hybrid.heal_bm25()")
-        before = c.execute("SELECT relfilenode FROM pg_class WHERE oid = 'hybrid.chunk_content_bm25'::regclass").fetchone()
+        before = c.execute("SELECT relfilenode FROM pg_class WHERE oid = %s::regclass", (server.bm25,)).fetchone()
         assert c.execute("SELECT * FROM hybrid.heal_bm25()").fetchall() == []
-        after = c.execute("SELECT relfilenode FROM pg_class WHERE oid = 'hybrid.chunk_content_bm25'::regclass").fetchone()
+        after = c.execute("SELECT relfilenode FROM pg_class WHERE oid = %s::regclass", (server.bm25,)).fetchone()
     assert before == after
 
 

@@ -30,11 +30,12 @@ def big_db(admin_dsn: str, template_db: str) -> Iterator[str]:
         c.execute("INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES ('acme', 'c'), ('globex', 'c')")
         c.execute("SELECT hybrid.suspend_vector_index()")
         c.execute("""
-            INSERT INTO hybrid.chunk (tenant_id, chunk_id, corpus_id, document_id, content, embedding, content_hash)
+            INSERT INTO hybrid.chunk (tenant_id, chunk_id, corpus_id, document_id, content, embedding, content_hash,
+                                      tenant_key)
             SELECT CASE WHEN g %% 100 = 0 THEN 'acme' ELSE 'globex' END, 'c' || g, 'c', 'd' || g,
                    'pump valve w' || (g %% 997) || ' alarm w' || (g %% 89) || ' battery w' || (g %% 13),
                    (SELECT array_agg(random())::real[] FROM generate_series(1, 16) WHERE g > 0)::vector,
-                   'h' || g
+                   'h' || g, hybrid._tenant_key(CASE WHEN g %% 100 = 0 THEN 'acme' ELSE 'globex' END)
             FROM generate_series(1, %s) g""", (N,))
         c.execute("SELECT hybrid.resume_vector_index()")
         c.execute("VACUUM ANALYZE hybrid.chunk")
@@ -58,9 +59,11 @@ def index_scans(dsn: str, role: str, tenant: str, call: str) -> dict[str, int]:
     """Run call as role for tenant; return how many times each index was scanned by it."""
     def snapshot(c: psycopg.Connection) -> dict[str, int]:
         c.execute("SELECT pg_stat_clear_snapshot()")
+        # a partition's index counts under the name of the parent's index it belongs to
         return {r[0]: r[1] for r in c.execute(
-            "SELECT indexrelname, idx_scan FROM pg_stat_all_indexes "
-            "WHERE schemaname IN ('hybrid', 'hybrid_graph')").fetchall()}
+            "SELECT coalesce(p.relname, s.indexrelname), sum(s.idx_scan) FROM pg_stat_all_indexes s "
+            "LEFT JOIN pg_inherits i ON i.inhrelid = s.indexrelid LEFT JOIN pg_class p ON p.oid = i.inhparent "
+            "WHERE s.schemaname IN ('hybrid', 'hybrid_graph') GROUP BY 1").fetchall()}
 
     with psycopg.connect(dsn, autocommit=True) as admin:
         before = snapshot(admin)
@@ -78,11 +81,21 @@ Q = "'[" + ",".join(["0.5"] * 16) + "]'::vector"
 
 @pytest.mark.parametrize("role, tenant", [("pyh_acme", "acme"), ("pyh_globex", "globex")])
 def test_dense_branch_uses_an_index_for_a_1pct_and_a_99pct_tenant(big_db: str, role: str, tenant: str) -> None:
+    with psycopg.connect(big_db, autocommit=True) as admin:
+        seq_before = dict(admin.execute("SELECT relname, seq_scan FROM pg_stat_all_tables "
+                                        "WHERE schemaname = 'hybrid' AND relname LIKE 'chunk_p%'").fetchall())
+        mine = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key(%s))::text", (tenant,)).fetchone()[0]  # type: ignore[index]
     used = index_scans(big_db, role, tenant, f"SELECT * FROM hybrid.search_dense({Q}, 30)")
+    with psycopg.connect(big_db, autocommit=True) as admin:
+        admin.execute("SELECT pg_stat_clear_snapshot()")
+        seq_after = dict(admin.execute("SELECT relname, seq_scan FROM pg_stat_all_tables "
+                                       "WHERE schemaname = 'hybrid' AND relname LIKE 'chunk_p%'").fetchall())
+    scanned = {k for k in seq_after if seq_after[k] > seq_before.get(k, 0)}
     if tenant == "globex":
         assert "chunk_embedding_hnsw" in used, used
-    else:  # exact distances over the tenant's rows, found through the tenant btree
-        assert "chunk_embedding_hnsw" not in used and "chunk_corpus_idx" in used, used
+    else:  # exact distances over the tenant's partition: every row of it is the tenant's
+        assert "chunk_embedding_hnsw" not in used, used
+    assert scanned <= {mine.split(".")[-1]}, scanned  # no other tenant's partition is read
 
 
 @pytest.mark.usefixtures("require_bm25")

@@ -357,14 +357,20 @@ def test_dense_branch_plan_uses_hnsw_for_large_scopes_and_exact_scan_for_small(d
     q = str(unit(1).tolist())
     with psycopg.connect(db.dsn(), autocommit=True) as c:
         c.execute("ANALYZE hybrid.chunk")
+        key = c.execute("SELECT hybrid._tenant_key('acme')").fetchone()[0]  # type: ignore[index]
+        hnsw = c.execute("SELECT i.inhrelid::regclass::text FROM pg_inherits i JOIN pg_index x ON x.indexrelid = i.inhrelid "
+                         "WHERE i.inhparent = 'hybrid.chunk_embedding_hnsw'::regclass "
+                         "AND x.indrelid = hybrid._chunk_partition(%s)", (key,)).fetchone()[0]  # type: ignore[index]
     with psycopg.connect(db.dsn("pyh_app")) as c:
         c.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
-        big = c.execute("EXPLAIN SELECT c.chunk_id FROM hybrid.chunk c WHERE NOT c.superseded "
+        big = c.execute(f"EXPLAIN SELECT c.chunk_id FROM hybrid.chunk c WHERE c.tenant_key = {key} AND NOT c.superseded "
                         "ORDER BY c.embedding <=> %s::vector LIMIT 30", (q,)).fetchall()
-        small = c.execute("EXPLAIN SELECT c.chunk_id FROM hybrid.chunk c WHERE NOT c.superseded "
+        small = c.execute(f"EXPLAIN SELECT c.chunk_id FROM hybrid.chunk c WHERE c.tenant_key = {key} AND NOT c.superseded "
                           "AND c.embedding IS NOT NULL ORDER BY (c.embedding <=> %s::vector) + 0 LIMIT 30",
                           (q,)).fetchall()
-    assert "chunk_embedding_hnsw" in "\n".join(r[0] for r in big)
+    # the tenant's partition alone, through its own HNSW index
+    assert f"Index Scan using {hnsw.split('.')[-1]}" in "\n".join(r[0] for r in big)
+    assert "chunk_p" in "\n".join(r[0] for r in big) and len({r[0] for r in big if " on chunk_p" in r[0]}) == 1
     # the exact path never goes through HNSW (whose RLS post-filter loses recall on small tenants)
     assert "hnsw" not in "\n".join(r[0] for r in small)
 

@@ -96,6 +96,63 @@ $$;
 COMMENT ON FUNCTION hybrid._with_all_labels() IS
 'For app roles, lifts the ACL restriction for the rest of the transaction (returns the previous labels to restore).';
 
+-- hybrid._tenant_key: a tenant's partition key
+CREATE OR REPLACE FUNCTION hybrid._tenant_key(tenant_id text) RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT t.tenant_key FROM hybrid.tenant t WHERE t.tenant_id = _tenant_key.tenant_id $$;
+COMMENT ON FUNCTION hybrid._tenant_key(text) IS
+'The opaque integer that keys a tenant''s partition of hybrid.chunk (NULL for no such tenant). Statements on hybrid.chunk carry it as a constant (custom plans), so that the planner prunes to that one partition and locks nothing else.';
+REVOKE ALL ON FUNCTION hybrid._tenant_key(text) FROM PUBLIC;
+
+-- hybrid._chunk_partition: the partition of a tenant key
+CREATE OR REPLACE FUNCTION hybrid._chunk_partition(tenant_key integer) RETURNS regclass
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT to_regclass(format('hybrid.%I', 'chunk_p' || tenant_key)) $$;
+COMMENT ON FUNCTION hybrid._chunk_partition(integer) IS
+'hybrid.chunk_p<tenant_key>: the partition of hybrid.chunk holding one tenant''s chunks (named by the opaque key, never by the tenant id).';
+REVOKE ALL ON FUNCTION hybrid._chunk_partition(integer) FROM PUBLIC;
+
+-- hybrid._create_partition: a tenant's partition with its indexes (admin)
+CREATE OR REPLACE FUNCTION hybrid._create_partition(tenant_key integer) RETURNS regclass
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    v_name text := 'chunk_p' || tenant_key;
+    attempt integer;
+BEGIN
+    IF hybrid._chunk_partition(tenant_key) IS NOT NULL THEN
+        RETURN hybrid._chunk_partition(tenant_key);
+    END IF;
+    -- a plain table first, then ATTACH: that takes SHARE UPDATE EXCLUSIVE on hybrid.chunk, which
+    -- readers and writers do not wait for (CREATE TABLE ... PARTITION OF would take ACCESS EXCLUSIVE
+    -- and queue every tenant's retrieval behind any open transaction); ATTACH builds the parent's
+    -- indexes on the empty table
+    EXECUTE format('CREATE TABLE hybrid.%I (LIKE hybrid.chunk INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING CONSTRAINTS)',
+                   v_name);
+    FOR attempt IN 1..5 LOOP
+        BEGIN
+            PERFORM set_config('lock_timeout', '2s', true);
+            EXECUTE format('ALTER TABLE hybrid.chunk ATTACH PARTITION hybrid.%I FOR VALUES IN (%s)', v_name, tenant_key);
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF attempt = 5 THEN
+                RAISE EXCEPTION 'could not attach the partition of a new tenant: hybrid.chunk stayed locked (5 tries of 2 s)'
+                    USING ERRCODE = '55P03', HINT = 'An open transaction holds a lock on hybrid.chunk; retry create_tenant.';
+            END IF;
+        END;
+    END LOOP;
+    PERFORM hybrid._secure_partition(hybrid._chunk_partition(tenant_key));
+    RETURN hybrid._chunk_partition(tenant_key);
+END
+$$;
+COMMENT ON FUNCTION hybrid._create_partition(integer) IS
+'Creates and attaches hybrid.chunk_p<tenant_key> (idempotent): a plain table attached with SHARE UPDATE EXCLUSIVE on hybrid.chunk (lock_timeout 2 s, 5 tries), which gets the parent''s indexes, RLS forced and the parent''s policies. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._create_partition(integer) FROM PUBLIC;
+
 -- hybrid.create_tenant: create a tenant (admin)
 CREATE OR REPLACE FUNCTION hybrid.create_tenant(tenant_id text) RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -108,11 +165,12 @@ BEGIN
     END IF;
     INSERT INTO hybrid.tenant AS t (tenant_id) VALUES (create_tenant.tenant_id)
     ON CONFLICT ON CONSTRAINT tenant_pkey DO NOTHING;
+    PERFORM hybrid._create_partition(hybrid._tenant_key(tenant_id));
     RETURN tenant_id;
 END
 $$;
 COMMENT ON FUNCTION hybrid.create_tenant(text) IS
-'Creates a tenant (idempotent) and returns its id. Admin only.';
+'Creates a tenant (idempotent) with its partition of hybrid.chunk, and returns its id. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.create_tenant(text) FROM PUBLIC;
 
 -- hybrid.drop_tenant: remove a tenant and everything it holds (admin)
@@ -128,6 +186,8 @@ DECLARE
     v_nodes bigint := 0;
     v_vertices bigint := 0;
     v_edges bigint := 0;
+    v_part regclass;
+    v_fk name;
 BEGIN
     IF tenant_id IS NULL OR NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = drop_tenant.tenant_id) THEN
         RAISE EXCEPTION 'tenant_id % does not exist', coalesce(quote_literal(tenant_id), 'NULL')
@@ -159,13 +219,27 @@ BEGIN
         EXECUTE 'WITH x AS (DELETE FROM hybrid.graph_node g WHERE g.tenant_id = $1 RETURNING 1) SELECT count(*) FROM x'
             INTO v_nodes USING tenant_id;
     END IF;
-    WITH x AS (DELETE FROM hybrid.chunk c WHERE c.tenant_id = drop_tenant.tenant_id RETURNING 1)
-    SELECT count(*) INTO v_chunks FROM x;
-    WITH x AS (DELETE FROM hybrid.corpus c WHERE c.tenant_id = drop_tenant.tenant_id RETURNING 1)
-    SELECT count(*) INTO v_corpora FROM x;
     WITH x AS (DELETE FROM hybrid.tenant_grant g WHERE g.tenant_id = drop_tenant.tenant_id RETURNING 1)
     SELECT count(*) INTO v_grants FROM x;
+    v_part := hybrid._chunk_partition(hybrid._tenant_key(tenant_id));
+    IF v_part IS NOT NULL THEN
+        EXECUTE format('SELECT count(*) FROM %s', v_part) INTO v_chunks;
+        -- out of hybrid.chunk first (ACCESS EXCLUSIVE on it, briefly: lock_timeout 5 s), and its
+        -- foreign key to corpus dropped, so that deleting the corpora below does not cascade row by row
+        PERFORM set_config('lock_timeout', '5s', true);
+        EXECUTE format('ALTER TABLE hybrid.chunk DETACH PARTITION %s', v_part);
+        FOR v_fk IN SELECT conname FROM pg_constraint WHERE conrelid = v_part AND contype = 'f' LOOP
+            EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', v_part, v_fk);
+        END LOOP;
+    END IF;
+    WITH x AS (DELETE FROM hybrid.corpus c WHERE c.tenant_id = drop_tenant.tenant_id RETURNING 1)
+    SELECT count(*) INTO v_corpora FROM x;
     DELETE FROM hybrid.tenant t WHERE t.tenant_id = drop_tenant.tenant_id;
+    IF v_part IS NOT NULL THEN
+        -- last: dropping a BM25 index frees pg_textsearch's shared state at once, even if the
+        -- transaction then rolls back (timescale/pg_textsearch#506), so nothing may fail after it
+        EXECUTE format('DROP TABLE %s', v_part);
+    END IF;
     RETURN QUERY VALUES ('chunks', v_chunks), ('corpora', v_corpora), ('graph_nodes', v_nodes),
                         ('vertices', v_vertices), ('edges', v_edges), ('grants', v_grants);
 END

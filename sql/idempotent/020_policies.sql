@@ -9,19 +9,10 @@ DROP POLICY IF EXISTS tenant_grant_own ON hybrid.tenant_grant;
 CREATE POLICY tenant_grant_own ON hybrid.tenant_grant FOR SELECT
     USING (role_name = hybrid._caller());
 
-DO $policies$
-DECLARE
-    t text;
-BEGIN
-    FOREACH t IN ARRAY ARRAY['corpus', 'chunk'] LOOP
-        EXECUTE format('DROP POLICY IF EXISTS %I ON hybrid.%I', t || '_select', t);
-        EXECUTE format('DROP POLICY IF EXISTS %I ON hybrid.%I', t || '_insert', t);
-        EXECUTE format('DROP POLICY IF EXISTS %I ON hybrid.%I', t || '_update', t);
-        EXECUTE format('DROP POLICY IF EXISTS %I ON hybrid.%I', t || '_delete', t);
-    END LOOP;
-END
-$policies$;
-
+DROP POLICY IF EXISTS corpus_select ON hybrid.corpus;
+DROP POLICY IF EXISTS corpus_insert ON hybrid.corpus;
+DROP POLICY IF EXISTS corpus_update ON hybrid.corpus;
+DROP POLICY IF EXISTS corpus_delete ON hybrid.corpus;
 CREATE POLICY corpus_select ON hybrid.corpus FOR SELECT
     USING (tenant_id = (SELECT hybrid._current_tenant()));
 CREATE POLICY corpus_insert ON hybrid.corpus FOR INSERT
@@ -32,16 +23,48 @@ CREATE POLICY corpus_update ON hybrid.corpus FOR UPDATE
 CREATE POLICY corpus_delete ON hybrid.corpus FOR DELETE
     USING (tenant_id = (SELECT hybrid._current_tenant()));
 
--- ACL: a chunk with labels is visible only to a caller holding at least one of them.
-CREATE POLICY chunk_select ON hybrid.chunk FOR SELECT
-    USING (tenant_id = (SELECT hybrid._current_tenant())
-           AND (acl_labels = '{}' OR acl_labels && (SELECT hybrid._current_acl()) OR (SELECT hybrid._acl_all())));
-CREATE POLICY chunk_insert ON hybrid.chunk FOR INSERT
-    WITH CHECK (tenant_id = (SELECT hybrid._current_tenant()));
-CREATE POLICY chunk_update ON hybrid.chunk FOR UPDATE
-    USING (tenant_id = (SELECT hybrid._current_tenant())
-           AND (acl_labels = '{}' OR acl_labels && (SELECT hybrid._current_acl()) OR (SELECT hybrid._acl_all())))
-    WITH CHECK (tenant_id = (SELECT hybrid._current_tenant()));
-CREATE POLICY chunk_delete ON hybrid.chunk FOR DELETE
-    USING (tenant_id = (SELECT hybrid._current_tenant())
-           AND (acl_labels = '{}' OR acl_labels && (SELECT hybrid._current_acl()) OR (SELECT hybrid._acl_all())));
+-- hybrid._secure_chunks: the chunk policies, on hybrid.chunk and (a second wall) on each partition
+CREATE OR REPLACE FUNCTION hybrid._secure_chunks(tbl regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    -- ACL: a chunk with labels is visible only to a caller holding at least one of them
+    v_see text := '(tenant_id = (SELECT hybrid._current_tenant()) AND (acl_labels = ''{}'' OR acl_labels && '
+                  '(SELECT hybrid._current_acl()) OR (SELECT hybrid._acl_all())))';
+    v_own text := '(tenant_id = (SELECT hybrid._current_tenant()))';
+    p text;
+BEGIN
+    FOREACH p IN ARRAY ARRAY['select', 'insert', 'update', 'delete'] LOOP
+        EXECUTE format('DROP POLICY IF EXISTS %I ON %s', 'chunk_' || p, tbl);
+    END LOOP;
+    EXECUTE format('CREATE POLICY chunk_select ON %s FOR SELECT USING %s', tbl, v_see);
+    EXECUTE format('CREATE POLICY chunk_insert ON %s FOR INSERT WITH CHECK %s', tbl, v_own);
+    EXECUTE format('CREATE POLICY chunk_update ON %s FOR UPDATE USING %s WITH CHECK %s', tbl, v_see, v_own);
+    EXECUTE format('CREATE POLICY chunk_delete ON %s FOR DELETE USING %s', tbl, v_see);
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', tbl);
+    EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', tbl);
+    IF tbl <> 'hybrid.chunk'::regclass THEN
+        -- a partition queried by name gets no policy of the parent's: nobody but its owner holds a
+        -- privilege on it, and its own policies are a second wall
+        EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', tbl);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._secure_chunks(regclass) IS
+'(Re)creates the chunk policies (tenant and ACL) on hybrid.chunk or one of its partitions and forces RLS there; a partition also loses every privilege but its owner''s. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._secure_chunks(regclass) FROM PUBLIC;
+
+-- hybrid._secure_partition: what a new partition gets (hybrid._create_partition calls it)
+CREATE OR REPLACE FUNCTION hybrid._secure_partition(tbl regclass) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT hybrid._secure_chunks(tbl) $$;
+REVOKE ALL ON FUNCTION hybrid._secure_partition(regclass) FROM PUBLIC;
+
+-- every tenant has its partition (one missing, say after a restore of hybrid.tenant alone, is created)
+SELECT hybrid._create_partition(t.tenant_key) FROM hybrid.tenant t
+WHERE hybrid._chunk_partition(t.tenant_key) IS NULL;
+SELECT hybrid._secure_chunks('hybrid.chunk');
+SELECT hybrid._secure_chunks(i.inhrelid::regclass) FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk'::regclass;

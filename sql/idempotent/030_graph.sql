@@ -167,9 +167,11 @@ COMMENT ON FUNCTION hybrid.begin_edges() IS
 CREATE OR REPLACE FUNCTION hybrid.finish_edges(OUT edges_added bigint, OUT edges_present bigint, OUT nodes_added bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by hybrid_definer: the only writer of the graph
 SET search_path = pg_catalog, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
+SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();  -- the caller's tenant (hybrid._caller), not the definer's
+    v_key integer := hybrid._tenant_key(v_tenant);
     bad record;
     r text;
     n bigint;
@@ -215,7 +217,8 @@ BEGIN
     -- vertices for nodes seen for the first time: chunks of this tenant are Chunk, the rest Entity
     CREATE TEMP TABLE hybrid_new_node ON COMMIT DROP AS
     SELECT DISTINCT x.node_id,
-           CASE WHEN EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_id = v_tenant AND c.chunk_id = x.node_id)
+           CASE WHEN EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant
+                             AND c.chunk_id = x.node_id)
                 THEN 'chunk' ELSE 'entity' END AS kind
     FROM (SELECT src AS node_id FROM pg_temp.hybrid_edge_batch UNION SELECT dst FROM pg_temp.hybrid_edge_batch) x
     WHERE NOT EXISTS (SELECT 1 FROM hybrid.graph_node g WHERE g.tenant_id = v_tenant AND g.node_id = x.node_id);

@@ -38,16 +38,25 @@ CREATE OR REPLACE FUNCTION hybrid.finish_ingest(
     OUT inserted bigint, OUT updated bigint, OUT unchanged bigint, OUT superseded bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by hybrid_definer: callers cannot write chunks directly
 SET search_path = pg_catalog, public, pg_temp
+-- v_key reaches each statement as a constant, so the planner prunes hybrid.chunk to the tenant's
+-- partition (a generic plan would plan, and lock, every partition)
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
     v_dim integer := hybrid.embedding_dim();
+    v_existing bigint;
     v_labels text;
     bad record;
 BEGIN
     IF v_tenant IS NULL THEN
         RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
             USING ERRCODE = '42501';
+    END IF;
+    IF v_key IS NULL THEN
+        RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(v_tenant)
+            USING ERRCODE = '22023', HINT = 'An admin creates it first: SELECT hybrid.create_tenant(...).';
     END IF;
     IF corpus_id IS NULL OR btrim(corpus_id) = '' THEN
         RAISE EXCEPTION 'corpus_id must not be empty' USING ERRCODE = '22023';
@@ -90,12 +99,15 @@ BEGIN
 
     -- re-ingesting a document supersedes its chunks that the new batch does not carry
     UPDATE hybrid.chunk c SET superseded = true, updated_at = now()
-    WHERE c.tenant_id = v_tenant
+    WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant
       AND NOT c.superseded
       AND c.document_id IN (SELECT DISTINCT s.document_id FROM pg_temp.hybrid_chunk_stage s)
       AND NOT EXISTS (SELECT 1 FROM pg_temp.hybrid_chunk_stage s WHERE s.chunk_id = c.chunk_id);
     GET DIAGNOSTICS superseded = ROW_COUNT;
 
+    SELECT count(*) INTO v_existing FROM hybrid.chunk c
+    WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant
+      AND c.chunk_id IN (SELECT s.chunk_id FROM pg_temp.hybrid_chunk_stage s);
     WITH src AS (
         SELECT s.chunk_id, s.document_id, coalesce(s.position, 0) AS position, s.content,
                s.embedding::vector AS embedding,
@@ -105,9 +117,9 @@ BEGIN
         FROM pg_temp.hybrid_chunk_stage s
     ), up AS (
         INSERT INTO hybrid.chunk AS c (tenant_id, chunk_id, corpus_id, document_id, position, content,
-                                       embedding, acl_labels, metadata, content_hash)
+                                       embedding, acl_labels, metadata, content_hash, tenant_key)
         SELECT v_tenant, src.chunk_id, finish_ingest.corpus_id, src.document_id, src.position, src.content,
-               src.embedding, src.acl_labels, src.metadata, src.content_hash
+               src.embedding, src.acl_labels, src.metadata, src.content_hash, v_key
         FROM src
         ON CONFLICT ON CONSTRAINT chunk_pkey DO UPDATE
             SET corpus_id = excluded.corpus_id, document_id = excluded.document_id, position = excluded.position,
@@ -116,9 +128,12 @@ BEGIN
                 updated_at = now()
             WHERE c.content_hash IS DISTINCT FROM excluded.content_hash OR c.superseded
                OR c.embedding IS DISTINCT FROM excluded.embedding
-        RETURNING (xmax = 0) AS is_insert
+        RETURNING 1
     )
-    SELECT count(*) FILTER (WHERE is_insert), count(*) FILTER (WHERE NOT is_insert) INTO inserted, updated FROM up;
+    SELECT count(*) INTO updated FROM up;  -- inserted and updated rows, told apart below
+    -- (a partitioned table has no xmax to tell an insert from an update in RETURNING)
+    SELECT count(*) - v_existing INTO inserted FROM pg_temp.hybrid_chunk_stage;
+    updated := updated - inserted;
     SELECT count(*) - inserted - updated INTO unchanged FROM pg_temp.hybrid_chunk_stage;
     TRUNCATE pg_temp.hybrid_chunk_stage;
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
@@ -131,12 +146,15 @@ COMMENT ON FUNCTION hybrid.finish_ingest(text) IS
 CREATE OR REPLACE FUNCTION hybrid.delete_document(document_id text, corpus_id text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by hybrid_definer
 SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
+    v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
     n bigint;
 BEGIN
     DELETE FROM hybrid.chunk c
-    WHERE c.tenant_id = hybrid._current_tenant() AND c.document_id = delete_document.document_id
+    WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.document_id = delete_document.document_id
       AND (delete_document.corpus_id IS NULL OR c.corpus_id = delete_document.corpus_id);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;

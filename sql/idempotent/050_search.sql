@@ -14,20 +14,24 @@ COMMENT ON FUNCTION hybrid._visible(text, boolean, text[], text, text[], boolean
 'The visibility rule, written once: a chunk row is visible when it belongs to the caller''s tenant, is live, and carries no ACL label or one the caller holds (or the caller is an app role acting with all labels). Every branch and the hydration use it, with the caller''s hybrid._current_tenant(), _current_acl() and _acl_all(); RLS enforces the same on the tables.';
 
 -- hybrid._scope_size: how many chunks the caller can see, up to a cap
-CREATE OR REPLACE FUNCTION hybrid._scope_size(corpus_ids text[], filter jsonb, cap integer) RETURNS integer
+DROP FUNCTION IF EXISTS hybrid._scope_size(text[], jsonb, integer);
+CREATE OR REPLACE FUNCTION hybrid._scope_size(tenant_key integer, corpus_ids text[], filter jsonb, cap integer)
+RETURNS integer
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- tenant_key a constant: the tenant's partition alone is planned
 AS $$
     SELECT count(*)::integer FROM (
         SELECT 1 FROM hybrid.chunk c
-        WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels,
+        WHERE c.tenant_key = _scope_size.tenant_key
+          AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels,
                               (SELECT hybrid._current_tenant()), (SELECT hybrid._current_acl()), (SELECT hybrid._acl_all()))
           AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
           AND (filter IS NULL OR c.metadata @> filter)
         LIMIT cap + 1) s
 $$;
-COMMENT ON FUNCTION hybrid._scope_size(text[], jsonb, integer) IS
-'How many live chunks the caller can see in the given corpora (counting stops past cap): picks exact or index search.';
+COMMENT ON FUNCTION hybrid._scope_size(integer, text[], jsonb, integer) IS
+'How many live chunks the caller can see in its partition and the given corpora (counting stops past cap): picks exact or index search.';
 
 -- hybrid._check_range: validate an integer parameter's range
 CREATE OR REPLACE FUNCTION hybrid._check_range(name text, value integer, low integer, high integer,
@@ -86,33 +90,34 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'
 SET hnsw.ef_search = 100
+SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
 AS $$
 DECLARE
     -- explicit tenant and ACL predicates repeat RLS, so a role that bypasses RLS (a superuser)
-    -- still gets one tenant's rows, and the tenant btree serves them
+    -- still gets one tenant's rows; the tenant key prunes hybrid.chunk to the tenant's partition,
+    -- whose own HNSW index holds no other tenant's vectors
     v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
-    -- Exact search below 5,000 visible chunks, or below 2% of the table (at most 50,000): HNSW with
-    -- an RLS post-filter that keeps 2% or less of what it walks loses recall (0.90 for a 1% tenant
-    -- of 1M rows, measured) and walks far (p95 133 ms there), while an exact scan stays ~2 ms per 1,000 rows.
+    -- Exact search up to exact_threshold visible chunks (setting exact_threshold, default 5,000):
+    -- there an exact scan (~2 ms per 1,000 rows) is as fast as HNSW and exact
     v_threshold integer := coalesce(exact_threshold,
-        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'),
-        (SELECT greatest(5000, least(50000, (c.reltuples * 0.02)::integer)) FROM pg_class c
-         WHERE c.oid = 'hybrid.chunk'::regclass));
+        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 5000);
     v_ef_search integer := coalesce((SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search'), 100);
 BEGIN
-    IF v_tenant IS NULL THEN
+    IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
     END IF;
-    IF hybrid._scope_size(corpus_ids, filter, v_threshold) <= v_threshold THEN
+    IF hybrid._scope_size(v_key, corpus_ids, filter, v_threshold) <= v_threshold THEN
         -- small scope: exact distances over the tenant's rows (the btree finds them);
         -- "+ 0" keeps the planner off the HNSW index, whose RLS post-filter would lose recall
         RETURN QUERY
         SELECT c.chunk_id, (row_number() OVER (ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id))::integer,
                (c.embedding <=> query_embedding)::double precision
         FROM hybrid.chunk c
-        WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all) AND c.embedding IS NOT NULL
+        WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
+          AND c.embedding IS NOT NULL
           AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
           AND (filter IS NULL OR c.metadata @> filter)
         ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id
@@ -123,7 +128,7 @@ BEGIN
         SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d
         FROM (SELECT c.chunk_id, (c.embedding <=> query_embedding)::double precision AS d
               FROM hybrid.chunk c
-              WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
+              WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
                 AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                 AND (filter IS NULL OR c.metadata @> filter)
               ORDER BY c.embedding <=> query_embedding
@@ -160,9 +165,11 @@ RETURNS SETOF hybrid.branch_hit
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- the first BM25 search after a restart may rebuild the index
 SET search_path = pg_catalog, public, pg_temp
 SET enable_sort = off  -- keeps the planner on the BM25 index's ordered scan (see below)
+SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
 AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
     v_method text := coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END);
@@ -171,7 +178,7 @@ BEGIN
     IF v_method NOT IN ('bm25', 'ts_rank') THEN
         RAISE EXCEPTION 'lexical must be ''bm25'' or ''ts_rank'', got %', quote_literal(v_method) USING ERRCODE = '22023';
     END IF;
-    IF v_tenant IS NULL OR query_text IS NULL OR btrim(query_text) = '' THEN
+    IF v_tenant IS NULL OR v_key IS NULL OR query_text IS NULL OR btrim(query_text) = '' THEN
         RETURN;
     END IF;
     -- pg_textsearch 1.0 loses its statistics at a server restart (sql/idempotent/048_bm25_health.sql):
@@ -195,7 +202,8 @@ BEGIN
         SELECT s.chunk_id, (row_number() OVER (ORDER BY s.r DESC, s.chunk_id))::integer, s.r
         FROM (SELECT c.chunk_id, ts_rank(c.tsv, v_query)::double precision AS r
               FROM hybrid.chunk c
-              WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all) AND c.tsv @@ v_query
+              WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
+                AND c.tsv @@ v_query
                 AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                 AND (filter IS NULL OR c.metadata @> filter)
               ORDER BY 2 DESC, 1
@@ -214,13 +222,16 @@ BEGIN
     -- partial scores when the index has several segments (timescale/pg_textsearch#417, #216): fetch
     -- a few extra and re-score only those rows with <@> (~0.2 ms a row); bm25_get_current_score()
     -- would keep the scan's partial scores (SciFact nDCG@10 0.685 against 0.695, measured).
-    -- Scores are negative (lower is better); 0 means no term matched.
+    -- Scores are negative (lower is better); 0 means no term matched. Named by the parent's index,
+    -- the scan and the scores are the tenant's partition's own index (pg_textsearch maps a
+    -- partitioned index to the partition's): its statistics (N, document frequencies, lengths)
+    -- are the tenant's alone. (Naming the partition's index instead is refused, or worse.)
     RETURN QUERY
     SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
     FROM (SELECT x.chunk_id, max(-x.raw) AS sc
           FROM (SELECT c.chunk_id, (c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25'))::double precision AS raw
                 FROM hybrid.chunk c
-                WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
+                WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
                   AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                   AND (filter IS NULL OR c.metadata @> filter)
                 ORDER BY c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25')
@@ -235,6 +246,22 @@ $$;
 COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text) IS
 'Lexical branch: the caller''s top_k best live chunks for query_text by BM25 (pg_textsearch; the default where installed) or ts_rank over the GIN index (lexical => ''ts_rank''); value = the score, higher is better (BM25''s sign flipped). User text never raises a syntax error. A BM25 index left stale by a server restart is rebuilt first, or, where it cannot be (read-only), ts_rank ranks instead with a WARNING.';
 
+-- hybrid._visible_chunk_ids: which of some chunk ids of one tenant the caller can see
+CREATE OR REPLACE FUNCTION hybrid._visible_chunk_ids(tenant_key integer, ids text[], corpus_ids text[], filter jsonb,
+                                                     tenant text, acl text[], acl_all boolean) RETURNS text[]
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- tenant_key a constant: the tenant's partition alone is planned
+AS $$
+    SELECT coalesce(array_agg(c.chunk_id), '{}') FROM hybrid.chunk c
+    WHERE c.tenant_key = _visible_chunk_ids.tenant_key AND c.tenant_id = tenant AND c.chunk_id = ANY (ids)
+      AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, tenant, acl, acl_all)
+      AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+      AND (filter IS NULL OR c.metadata @> filter)
+$$;
+COMMENT ON FUNCTION hybrid._visible_chunk_ids(integer, text[], text[], jsonb, text, text[], boolean) IS
+'The ids among ids of live chunks of the tenant (its partition) that the caller may see, in the given corpora and matching filter: the graph branch''s visibility check of a hop.';
+
 -- hybrid.search_graph: the graph branch, hop by hop
 CREATE OR REPLACE FUNCTION hybrid.search_graph(
     graph_seeds text[], graph_hops integer DEFAULT 1, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL,
@@ -242,19 +269,23 @@ CREATE OR REPLACE FUNCTION hybrid.search_graph(
 RETURNS SETOF hybrid.branch_hit
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
--- Each hop's statement joins short id arrays to btrees, a plan that fits every tenant and every
--- seed list; planning it anew on each call (custom plans, the default for statements with
+-- Each hop's statement joins short id arrays to the graph's btrees, a plan that fits every tenant and
+-- every seed list; planning it anew on each call (custom plans, the default for statements with
 -- parameters) cost two thirds of a call: 1.10 -> 0.36 ms at a 1% tenant of 100k chunks, results
--- identical over 270 calls (bench/results/latency_0.1_vs_0.2.md). Not for the dense and lexical
--- branches: there a generic plan loses the LIMIT and walks the whole tenant.
+-- identical over 270 calls (bench/results/latency_0.1_vs_0.2.md). These statements read no chunk:
+-- which candidates are visible chunks is asked of hybrid._visible_chunk_ids, planned for the
+-- tenant's partition alone (a generic plan over hybrid.chunk would lock every partition).
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
     v_front text[];
     v_pos integer[];
+    v_kind text[];
+    v_ok text[];
     v_visited text[];
     v_found_ids text[] := '{}';
     v_found_dist integer[] := '{}';
@@ -265,7 +296,7 @@ DECLARE
     h integer;
 BEGIN
     PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
-    IF v_tenant IS NULL OR graph_seeds IS NULL OR cardinality(graph_seeds) = 0 THEN
+    IF v_tenant IS NULL OR v_key IS NULL OR graph_seeds IS NULL OR cardinality(graph_seeds) = 0 THEN
         RETURN;
     END IF;
     IF to_regclass('hybrid.graph_node') IS NULL THEN
@@ -273,11 +304,14 @@ BEGIN
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
     END IF;
     -- seeds the caller cannot see start no path: a chunk seed must be a visible live chunk
-    SELECT array_agg(s.id ORDER BY s.p), array_agg(s.p ORDER BY s.p) INTO v_front, v_pos
+    SELECT array_agg(s.id ORDER BY s.p), array_agg(s.p ORDER BY s.p), array_agg(g.kind ORDER BY s.p)
+    INTO v_front, v_pos, v_kind
     FROM (SELECT u.id, min(u.p)::integer AS p FROM unnest(graph_seeds) WITH ORDINALITY AS u(id, p) GROUP BY u.id) s
-    JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = s.id
-    WHERE g.kind = 'entity'
-       OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.chunk_id = s.id AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all));
+    JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = s.id;
+    v_ok := hybrid._visible_chunk_ids(v_key, v_front, NULL, NULL, v_tenant, v_acl, v_all);
+    SELECT array_agg(x.id ORDER BY x.o), array_agg(x.p ORDER BY x.o) INTO v_front, v_pos
+    FROM unnest(v_front, v_pos, v_kind) WITH ORDINALITY AS x(id, p, kind, o)
+    WHERE x.kind = 'entity' OR x.id = ANY (v_ok);
     v_visited := coalesce(graph_seeds, '{}');
     FOR h IN 1..graph_hops LOOP
         EXIT WHEN v_front IS NULL OR cardinality(v_front) = 0;
@@ -300,12 +334,14 @@ BEGIN
             JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
             WHERE NOT (g.node_id = ANY (v_visited))
             GROUP BY g.node_id, g.kind
-        ) n
-        WHERE n.kind = 'entity'
-           OR EXISTS (SELECT 1 FROM hybrid.chunk c
-                      WHERE c.chunk_id = n.node_id AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
-                        AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
-                        AND (filter IS NULL OR c.metadata @> filter));
+        ) n;
+        EXIT WHEN v_next_ids IS NULL;
+        -- no path crosses a chunk the caller cannot see (nor one outside corpus_ids / filter)
+        v_ok := hybrid._visible_chunk_ids(v_key, v_next_ids, corpus_ids, filter, v_tenant, v_acl, v_all);
+        SELECT array_agg(x.id ORDER BY x.o), array_agg(x.p ORDER BY x.o), array_agg(x.kind ORDER BY x.o)
+        INTO v_next_ids, v_next_pos, v_next_kind
+        FROM unnest(v_next_ids, v_next_pos, v_next_kind) WITH ORDINALITY AS x(id, p, kind, o)
+        WHERE x.kind = 'entity' OR x.id = ANY (v_ok);
         EXIT WHEN v_next_ids IS NULL;
         v_visited := v_visited || v_next_ids;
         SELECT v_found_ids || coalesce(array_agg(x.id ORDER BY x.o), '{}'),

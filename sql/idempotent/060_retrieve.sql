@@ -4,9 +4,11 @@
 CREATE OR REPLACE FUNCTION hybrid.graph_context(chunk_ids text[]) RETURNS TABLE (chunk_id text, context jsonb)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
+SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
 BEGIN
@@ -19,7 +21,7 @@ BEGIN
         SELECT u.id, g.vertex_id FROM unnest(chunk_ids) AS u(id)
         JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = u.id
         WHERE g.kind = 'entity'
-           OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.chunk_id = u.id
+           OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_key = v_key AND c.chunk_id = u.id
                       AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all))
     ), nb AS (
         SELECT hit.id, e.tableoid, 'out'::text AS direction, e.end_id AS vid
@@ -35,7 +37,7 @@ BEGIN
     FROM nb
     JOIN pg_class pc ON pc.oid = nb.tableoid
     JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
-    LEFT JOIN hybrid.chunk c ON g.kind = 'chunk' AND c.chunk_id = g.node_id
+    LEFT JOIN hybrid.chunk c ON g.kind = 'chunk' AND c.tenant_key = v_key AND c.chunk_id = g.node_id
           AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
     WHERE g.kind = 'entity' OR c.chunk_id IS NOT NULL
     GROUP BY nb.id;
@@ -65,9 +67,11 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- the hydration's v_key a constant: one partition planned
 AS $$
 DECLARE
     v_tenant text;
+    v_key integer;
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
     v_dim integer;
@@ -134,8 +138,9 @@ BEGIN
     END IF;
 
     v_tenant := hybrid._current_tenant();
-    IF v_tenant IS NULL THEN
-        RETURN;  -- fail closed: no tenant context, no rows
+    v_key := hybrid._tenant_key(v_tenant);
+    IF v_tenant IS NULL OR v_key IS NULL THEN
+        RETURN;  -- fail closed: no tenant context (or no such tenant), no rows
     END IF;
     v_k := coalesce(per_source_k, greatest(top_k * 3, 30));
 
@@ -216,7 +221,7 @@ BEGIN
         SELECT c.chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
                c.content, c.metadata, c.acl_labels, c.position
         FROM fused f
-        JOIN hybrid.chunk c ON c.tenant_id = v_tenant AND c.chunk_id = f.id
+        JOIN hybrid.chunk c ON c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.chunk_id = f.id
          AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
     ), collapsed AS (
         SELECT * FROM hydrated h
