@@ -49,6 +49,9 @@ BEGIN
         -- a partition queried by name gets no policy of the parent's: nobody but its owner holds a
         -- privilege on it, and its own policies are a second wall
         EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', tbl);
+        -- the BM25 branch reads the tenant's partition by name (pg_textsearch scores a partition's
+        -- rows right only through its own index), as hybrid_definer, under these policies
+        EXECUTE format('GRANT SELECT ON %s TO hybrid_definer', tbl);
     END IF;
 END
 $$;

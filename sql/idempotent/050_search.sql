@@ -170,6 +170,8 @@ AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();
     v_key integer := hybrid._tenant_key(v_tenant);
+    v_part regclass;
+    v_index text;
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
     v_method text := coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END);
@@ -222,25 +224,36 @@ BEGIN
     -- partial scores when the index has several segments (timescale/pg_textsearch#417, #216): fetch
     -- a few extra and re-score only those rows with <@> (~0.2 ms a row); bm25_get_current_score()
     -- would keep the scan's partial scores (SciFact nDCG@10 0.685 against 0.695, measured).
-    -- Scores are negative (lower is better); 0 means no term matched. Named by the parent's index,
-    -- the scan and the scores are the tenant's partition's own index (pg_textsearch maps a
-    -- partitioned index to the partition's): its statistics (N, document frequencies, lengths)
-    -- are the tenant's alone. (Naming the partition's index instead is refused, or worse.)
-    RETURN QUERY
+    -- Scores are negative (lower is better); 0 means no term matched.
+    -- The statement reads the tenant's partition by name, through the partition's own BM25 index,
+    -- whose statistics (N, document frequencies, lengths) are the tenant's alone. Through the parent
+    -- it cannot: named by the parent's index, pg_textsearch 1.0 scores every partition's rows
+    -- against one partition's index (another tenant's: wrong, mostly zero scores), and naming the
+    -- partition's index on the parent's column is refused. The partition's own policies (the
+    -- parent's, tenant and ACL) apply to hybrid_definer here.
+    v_part := hybrid._chunk_partition(v_key);
+    v_index := (SELECT i.inhrelid::regclass::text FROM pg_inherits i JOIN pg_index x ON x.indexrelid = i.inhrelid
+                WHERE i.inhparent = 'hybrid.chunk_content_bm25'::regclass AND x.indrelid = v_part);
+    IF v_index IS NULL THEN
+        RAISE EXCEPTION 'the tenant''s partition has no BM25 index' USING ERRCODE = '55000',
+            HINT = 'Run pyhybrid migrate --reapply as the schema owner.';
+    END IF;
+    RETURN QUERY EXECUTE format($sql$
     SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
     FROM (SELECT x.chunk_id, max(-x.raw) AS sc
-          FROM (SELECT c.chunk_id, (c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25'))::double precision AS raw
-                FROM hybrid.chunk c
-                WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
-                  AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
-                  AND (filter IS NULL OR c.metadata @> filter)
-                ORDER BY c.content <@> to_bm25query(query_text, 'hybrid.chunk_content_bm25')
-                LIMIT top_k + greatest(5, top_k / 5)) x
+          FROM (SELECT c.chunk_id, (c.content <@> to_bm25query($1, %L))::double precision AS raw
+                FROM %s c
+                WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4)
+                  AND ($5 IS NULL OR c.corpus_id = ANY ($5))
+                  AND ($6 IS NULL OR c.metadata @> $6)
+                ORDER BY c.content <@> to_bm25query($1, %L)
+                LIMIT $7 + greatest(5, $7 / 5)) x
           WHERE x.raw < 0
           GROUP BY x.chunk_id
           ORDER BY 2 DESC, 1
-          LIMIT top_k) s
-    ORDER BY s.sc DESC, s.chunk_id;
+          LIMIT $7) s
+    ORDER BY s.sc DESC, s.chunk_id
+    $sql$, v_index, v_part, v_index) USING query_text, v_tenant, v_acl, v_all, corpus_ids, filter, top_k;
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text) IS

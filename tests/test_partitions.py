@@ -1,0 +1,125 @@
+"""Per-tenant storage: each tenant's chunks in a partition of its own, with its own indexes and statistics."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pyhybrid import Chunk, HybridClient
+from tests.conftest import Db
+from tests.helpers import chunks
+
+ATTACKERS = ["pyh_acme", "pyh_app"]
+
+
+def _bm25_scores(db: Db, tenant: str, query: str) -> list[tuple[str, float]]:
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant(tenant) as t:
+        rows = t.conn.execute("SELECT chunk_id, value FROM hybrid.search_lexical(%s, 30, lexical => 'bm25')",
+                              (query,)).fetchall()
+    return [(r["chunk_id"], round(float(r["value"]), 6)) for r in rows]
+
+
+@pytest.mark.usefixtures("require_bm25")
+@pytest.mark.parametrize("tenant, other", [("acme", "globex"), ("globex", "acme")])
+def test_a_tenants_bm25_scores_do_not_move_when_another_tenant_adds_documents(db: Db, tenant: str, other: str) -> None:
+    docs = ([Chunk(chunk_id=f"a{i}", document_id=f"a{i}", content=f"falcon launch plan number {i} "
+                   + "filler words here " * (i % 4)) for i in range(8)]
+            + [Chunk(chunk_id=f"b{i}", document_id=f"b{i}", content="unrelated pump valve text") for i in range(8)])
+    with HybridClient(db.dsn("pyh_app")) as c:
+        with c.tenant(other) as t:  # the other tenant's partition comes first, and holds a document
+            t.ingest([Chunk(chunk_id="o", document_id="o", content="nothing in common")])
+        with c.tenant(tenant) as t:
+            t.ingest(docs)
+    before = _bm25_scores(db, tenant, "falcon launch")
+    # each tenant's own index and statistics: the same documents score the same for either tenant
+    # (a shared or mismatched index would give other, or zero, scores)
+    assert len(before) == 8 and all(v > 0 for _, v in before)
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant(other) as t:
+        # with index-wide statistics, this shifted the tenant's scores by 7-30% (issue 10, finding 7)
+        t.ingest([Chunk(chunk_id=f"g{i}", document_id=f"g{i}", content="falcon falcon launch") for i in range(50)])
+    assert _bm25_scores(db, tenant, "falcon launch") == before
+    assert _bm25_scores(db, other, "falcon launch")[0][0].startswith("g")
+
+
+def test_each_tenant_has_a_partition_named_and_bounded_by_an_opaque_key(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c:
+        for tenant in ("acme", "globex"):
+            with c.tenant(tenant) as t:
+                t.ingest(chunks(tenant[0], 3, seed=len(tenant)))
+    with psycopg.connect(db.dsn()) as admin:
+        parts = admin.execute(
+            "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), "
+            "(SELECT count(*) FROM hybrid.chunk x WHERE x.tableoid = c.oid) "
+            "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY 1").fetchall()
+        keys = dict(admin.execute("SELECT tenant_id, tenant_key FROM hybrid.tenant").fetchall())
+    assert [(n, b) for n, b, _ in parts] == sorted(
+        (f"chunk_p{k}", f"FOR VALUES IN ({k})") for k in keys.values())
+    assert sorted(n for _, _, n in parts) == [3, 3]
+    assert not any("acme" in n or "globex" in n for n, _, _ in parts)
+
+
+@pytest.mark.parametrize("role", ATTACKERS)
+def test_no_role_but_the_owner_can_touch_a_partition_by_name(db: Db, role: str) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
+        t.ingest(chunks("g", 3, seed=2))
+    with psycopg.connect(db.dsn()) as admin:
+        part = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('globex'))::text").fetchone()[0]  # type: ignore[index]
+        forced = admin.execute("SELECT relrowsecurity AND relforcerowsecurity FROM pg_class WHERE oid = %s::regclass",
+                               (part,)).fetchone()
+    assert forced == (True,)  # the second wall: its own policies, forced
+    for statement in (f"SELECT * FROM {part}", f"DELETE FROM {part}", f"LOCK TABLE {part}",
+                      f"INSERT INTO {part} (tenant_id, chunk_id) VALUES ('x', 'y')"):
+        with psycopg.connect(db.dsn(role)) as conn:  # in a transaction: LOCK TABLE needs one
+            conn.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+
+
+@pytest.mark.usefixtures("require_bm25", "require_age")
+def test_a_retrieval_locks_the_callers_partition_and_no_other(db: Db) -> None:
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        for i in range(5):
+            admin.execute("SELECT hybrid.create_tenant(%s)", (f"other{i}",))
+        mine = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('acme'))::text").fetchone()[0]  # type: ignore[index]
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        t.ingest(chunks("a", 5, seed=1))
+        t.add_edges([{"src": "a-0", "dst": "a-1", "rel": "LINKS"}])
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        t.retrieve(query_embedding=chunks("a", 1, seed=1)[0].embedding, query_text="pumps valves",
+                   graph_seeds=["a-0"], graph_expand=1)
+        locked = {r["relname"] for r in t.conn.execute(
+            "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "WHERE l.pid = pg_backend_pid() AND c.relkind = 'r' AND c.relname LIKE 'chunk_p%'").fetchall()}
+    assert locked == {mine.split(".")[-1]}
+
+
+def test_drop_tenant_drops_its_partition(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
+        t.ingest(chunks("g", 4, seed=2))
+    with psycopg.connect(db.dsn()) as admin:
+        part = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('globex'))::text").fetchone()[0]  # type: ignore[index]
+    with HybridClient(db.dsn()) as c:
+        assert c.drop_tenant("globex")["chunks"] == 4
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT to_regclass(%s)", (part,)).fetchone() == (None,)
+        assert admin.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass").fetchone() == (1,)
+
+@pytest.mark.usefixtures("require_bm25")
+def test_a_drop_tenant_that_times_out_rolls_back_whole_and_bm25_keeps_working(db: Db) -> None:
+    from pyhybrid import ConflictError
+
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
+        t.ingest(chunks("g", 6, seed=2))
+    before = _bm25_scores(db, "globex", "item3 item4")
+    assert before
+    # an open transaction that read hybrid.chunk holds a lock that DETACH PARTITION must wait for
+    with psycopg.connect(db.dsn("pyh_app")) as holder:
+        holder.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+        holder.execute("SELECT count(*) FROM hybrid.chunk").fetchone()
+        with HybridClient(db.dsn()) as admin, pytest.raises(ConflictError):
+            admin.drop_tenant("globex")  # lock_timeout 5 s, before anything was dropped
+    # nothing half-done: the tenant, its partition and its BM25 index are whole, and no backend crashed
+    assert _bm25_scores(db, "globex", "item3 item4") == before
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT count(*) FROM hybrid.tenant WHERE tenant_id = 'globex'").fetchone() == (1,)
