@@ -210,6 +210,9 @@ BEGIN
     CREATE TEMP TABLE hybrid_edge_batch ON COMMIT DROP AS
     SELECT s.ord, s.src, s.dst, s.rel, s.properties FROM pg_temp.hybrid_edge_stage s;
     ANALYZE pg_temp.hybrid_edge_batch;
+    -- and the tenant's partition, if the batch outnumbers what its statistics describe (a new
+    -- tenant's partition looked empty to the planner: the chunk lookup below went quadratic)
+    PERFORM hybrid._analyze_partition(v_key, (SELECT count(*) FROM pg_temp.hybrid_edge_batch));
     FOR r IN SELECT DISTINCT s.rel FROM pg_temp.hybrid_edge_batch s LOOP
         PERFORM hybrid._ensure_edge_label(r);
     END LOOP;

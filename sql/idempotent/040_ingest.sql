@@ -135,6 +135,7 @@ BEGIN
     SELECT count(*) - v_existing INTO inserted FROM pg_temp.hybrid_chunk_stage;
     updated := updated - inserted;
     SELECT count(*) - inserted - updated INTO unchanged FROM pg_temp.hybrid_chunk_stage;
+    PERFORM hybrid._analyze_partition(v_key, inserted);
     TRUNCATE pg_temp.hybrid_chunk_stage;
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END

@@ -56,7 +56,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._with_all_labels(), hybrid._ensure_edge_label(text), hybrid._check_stage(text, text, text),
     hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text),
     hybrid._scope_size(integer, text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
-    hybrid._tenant_key(text), hybrid._chunk_partition(integer),
+    hybrid._tenant_key(text), hybrid._chunk_partition(integer), hybrid._analyze_partition(integer, bigint),
     hybrid._visible_chunk_ids(integer, text[], text[], jsonb, text, text[], boolean),
     hybrid._bm25_ready(), hybrid._visible(text, boolean, text[], text, text[], boolean),
     hybrid._rrf_term(double precision, double precision, integer), hybrid.rrf_fuse(jsonb, double precision[], double precision, integer),
