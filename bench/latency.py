@@ -409,6 +409,9 @@ def installed_versions(db_dsn: str) -> dict[str, str]:
     return out
 
 
+EF_SEARCH: int | None = None  # --ef-search: hybrid.setting hnsw_ef_search for the run (None: the engine's default)
+
+
 def setup_database(admin_dsn: str, db: str) -> str:
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
@@ -421,6 +424,9 @@ def setup_database(admin_dsn: str, db: str) -> str:
         for i in range(N_TENANTS):
             conn.execute("SELECT hybrid.create_tenant(%s)", (f"t{i:03d}",))
         conn.execute("SELECT hybrid.grant_app(%s)", (APP_ROLE,))
+        if EF_SEARCH is not None:
+            conn.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_ef_search', %s) "
+                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(EF_SEARCH),))
     return db_dsn
 
 
@@ -1259,9 +1265,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="after the 1%% and the 50%% tenant, start no other tenant's edges past this many seconds "
                          "(checked before each tenant: one already started is loaded whole; 0: load all); the "
                          "coverage is reported")
+    ap.add_argument("--ef-search", type=int, default=None,
+                    help="set hybrid.setting hnsw_ef_search for the run (default: the engine's, 100)")
     ap.add_argument("--bulk-above", type=int, default=0,
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     args = ap.parse_args(argv)
+    global EF_SEARCH
+    EF_SEARCH = args.ef_search
     if args.queries < 1:
         ap.error("--queries must be >= 1")
     if args.resume and not args.resumed_ingest_s:
