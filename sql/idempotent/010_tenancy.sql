@@ -145,7 +145,7 @@ BEGIN
             END IF;
         END;
     END LOOP;
-    PERFORM hybrid._secure_partition(hybrid._chunk_partition(tenant_key));
+    PERFORM hybrid._secure_chunks(hybrid._chunk_partition(tenant_key));
     RETURN hybrid._chunk_partition(tenant_key);
 END
 $$;

@@ -56,15 +56,11 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._secure_chunks(regclass) IS
-'(Re)creates the chunk policies (tenant and ACL) on hybrid.chunk or one of its partitions and forces RLS there; a partition also loses every privilege but its owner''s. Admin only.';
+'(Re)creates the chunk policies (tenant and ACL) on hybrid.chunk or one of its partitions and forces RLS there; a partition also loses every privilege but its owner''s and hybrid_definer''s SELECT (the BM25 branch reads it by name). hybrid._create_partition calls it for a new partition. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._secure_chunks(regclass) FROM PUBLIC;
 
--- hybrid._secure_partition: what a new partition gets (hybrid._create_partition calls it)
-CREATE OR REPLACE FUNCTION hybrid._secure_partition(tbl regclass) RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT hybrid._secure_chunks(tbl) $$;
-REVOKE ALL ON FUNCTION hybrid._secure_partition(regclass) FROM PUBLIC;
+-- a wrapper of _secure_chunks an earlier 0.3 development build installed
+DROP FUNCTION IF EXISTS hybrid._secure_partition(regclass);
 
 -- every tenant has its partition (one missing, say after a restore of hybrid.tenant alone, is created)
 SELECT hybrid._create_partition(t.tenant_key) FROM hybrid.tenant t
