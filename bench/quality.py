@@ -16,15 +16,21 @@ Modes (all top_k results of one engine call per query unless said otherwise):
   exact_dense                   exact cosine in numpy over the same f16 embeddings (the sanity reference)
   ref_bm25                      Okapi BM25 in Python over PostgreSQL's to_tsvector('english') lexemes with the
                                 index's k1 and b, query terms weighted by their count: a reference for bm25
+  hybrid_bm25_<fusion>_tuned, hybrid_ts_rank_<fusion>_tuned
+                                hybrid_retrieve with fusion rrf, convex or dbsf at the grid setting of that
+                                method that keeps fused nDCG@10 >= the best single branch on every collection,
+                                with the best mean nDCG@10
   hybrid_bm25_tuned, hybrid_ts_rank_tuned
-                                hybrid_retrieve with the grid setting that keeps fused nDCG@10 >= the best
-                                single branch on every collection, with the best mean nDCG@10
+                                the best of the three (the same rows as that method's)
 
-The grid (weights x rrf_k x per_source_k) is evaluated in Python with pyhybrid.fusion.rrf_scores over each
-branch's list, fetched once per query and per_source_k with hybrid.search_dense / hybrid.search_lexical;
-the script checks that this fusion reproduces the engine's hybrid_retrieve output at the default setting.
-The grid is tuned ON the reported collections (they are training sets), so a leave-one-collection-out
-estimate is reported too.
+The grid (fusion x weights x rrf_k x per_source_k) is evaluated in Python with pyhybrid.fusion.fuse_scores
+(the arithmetic of SQL's hybrid.fuse) over each branch's list and scores, fetched once per query and
+per_source_k with hybrid.search_dense / hybrid.search_lexical; the script checks that this fusion
+reproduces the engine's hybrid_retrieve output at the default setting and at every tuned one. The grid is
+tuned ON the reported collections (they are training sets), so a leave-one-collection-out estimate (the
+setting picked on the other collections, scored on the held-out one) is reported too, for each method and
+for the choice among all of them. A per_source_k below top_k fuses shorter lists: its recall@100 counts
+what the fused list holds (at most 2 x per_source_k); the engine is then called with top_k = per_source_k.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from tqdm import tqdm
 from _common import Dataset, bm25_run, evaluate, exact_cosine_run, load_dataset, machine_info
 from pyhybrid import Chunk, HybridWeights, connect, migrate
 from pyhybrid.errors import InvalidParameterError
-from pyhybrid.fusion import rrf_scores
+from pyhybrid.fusion import fuse_scores
 from pyhybrid.server import start_embedded
 
 TENANT = "bench"
@@ -68,10 +74,12 @@ SANITY_TOL = 0.01
 # the grid: only the ratio of the two weights matters to RRF, so one of them is always 1
 GRID_WEIGHTS = [(1.0, 0.25), (1.0, 0.5), (1.0, 0.75), (1.0, 1.0), (0.75, 1.0), (0.5, 1.0), (0.25, 1.0)]
 GRID_RRF_K = [5.0, 10.0, 20.0, 40.0, 60.0, 100.0]
-GRID_PSK = [100, 300]  # 300 = the engine's default for top_k 100 (greatest(3 * top_k, 30))
+# 30 = the engine's default for top_k 10, 300 = for top_k 100 (greatest(3 * top_k, 30))
+GRID_PSK = [30, 100, 300]
+GRID_FUSIONS = ("rrf", "convex", "dbsf")
 
-DENSE_SQL = "SELECT chunk_id FROM hybrid.search_dense(%s::vector, %s) ORDER BY rank"
-LEX_SQL = "SELECT chunk_id FROM hybrid.search_lexical(%s, %s, lexical => %s) ORDER BY rank"
+DENSE_SQL = "SELECT chunk_id, value FROM hybrid.search_dense(%s::vector, %s) ORDER BY rank"
+LEX_SQL = "SELECT chunk_id, value FROM hybrid.search_lexical(%s, %s, lexical => %s) ORDER BY rank"
 
 
 def vector_literal(v: np.ndarray) -> str:
@@ -132,10 +140,12 @@ def engine_fingerprint() -> dict[str, Any]:
 def bm25_index_params(db: str) -> dict[str, Any]:
     try:
         with psycopg.connect(db, autocommit=True) as c:
-            text = c.execute("SELECT bm25_summarize_index('hybrid.chunk_content_bm25')").fetchone()[0]
-            cfg = c.execute(
-                "SELECT pg_get_indexdef('hybrid.chunk_content_bm25'::regclass)").fetchone()[0]
-    except psycopg.Error:
+            # the BM25 index is partitioned: the tenant's partition holds the index with its statistics
+            index = c.execute("SELECT inhrelid::regclass::text FROM pg_inherits "
+                              "WHERE inhparent = 'hybrid.chunk_content_bm25'::regclass LIMIT 1").fetchone()[0]
+            text = c.execute("SELECT bm25_summarize_index(%s)", (index,)).fetchone()[0]
+            cfg = c.execute("SELECT pg_get_indexdef(%s::regclass)", (index,)).fetchone()[0]
+    except (psycopg.Error, TypeError):
         return {}
     out: dict[str, Any] = {"index": cfg}
     for key in ("k1", "b", "total_docs", "avg_doc_len"):
@@ -215,20 +225,20 @@ class Runner:
         self.client.close()
 
     def retrieve(self, vec: np.ndarray | None, text: str | None, w: HybridWeights, lexical: str | None,
-                 rrf_k: float, psk: int) -> list[str]:
+                 rrf_k: float, psk: int, fusion: str = "rrf") -> list[str]:
         try:
             with self.client.tenant(TENANT) as t:
-                refs = t.retrieve(query_embedding=vec, query_text=text, top_k=self.top_k, per_source_k=psk,
+                refs = t.retrieve(query_embedding=vec, query_text=text, top_k=min(self.top_k, psk), per_source_k=psk,
                                   vector_weight=w.vector, keyword_weight=w.keyword, graph_weight=w.graph,
-                                  rrf_k=rrf_k, lexical=lexical)
+                                  rrf_k=rrf_k, lexical=lexical, fusion=fusion)
         except InvalidParameterError as exc:  # e.g. an empty query text for a lexical-only mode
             self.errors.append(str(exc))
             return []
         return [r.chunk_id for r in refs]
 
-    def rows(self, query: str, args: Sequence[Any]) -> list[str]:
+    def rows(self, query: str, args: Sequence[Any]) -> list[tuple[str, float]]:
         with self.client.tenant(TENANT) as t:
-            return [r["chunk_id"] for r in t.conn.execute(query, args).fetchall()]
+            return [(r["chunk_id"], float(r["value"])) for r in t.conn.execute(query, args).fetchall()]
 
 
 def real_modes(rrf_k: float) -> dict[str, tuple[HybridWeights, str | None, bool, bool]]:
@@ -242,11 +252,16 @@ def real_modes(rrf_k: float) -> dict[str, tuple[HybridWeights, str | None, bool,
     }
 
 
+Lists = dict[tuple[str, int], dict[str, list[str]]]
+Scores = dict[tuple[str, int], dict[str, list[float]]]
+
+
 def run_queries(runner: Runner, ds: Dataset, qids: list[str], args: argparse.Namespace,
-                grid_psk: list[int]) -> tuple[dict[str, dict[str, list[str]]], dict[tuple[str, int], dict[str, list[str]]], dict[str, float]]:
+                grid_psk: list[int]) -> tuple[dict[str, dict[str, list[str]]], Lists, Scores, dict[str, float]]:
     modes = real_modes(args.rrf_k)
     runs: dict[str, dict[str, list[str]]] = {m: {} for m in modes}
-    lists: dict[tuple[str, int], dict[str, list[str]]] = {}
+    lists: Lists = {}
+    scores: Scores = {}
     secs: dict[str, float] = {m: 0.0 for m in modes}
     secs.update({f"list_{b}": 0.0 for b in ("dense", *LEXICAL)})
     for q in tqdm(qids, desc=f"{ds.name}: queries", unit="q"):
@@ -260,37 +275,48 @@ def run_queries(runner: Runner, ds: Dataset, qids: list[str], args: argparse.Nam
         lit = vector_literal(vec)
         for psk in grid_psk:
             t0 = time.perf_counter()
-            lists.setdefault(("dense", psk), {})[q] = runner.rows(DENSE_SQL, (lit, psk))
+            rows = runner.rows(DENSE_SQL, (lit, psk))
+            lists.setdefault(("dense", psk), {})[q] = [i for i, _ in rows]
+            scores.setdefault(("dense", psk), {})[q] = [1 - v for _, v in rows]  # hybrid_retrieve's dense score
             secs["list_dense"] += time.perf_counter() - t0
             for lex in LEXICAL:
                 t0 = time.perf_counter()
-                lists.setdefault((lex, psk), {})[q] = runner.rows(LEX_SQL, (text, psk, lex)) if text.strip() else []
+                rows = runner.rows(LEX_SQL, (text, psk, lex)) if text.strip() else []
+                lists.setdefault((lex, psk), {})[q] = [i for i, _ in rows]
+                scores.setdefault((lex, psk), {})[q] = [v for _, v in rows]
                 secs[f"list_{lex}"] += time.perf_counter() - t0
     n = max(len(qids), 1)
     ms = {f"{k}_ms_per_query": round(1000 * v / n, 2) for k, v in secs.items()}
     ms["query_pass_seconds"] = round(sum(secs.values()), 1)
-    return runs, lists, ms
+    return runs, lists, scores, ms
 
 
-def fuse(lists: dict[tuple[str, int], dict[str, list[str]]], q: str, lexical: str, wv: float, wk: float,
+def fuse(lists: Lists, scores: Scores, q: str, lexical: str, fusion: str, wv: float, wk: float,
          rrf_k: float, psk: int, top_k: int) -> list[str]:
-    fused = rrf_scores([lists[("dense", psk)][q], lists[(lexical, psk)][q]], [wv, wk], rrf_k, top_k)
+    fused = fuse_scores([lists[("dense", psk)][q], lists[(lexical, psk)][q]], [wv, wk], fusion, rrf_k, top_k,
+                        [scores[("dense", psk)][q], scores[(lexical, psk)][q]])
     return [item for item, _, _ in fused]
 
 
 # ---------------------------------------------------------------- grid
 
-def grid_settings(psks: list[int]) -> list[tuple[float, float, float, int]]:
-    return [(wv, wk, k, p) for p in psks for k in GRID_RRF_K for wv, wk in GRID_WEIGHTS]
+SETTING_KEYS = ("fusion", "vector_weight", "keyword_weight", "rrf_k", "per_source_k")
+
+
+def grid_settings(psks: list[int]) -> list[tuple[str, float, float, float, int]]:
+    # rrf_k matters to rrf alone; the score-based methods keep the engine's default (60) in the row
+    return [(f, wv, wk, k, p) for p in psks for f in GRID_FUSIONS for k in (GRID_RRF_K if f == "rrf" else [60.0])
+            for wv, wk in GRID_WEIGHTS]
 
 
 def evaluate_grid(states: dict[str, dict[str, Any]], lexical: str, psks: list[int], top_k: int) -> list[dict[str, Any]]:
     settings = grid_settings(psks)
     out: list[dict[str, Any]] = []
-    for wv, wk, k, p in tqdm(settings, desc=f"grid ({lexical})", unit="setting"):
-        row: dict[str, Any] = {"vector_weight": wv, "keyword_weight": wk, "rrf_k": k, "per_source_k": p, "datasets": {}}
+    for f, wv, wk, k, p in tqdm(settings, desc=f"grid ({lexical})", unit="setting"):
+        row: dict[str, Any] = {"fusion": f, "vector_weight": wv, "keyword_weight": wk, "rrf_k": k, "per_source_k": p,
+                               "datasets": {}}
         for name, st in states.items():
-            run = {q: fuse(st["lists"], q, lexical, wv, wk, k, p, top_k) for q in st["qids"]}
+            run = {q: fuse(st["lists"], st["scores"], q, lexical, f, wv, wk, k, p, top_k) for q in st["qids"]}
             m = evaluate(run, st["ds"].qrels, st["qids"])
             best = st["best_single"][lexical]
             row["datasets"][name] = {
@@ -326,7 +352,7 @@ def leave_one_out(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any
         d = r["datasets"][held]
         out[held] = {
             "chosen_on": others,
-            "setting": {k: r[k] for k in ("vector_weight", "keyword_weight", "rrf_k", "per_source_k")},
+            "setting": {k: r[k] for k in SETTING_KEYS},
             "meets_bar_on_chosen": all(r["datasets"][n]["meets_bar"] for n in others),
             "heldout_ndcg@10": d["ndcg@10"], "heldout_margin": d["margin"], "heldout_meets_bar": d["meets_bar"],
         }
@@ -386,40 +412,44 @@ def write_markdown(path: Path, res: dict[str, Any]) -> None:
         L.append("## Tuned settings (grid on these same collections)")
         L.append("")
         for mode, t in res["tuned"].items():
-            L.append(f"- `{mode}`: vector_weight {t['vector_weight']}, keyword_weight {t['keyword_weight']}, "
-                     f"rrf_k {t['rrf_k']}, per_source_k {t['per_source_k']}; meets the bar on all: "
-                     f"{t['meets_bar_all']}; mean nDCG@10 {t['grid_mean_ndcg@10']:.4f}; engine run equals the "
-                     f"grid's Python fusion on {t['engine_matches_grid_queries']}/{t['queries']} queries.")
+            L.append(f"- `{mode}`: fusion {t['fusion']}, vector_weight {t['vector_weight']}, keyword_weight "
+                     f"{t['keyword_weight']}, rrf_k {t['rrf_k']}, per_source_k {t['per_source_k']}; meets the bar on "
+                     f"all: {t['meets_bar_all']}; mean nDCG@10 {t['grid_mean_ndcg@10']:.4f}; engine run equals the "
+                     f"grid's Python fusion on {t['engine_matches_grid_queries']}/{t['queries']} queries; "
+                     f"p50 {t.get('p50_ms', '-')} ms per call.")
         L.append("")
     if res.get("grid"):
         g = res["grid"]
         n_settings = len(next(iter(g["results"].values()), []))
         L.append(f"## Grid ({n_settings} settings per lexical method)")
         L.append("")
-        L.append(f"weights (vector, keyword) {g['weights']}; rrf_k {g['rrf_k']}; per_source_k {g['per_source_k']}. "
-                 "Full grid in the JSON (grid.results).")
+        L.append(f"fusion {g.get('fusion', ['rrf'])}; weights (vector, keyword) {g['weights']}; rrf_k {g['rrf_k']} "
+                 f"(rrf only); per_source_k {g['per_source_k']}. Full grid in the JSON (grid.results).")
         L.append("")
         for lex, rows in g["results"].items():
             ok = sum(r["meets_bar_all"] for r in rows)
             L.append(f"### {lex}: {ok}/{len(rows)} settings meet the bar on all collections; top 10 by mean nDCG@10")
             L.append("")
-            L.append("| w_vec | w_kw | rrf_k | psk | " + " | ".join(names) + " | mean | min margin | bar |")
-            L.append("| ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in names) + " | ---: | ---: | --- |")
+            L.append("| fusion | w_vec | w_kw | rrf_k | psk | " + " | ".join(names) + " | mean | min margin | bar |")
+            L.append("| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in names) + " | ---: | ---: | --- |")
             for r in sorted(rows, key=lambda r: -r["mean_ndcg@10"])[:10]:
-                L.append(f"| {r['vector_weight']} | {r['keyword_weight']} | {r['rrf_k']:g} | {r['per_source_k']} | "
+                L.append(f"| {r.get('fusion', 'rrf')} | {r['vector_weight']} | {r['keyword_weight']} | {r['rrf_k']:g} | "
+                         f"{r['per_source_k']} | "
                          + " | ".join(f"{r['datasets'][n]['ndcg@10']:.3f}" for n in names)
                          + f" | {r['mean_ndcg@10']:.4f} | {r['min_margin']:+.4f} | {'ok' if r['meets_bar_all'] else 'no'} |")
             L.append("")
-            loo = g.get("leave_one_out", {}).get(lex)
-            if loo:
-                L.append(f"Leave-one-collection-out ({lex}): setting picked on the other collections, scored on the held-out one.")
+            for which, loo in (g.get("leave_one_out", {}).get(lex) or {}).items():
+                if not loo:
+                    continue
+                L.append(f"Leave-one-collection-out ({lex}, {which}): the setting picked on the other collections, "
+                         "scored on the held-out one.")
                 L.append("")
-                L.append("| held out | setting (w_vec, w_kw, rrf_k, psk) | nDCG@10 | margin vs best single |")
+                L.append("| held out | setting (fusion, w_vec, w_kw, rrf_k, psk) | nDCG@10 | margin vs best single |")
                 L.append("| --- | --- | ---: | ---: |")
                 for n, v in loo.items():
                     s = v["setting"]
-                    L.append(f"| {n} | {s['vector_weight']}, {s['keyword_weight']}, {s['rrf_k']:g}, {s['per_source_k']} | "
-                             f"{v['heldout_ndcg@10']:.3f} | {v['heldout_margin']:+.3f} |")
+                    L.append(f"| {n} | {s.get('fusion', 'rrf')}, {s['vector_weight']}, {s['keyword_weight']}, "
+                             f"{s['rrf_k']:g}, {s['per_source_k']} | {v['heldout_ndcg@10']:.3f} | {v['heldout_margin']:+.3f} |")
                 L.append("")
     L.append("## Sanity: engine dense vs exact cosine (nDCG@10)")
     L.append("")
@@ -481,7 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.per_source_k < args.top_k:
         ap.error("--per-source-k must be >= --top-k")
     exact_threshold = None if args.exact_threshold == "engine" else int(args.exact_threshold)
-    grid_psk = sorted({p for p in GRID_PSK if p >= args.top_k} | {args.per_source_k})
+    grid_psk = sorted(set(GRID_PSK) | {args.per_source_k})
 
     t_start = time.perf_counter()
     out_path = Path(args.out)
@@ -518,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             bm25_params = bm25_index_params(db) or bm25_params
 
             runner = Runner(tenant_dsn, args.top_k)
-            runs, lists, qtimes = run_queries(runner, ds, qids, args, grid_psk)
+            runs, lists, scores, qtimes = run_queries(runner, ds, qids, args, grid_psk)
             runs["exact_dense"] = exact_cosine_run(ds, qids, args.top_k)
             if server_info.get("bm25_available"):
                 runs["ref_bm25"] = reference_bm25(db, ds, qids, bm25_params, args.top_k)
@@ -533,7 +563,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 same = sum(runs[single][q] == lists[(key, p0)][q][: args.top_k] for q in qids)
                 diag[f"{single}_mode_equals_branch_list"] = f"{same}/{len(qids)}"
             for lex in LEXICAL:
-                same = sum(runs[f"hybrid_{lex}"][q] == fuse(lists, q, lex, 1.0, 1.0, args.rrf_k, p0, args.top_k)
+                same = sum(runs[f"hybrid_{lex}"][q] == fuse(lists, scores, q, lex, "rrf", 1.0, 1.0, args.rrf_k, p0,
+                                                            args.top_k)
                            for q in qids)
                 diag[f"hybrid_{lex}_engine_equals_python_rrf"] = f"{same}/{len(qids)}"
             # queries whose list holds a chunk id more than once (0s kept: the count is the check)
@@ -565,7 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for lex in LEXICAL:
                 cand = max(("dense", lex), key=lambda m: res[m]["ndcg@10"])
                 best_single[lex] = {"mode": cand, "ndcg@10": res[cand]["ndcg@10"]}
-            states[name] = {"ds": ds, "qids": qids, "lists": lists, "tenant_dsn": tenant_dsn,
+            states[name] = {"ds": ds, "qids": qids, "lists": lists, "scores": scores, "tenant_dsn": tenant_dsn,
                             "best_single": best_single}
             timings[name] = {"ingest": ing, **qtimes, "dataset_seconds": round(time.perf_counter() - t_ds, 1)}
             print("  " + ", ".join(f"{m} {v['ndcg@10']:.3f}" for m, v in res.items()))
@@ -583,49 +614,58 @@ def main(argv: Sequence[str] | None = None) -> int:
         tuned: dict[str, Any] = {}
         if not args.no_grid:
             t_grid = time.perf_counter()
-            grid = {"weights": GRID_WEIGHTS, "rrf_k": GRID_RRF_K, "per_source_k": grid_psk,
+            grid = {"fusion": list(GRID_FUSIONS), "weights": GRID_WEIGHTS, "rrf_k": GRID_RRF_K, "per_source_k": grid_psk,
                     "selection": "among settings with fused nDCG@10 >= the best single branch on every collection, "
                                  "the best mean nDCG@10 (else the best worst-case margin)",
                     "results": {}, "leave_one_out": {}}
             for lex in LEXICAL:
                 rows = evaluate_grid(states, lex, grid_psk, args.top_k)
                 grid["results"][lex] = rows
-                grid["leave_one_out"][lex] = leave_one_out(rows, names)
-                best = pick(rows, names)
-                tuned[f"hybrid_{lex}_tuned"] = {
-                    "lexical": lex, **{k: best[k] for k in ("vector_weight", "keyword_weight", "rrf_k", "per_source_k")},
-                    "graph_weight": 0.0, "meets_bar_all": best["meets_bar_all"],
-                    "grid_mean_ndcg@10": best["mean_ndcg@10"], "grid_min_margin": best["min_margin"],
-                    "settings_meeting_bar": sum(r["meets_bar_all"] for r in rows), "settings": len(rows),
-                }
+                grid["leave_one_out"][lex] = {"any fusion": leave_one_out(rows, names)}
+                for f in GRID_FUSIONS:
+                    grid["leave_one_out"][lex][f] = leave_one_out([r for r in rows if r["fusion"] == f], names)
+                for f in (*GRID_FUSIONS, None):
+                    cand = [r for r in rows if f is None or r["fusion"] == f]
+                    best = pick(cand, names)
+                    tuned[f"hybrid_{lex}_{f}_tuned" if f else f"hybrid_{lex}_tuned"] = {
+                        "lexical": lex, **{k: best[k] for k in SETTING_KEYS},
+                        "graph_weight": 0.0, "meets_bar_all": best["meets_bar_all"],
+                        "grid_mean_ndcg@10": best["mean_ndcg@10"], "grid_min_margin": best["min_margin"],
+                        "settings_meeting_bar": sum(r["meets_bar_all"] for r in cand), "settings": len(cand),
+                    }
             timings["grid_seconds"] = round(time.perf_counter() - t_grid, 1)
 
             # the tuned modes, measured with real hybrid_retrieve calls
             t_tuned = time.perf_counter()
             for mode, t in tuned.items():
                 matches = total = 0
+                call_ms: list[float] = []
                 for n in names:
                     st = states[n]
                     runner = Runner(st["tenant_dsn"], args.top_k)
                     w = HybridWeights(t["vector_weight"], t["keyword_weight"], 0)
                     run: dict[str, list[str]] = {}
                     for q in tqdm(st["qids"], desc=f"{n}: {mode}", unit="q"):
+                        t0 = time.perf_counter()
                         run[q] = runner.retrieve(st["ds"].query_vector(q).astype(np.float32), st["ds"].query_text[q],
-                                                 w, t["lexical"], t["rrf_k"], t["per_source_k"])
-                        matches += run[q] == fuse(st["lists"], q, t["lexical"], t["vector_weight"],
-                                                  t["keyword_weight"], t["rrf_k"], t["per_source_k"], args.top_k)
+                                                 w, t["lexical"], t["rrf_k"], t["per_source_k"], t["fusion"])
+                        call_ms.append(1000 * (time.perf_counter() - t0))
+                        matches += run[q] == fuse(st["lists"], st["scores"], q, t["lexical"], t["fusion"],
+                                                  t["vector_weight"], t["keyword_weight"], t["rrf_k"], t["per_source_k"],
+                                                  min(args.top_k, t["per_source_k"]))
                         total += 1
                     runner.close()
                     dup = sum(len(r) != len(set(r)) for r in run.values())
                     diagnostics[n].setdefault("queries_with_repeated_ids", {})[mode] = dup
-                    scores = evaluate(run, st["ds"].qrels, st["qids"])
-                    results[n][mode] = {k: (round(v, 5) if isinstance(v, float) else v) for k, v in scores.items()}
+                    ev = evaluate(run, st["ds"].qrels, st["qids"])
+                    results[n][mode] = {k: (round(v, 5) if isinstance(v, float) else v) for k, v in ev.items()}
                     b = bar[n][t["lexical"]]
                     b["tuned"] = results[n][mode]["ndcg@10"]
                     b["tuned_margin"] = round(b["tuned"] - b["best_single"], 5)
                     b["tuned_meets"] = b["tuned"] >= b["best_single"]
                 t["engine_matches_grid_queries"] = matches
                 t["queries"] = total
+                t["p50_ms"] = round(float(np.median(call_ms)), 2) if call_ms else None
             timings["tuned_seconds"] = round(time.perf_counter() - t_tuned, 1)
 
         for n in names:

@@ -17,7 +17,7 @@ from .errors import (
     ServerError,
     TenantError,
 )
-from .fusion import rrf_fuse
+from .fusion import fuse, rrf_fuse
 from .query import RetrieveQuery
 from .simple import retrieve
 from .types import Chunk, ChunkRef, Edge, EdgeResult, HybridWeights, IngestResult
@@ -51,6 +51,7 @@ __all__ = [
     "connect_async",
     "retrieve",
     "server",
+    "fuse",
     "rrf_fuse",
 ]
 __version__ = "0.2.0"

@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from . import _base, _copy, _sql
-from .query import RETRIEVE_SQL, RetrieveQuery
+from .query import EXPLAIN_SQL, RETRIEVE_SQL, RetrieveQuery
 from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
 
 
@@ -34,6 +34,16 @@ class AsyncTenantSession:
             cur = await self.conn.execute(RETRIEVE_SQL, params)
             rows = await cur.fetchall()
         return _base.rows_to_refs(rows)
+
+    async def explain_retrieve(self, query: RetrieveQuery | Any = None, /, **kwargs: Any) -> dict[str, Any]:
+        """The retrieve call, explained (hybrid.explain_retrieve): per branch the plan, rows, time and score
+        statistics; per returned row each branch's contribution to its score."""
+        params = _base.retrieve_query(query, kwargs).params()
+        with _base.translate_errors():
+            cur = await self.conn.execute(EXPLAIN_SQL, params)
+            row = await cur.fetchone()
+        assert row is not None
+        return dict(row["report"])
 
     async def embedding_dim(self) -> int:
         """The embedding dimension chosen at install."""

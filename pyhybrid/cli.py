@@ -16,7 +16,7 @@ from psycopg import conninfo
 from . import _sql, maintenance, migrate, server, transfer
 from .errors import InvalidParameterError, PyhybridError
 from .ingest import ingest_records
-from .query import RETRIEVE_SQL, RetrieveQuery
+from .query import RetrieveQuery
 from .types import ChunkRef, HybridWeights
 
 APP_ROLE = "pyhybrid_app"
@@ -54,9 +54,9 @@ class Target:
         return conninfo.make_conninfo(self.admin, user=APP_ROLE) if self.embedded else self.admin
 
 
-def _print_table(refs: Sequence[ChunkRef], *, width: int = 72) -> None:
+def _print_table(refs: Sequence[ChunkRef], *, width: int = 72, skip: int = 0) -> None:
     print(f"{'rank':>4}  {'chunk':<26} {'fused':>8}  {'dense':>5} {'lex':>5} {'graph':>5}  content")
-    for i, r in enumerate(refs, start=1):
+    for i, r in enumerate(refs, start=skip + 1):
         def rk(v: int | None) -> str:
             return "-" if v is None else str(v)
         text = " ".join((r.content or "").split())
@@ -80,43 +80,54 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
     from .client import HybridClient
     from .embed import default_embedder
 
+    # hybrid_retrieve's own defaults unless a flag says otherwise
     w = HybridWeights.parse(args.weights) if args.weights else HybridWeights(1.0, 1.0, 2.0)
     weights: dict[str, Any] = {"vector_weight": w.vector, "keyword_weight": w.keyword, "graph_weight": w.graph}
-    for name in weights:
+    for name in ("vector_weight", "keyword_weight", "graph_weight", "rrf_k", "fusion"):
         if getattr(args, name) is not None:
             weights[name] = getattr(args, name)
+    base = RetrieveQuery(query_text=args.text, **weights)
     query = RetrieveQuery(
-        query_embedding=default_embedder().embed_query(args.text) if weights["vector_weight"] > 0 else None,
+        query_embedding=default_embedder().embed_query(args.text) if base.vector_weight > 0 else None,
         query_text=args.text, corpus_ids=args.corpus_ids or None, top_k=args.top_k, per_source_k=args.per_source_k,
-        rrf_k=args.rrf_k, filter=json.loads(args.filter) if args.filter else None, graph_hops=args.graph_hops,
-        lexical=args.lexical, graph_expand=args.graph_expand if weights["graph_weight"] > 0 else 0,
-        with_graph_context=True, per_document=args.per_document, **weights,
+        filter=json.loads(args.filter) if args.filter else None, graph_hops=args.graph_hops,
+        lexical=args.lexical, graph_expand=args.graph_expand if base.graph_weight > 0 else 0,
+        with_graph_context=True, per_document=args.per_document, skip=args.skip, siblings=args.siblings,
+        graph_edge_types=args.graph_edge_types, **weights,
     )
     acl = [a for a in (args.acl or "").split(",") if a]
+    report: dict[str, Any] = {}
     with HybridClient(dsn) as client, client.tenant(args.tenant, acl) as t:
         refs = t.retrieve(query)
+        if args.explain and not args.json:
+            report = t.explain_retrieve(query)
     if args.json:
         out = [dataclasses.asdict(r) for r in refs]
         print(json.dumps(out, indent=2, default=list))
         return refs
-    _print_table(refs)
+    _print_table(refs, skip=query.skip)
     if refs:
         _print_context(refs[0])
+    for r in refs:
+        if r.siblings:
+            print(f"      siblings of {r.chunk_id}: "
+                  + ", ".join(f"{s['chunk_id']} (position {s['position']})" for s in r.siblings))
     if args.explain:
-        params: dict[str, Any] = query.params()
-        if query.query_embedding is not None:
-            head = ", ".join(f"{x:.4f}" for x in query.query_embedding[:4])
-            params["query_embedding"] = f"[{head}, …] ({len(query.query_embedding)} dims)"
-        print("\nsources: dense = pgvector cosine (HNSW or exact), lex = "
-              f"{args.lexical or 'bm25 where installed, else ts_rank'}, graph = AGE neighbours of the seeds "
-              f"({'the ' + str(query.graph_expand) + ' best dense/lexical hits' if query.graph_expand else 'none'})")
-        for r in refs:
-            found = [name for name, rank in (("dense", r.vector_rank), ("lexical", r.keyword_rank),
-                                             ("graph", r.graph_rank)) if rank is not None]
-            print(f"  {r.chunk_id}: found by {', '.join(found)}")
-        print("\nSQL call (one statement, parameters bound by psycopg):")
-        print(RETRIEVE_SQL)
-        print("parameters:", json.dumps(params, indent=2))
+        print(f"\nbranches (hybrid.explain_retrieve, {report.get('total_ms')} ms in all):")
+        for b in report.get("branches", []):
+            if "failed" in b:
+                print(f"  {b['branch']:<8} failed: {b['failed']}")
+                continue
+            print(f"  {b['branch']:<8} {b['plan']}: {b['rows']} rows of at most {b['depth']}, {b['ms']} ms, "
+                  f"weight {b['weight']:g}")
+        print(f"\nfusion: {query.fusion}" + (f" (rrf_k {query.rrf_k:g})" if query.fusion == "rrf" else "")
+              + "; each row's score, by branch:")
+        for r in report.get("rows", []):
+            found = [name for name in ("dense", "lexical", "graph") if r["ranks"].get(name) is not None]
+            terms = " + ".join(f"{name} {v:.5f}" for name, v in (r.get("contributions") or {}).items() if v)
+            print(f"  {r['chunk_id']}: found by {', '.join(found)}; {r['score']:.5f} = {terms or '0'}")
+        print("\nThe SQL call (paste into psql as is):")
+        print(query.to_sql())
     return refs
 
 
@@ -324,11 +335,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top-k", type=int, default=10)
     s.add_argument("--per-source-k", type=int, default=None, help="each branch's cut (default max(top_k*3, 30))")
     s.add_argument("--weights", default=None,
-                   help="vector,keyword,graph weights in one flag (default 1,1,2: graph-expanded hits carry one term)")
+                   help="vector,keyword,graph weights in one flag (default: hybrid_retrieve's)")
     s.add_argument("--vector-weight", type=float, default=None)
     s.add_argument("--keyword-weight", type=float, default=None)
     s.add_argument("--graph-weight", type=float, default=None)
-    s.add_argument("--rrf-k", type=float, default=60)
+    s.add_argument("--fusion", choices=["rrf", "convex", "dbsf"], default=None,
+                   help="how the branches' lists are fused (default: hybrid_retrieve's)")
+    s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")
+    s.add_argument("--skip", type=int, default=0, help="fused rows to skip before top_k (pages: give --per-source-k)")
+    s.add_argument("--siblings", type=int, default=0,
+                   help="show the N nearest chunks of the same document around each hit")
+    s.add_argument("--graph-edge-types", action="append", help="traverse only this edge type (repeatable)")
     s.add_argument("--lexical", choices=["bm25", "ts_rank"])
     s.add_argument("--graph-hops", "--hops", dest="graph_hops", type=int, default=1)
     s.add_argument("--graph-expand", type=int, default=1,

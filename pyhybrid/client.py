@@ -11,7 +11,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from . import _base, _copy, _sql
-from .query import RETRIEVE_SQL, RetrieveQuery
+from .query import EXPLAIN_SQL, RETRIEVE_SQL, RetrieveQuery
 from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
 
 
@@ -32,6 +32,15 @@ class TenantSession:
         with _base.translate_errors():
             rows = self.conn.execute(RETRIEVE_SQL, params).fetchall()
         return _base.rows_to_refs(rows)
+
+    def explain_retrieve(self, query: RetrieveQuery | Any = None, /, **kwargs: Any) -> dict[str, Any]:
+        """The retrieve call, explained (hybrid.explain_retrieve): per branch the plan, rows, time and score
+        statistics; per returned row each branch's contribution to its score."""
+        params = _base.retrieve_query(query, kwargs).params()
+        with _base.translate_errors():
+            row = self.conn.execute(EXPLAIN_SQL, params).fetchone()
+        assert row is not None
+        return dict(row["report"])
 
     def embedding_dim(self) -> int:
         """The embedding dimension chosen at install."""

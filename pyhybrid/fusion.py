@@ -1,4 +1,5 @@
-"""Weighted Reciprocal Rank Fusion in pure Python, with the arithmetic of hybrid.rrf_fuse."""
+"""Fusion in pure Python, with the arithmetic of SQL: hybrid.rrf_fuse (weighted RRF) and hybrid.fuse
+(RRF, convex combination of min-max normalized scores, DBSF), written as hybrid._fusion_term is."""
 
 from __future__ import annotations
 
@@ -88,4 +89,123 @@ def rrf_fuse(
         for ref in ranking:
             first_ref.setdefault(ref.chunk_id, ref)
     fused = rrf_scores([[ref.chunk_id for ref in ranking] for ranking in rankings], weights, rrf_k, top_k)
+    return [dataclasses.replace(first_ref[item], score=score) for item, score, _ in fused]
+
+
+FUSIONS = ("rrf", "convex", "dbsf")
+
+
+def list_stats(scores: Sequence[float]) -> tuple[float, float, float, float]:
+    """(lowest, highest, mean, population standard deviation) of one list's scores, best first, computed as
+    PostgreSQL's min, max, avg and stddev_pop over float8 are (Youngs-Cramer), in the same order."""
+    n = 0.0
+    sx = 0.0
+    sxx = 0.0
+    for x in scores:
+        old = n
+        n += 1.0
+        sx += x
+        if old > 0.0:
+            tmp = x * n - sx
+            sxx += tmp * tmp / (n * old)
+    if n == 0.0:
+        raise InvalidParameterError("list_stats needs at least one score")
+    sd = 0.0 if sxx <= 0.0 else math.sqrt(sxx / n)
+    return min(scores), max(scores), sx / n, sd
+
+
+def fusion_term(fusion: str, weight: float, rrf_k: float, rank: int, score: float | None,
+                stats: tuple[float, float, float, float] | None) -> float:
+    """One list's term in an item's fused score: hybrid._fusion_term's arithmetic."""
+    if fusion == "rrf":
+        return weight / (rrf_k + rank)
+    assert score is not None and stats is not None
+    lo, hi, mean, sd = stats
+    if fusion == "convex":
+        return weight * ((score - lo) / (hi - lo) if hi > lo else 1.0)
+    return weight * (min(1.0, max(0.0, (score - (mean - 3 * sd)) / (6 * sd))) if sd > 0 else 1.0)
+
+
+def fuse_scores(
+    rankings: Sequence[Sequence[str]], weights: Sequence[float] | None = None, fusion: str = "rrf",
+    rrf_k: float = 60, top_k: int | None = None, scores: Sequence[Sequence[float]] | None = None,
+) -> list[tuple[str, float, list[int | None]]]:
+    """Fuse ranked id lists: (id, score, rank in each list) by score desc, then id; as SQL's hybrid.fuse.
+
+    fusion: 'rrf' (ranks), 'convex' (each list's scores min-max normalized) or 'dbsf' (normalized by
+    mean +- 3 population standard deviations, clipped to 0..1). scores: one number per id of each
+    ranking, higher is better (needed by convex and dbsf). A repeated id keeps its best rank and the score
+    there; ids found only in lists of weight 0 are dropped.
+    """
+    if fusion not in FUSIONS:
+        raise InvalidParameterError(f"fusion must be 'rrf', 'convex' or 'dbsf', got {fusion!r}")
+    if fusion != "rrf":
+        if scores is None:
+            raise InvalidParameterError(
+                f"scores must be given for fusion '{fusion}': one list of numbers (higher is better) per ranking")
+        if len(scores) != len(rankings) or any(len(s) != len(r) for s, r in zip(scores, rankings)) or any(
+                isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)
+                for s in scores for x in s):
+            raise InvalidParameterError(
+                "scores must be a JSON array of arrays of numbers, one number for each id of rankings")
+    ws = check_fusion_args(len(rankings), weights, rrf_k, top_k)
+    entries: list[dict[str, tuple[int, float | None]]] = []
+    stats: list[tuple[float, float, float, float] | None] = []
+    for i, ranking in enumerate(rankings):
+        seen: dict[str, tuple[int, float | None]] = {}
+        for r, item in enumerate(ranking, start=1):
+            if item not in seen:
+                seen[item] = (r, float(scores[i][r - 1]) if scores is not None and fusion != "rrf" else None)
+        entries.append(seen)
+        if fusion != "rrf" and seen:
+            # in rank order, as hybrid.fuse's window aggregates read them
+            stats.append(list_stats([sc for _, sc in sorted(seen.values(), key=lambda e: e[0])]))  # type: ignore[misc]
+        else:
+            stats.append(None)
+    order: dict[str, None] = {}
+    for seen in entries:
+        order.update(dict.fromkeys(seen))
+    out: list[tuple[str, float, list[int | None]]] = []
+    for item in order:
+        total = 0.0
+        first = True
+        live = False
+        ranks: list[int | None] = []
+        for i, seen in enumerate(entries):
+            hit = seen.get(item)
+            ranks.append(hit[0] if hit else None)
+            if hit is None:
+                continue
+            term = fusion_term(fusion, ws[i], rrf_k, hit[0], hit[1], stats[i])
+            total = term if first else total + term
+            first = False
+            live = live or ws[i] > 0
+        if live:
+            out.append((item, total, ranks))
+    out.sort(key=lambda t: (-t[1], t[0]))
+    return out[:top_k] if top_k is not None else out
+
+
+def fuse(
+    rankings: Sequence[Sequence[ChunkRef]],
+    weights: Sequence[float] | None = None,
+    fusion: str = "rrf",
+    rrf_k: float = 60,
+    top_k: int | None = None,
+) -> list[ChunkRef]:
+    """Fuse ranked ChunkRef lists by fusion ('rrf', 'convex' or 'dbsf'), with hybrid.fuse's arithmetic.
+
+    Each ref's score is its list's score (higher is better): what convex and dbsf normalize. All refs
+    share one tenant (else RetrievalError). The returned refs carry the fused score; a chunk keeps the
+    content and metadata of the first list that holds it. Ties are broken by chunk_id.
+    """
+    tenants = {ref.tenant_id for ranking in rankings for ref in ranking}
+    if len(tenants) > 1:
+        raise RetrievalError(f"fuse: all refs must share one tenant_id, got {sorted(tenants)}")
+    first_ref: dict[str, ChunkRef] = {}
+    for ranking in rankings:
+        for ref in ranking:
+            first_ref.setdefault(ref.chunk_id, ref)
+    fused = fuse_scores([[ref.chunk_id for ref in ranking] for ranking in rankings], weights, fusion, rrf_k, top_k,
+                        [[ref.score for ref in ranking] for ranking in rankings])
     return [dataclasses.replace(first_ref[item], score=score) for item, score, _ in fused]

@@ -23,6 +23,8 @@ MAX_QUERY_TEXT = 20000
 """The longest query_text hybrid.retrieve accepts, in characters (a query, not a document)."""
 MAX_GRAPH_SEEDS = 1000
 """The most graph_seeds hybrid.retrieve accepts."""
+FUSIONS = ("rrf", "convex", "dbsf")
+"""The fusion methods of hybrid_retrieve and hybrid.fuse (pyhybrid.fusion.fuse_scores mirrors them)."""
 
 
 def _sql(sql_type: str) -> Any:
@@ -41,6 +43,10 @@ class RetrieveQuery:
     contain. graph_hops: 1..3. lexical: 'bm25', 'ts_rank' or None (BM25 where installed).
     graph_expand: seed the graph branch with the best N dense/lexical hits (0..100).
     with_graph_context: add each row's graph neighbourhood. per_document: the best chunk per document.
+    fusion: 'rrf' (ranks), 'convex' (min-max normalized scores) or 'dbsf' (scores normalized by mean +- 3
+    standard deviations); see FUSIONS. skip: fused rows to skip before the top_k returned (0..10000 - top_k;
+    pages are stable when per_source_k >= skip + top_k is given). siblings: add the n nearest chunks of the
+    same document on each side of each hit (0..20). graph_edge_types: traverse only these edge types.
     """
 
     query_embedding: Any = field(default=None, metadata=_sql("vector"))
@@ -59,6 +65,10 @@ class RetrieveQuery:
     graph_expand: int = field(default=0, metadata=_sql("integer"))
     with_graph_context: bool = field(default=False, metadata=_sql("boolean"))
     per_document: bool = field(default=False, metadata=_sql("boolean"))
+    fusion: str = field(default="rrf", metadata=_sql("text"))
+    skip: int = field(default=0, metadata=_sql("integer"))
+    siblings: int = field(default=0, metadata=_sql("integer"))
+    graph_edge_types: Sequence[str] | None = field(default=None, metadata=_sql("text[]"))
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -73,8 +83,18 @@ class RetrieveQuery:
                 f"graph_seeds must hold at most {MAX_GRAPH_SEEDS} ids, got {len(self.graph_seeds)}")
         put(self, "corpus_ids", _str_list("corpus_ids", self.corpus_ids))
         _int_between("top_k", self.top_k, 1, 1000)
+        _int_between("skip", self.skip, 0, 10000 - self.top_k)
         if self.per_source_k is not None:
-            _int_between("per_source_k", self.per_source_k, self.top_k, 10000, low_name=f"top_k ({self.top_k})")
+            low = self.skip + self.top_k
+            _int_between("per_source_k", self.per_source_k, low, 10000,
+                         low_name=f"top_k ({low})" if self.skip == 0 else f"skip + top_k ({low})")
+        if self.fusion not in FUSIONS:
+            raise InvalidParameterError(f"fusion must be 'rrf', 'convex' or 'dbsf', got {self.fusion!r}")
+        _int_between("siblings", self.siblings, 0, 20)
+        put(self, "graph_edge_types", _str_list("graph_edge_types", self.graph_edge_types))
+        if self.graph_edge_types is not None and len(self.graph_edge_types) > 100:
+            raise InvalidParameterError(
+                f"graph_edge_types must hold at most 100 names, got {len(self.graph_edge_types)}")
         for name in ("vector_weight", "keyword_weight", "graph_weight"):
             put(self, name, _weight(name, getattr(self, name)))
         put(self, "rrf_k", _rrf_k(self.rrf_k))
@@ -125,10 +145,24 @@ class RetrieveQuery:
         """A copy with some arguments changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
+    def to_sql(self, *, function: str = "hybrid_retrieve") -> str:
+        """The call as one SQL statement with literal values, to paste into psql as is: only the arguments
+        that differ from hybrid_retrieve's defaults, the embedding written out in full."""
+        defaults = {f.name: f.default for f in dataclasses.fields(RetrieveQuery)}
+        args = []
+        for name, sql_type in PARAMETERS.items():
+            value = getattr(self, name)
+            if name != "query_embedding" and value == defaults[name]:
+                continue
+            if value is None:
+                continue
+            args.append(f"    {name} => {_literal(value, sql_type)}")
+        return f"SELECT * FROM {function}(\n" + ",\n".join(args) + ");"
+
     def params(self) -> dict[str, Any]:
         """The call's parameters by name, as psycopg binds them (the embedding as float32 numpy)."""
         out = {name: getattr(self, name) for name in PARAMETERS}
-        for name in ("graph_seeds", "corpus_ids"):
+        for name in ("graph_seeds", "corpus_ids", "graph_edge_types"):
             if out[name] is not None:
                 out[name] = list(out[name])
         if out["filter"] is not None:
@@ -150,12 +184,17 @@ RESULT_COLUMNS: dict[str, str] = {
     "score": "double precision", "vector_rank": "integer", "keyword_rank": "integer", "graph_rank": "integer",
     "vector_distance": "double precision", "keyword_score": "double precision", "graph_distance": "integer",
     "content": "text", "metadata": "jsonb", "acl_labels": "text[]", "position": "integer", "graph_context": "jsonb",
+    "siblings": "jsonb",
 }
 """The columns of hybrid.retrieve_row (what hybrid_retrieve returns), in order; a test holds it to the SQL type."""
 
 RETRIEVE_SQL = "SELECT * FROM hybrid.retrieve(\n" + ",\n".join(
     f"    {name} => %({name})s::{sql_type}" for name, sql_type in PARAMETERS.items()) + ")"
 """The one SQL statement every client sends."""
+
+EXPLAIN_SQL = "SELECT hybrid.explain_retrieve(\n" + ",\n".join(
+    f"    {name} => %({name})s::{sql_type}" for name, sql_type in PARAMETERS.items()) + ") AS report"
+"""The same call, explained: hybrid.explain_retrieve's jsonb report."""
 
 
 def _embedding(value: Any) -> np.ndarray[Any, Any] | None:
@@ -243,3 +282,22 @@ def _filter(value: Any) -> Mapping[str, Any] | None:
     except (TypeError, ValueError) as exc:
         raise InvalidParameterError(f"filter must be JSON-serializable ({exc})") from None
     return dict(value)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _literal(value: Any, sql_type: str) -> str:
+    """A SQL literal of value for a parameter of sql_type (standard_conforming_strings, PostgreSQL's default)."""
+    if sql_type == "vector":
+        return _quote("[" + ",".join(repr(float(x)) for x in value) + "]") + "::vector"
+    if sql_type == "text[]":
+        return "ARRAY[" + ", ".join(_quote(v) for v in value) + "]::text[]"
+    if sql_type == "jsonb":
+        return _quote(json.dumps(value, allow_nan=False)) + "::jsonb"
+    if sql_type == "boolean":
+        return "true" if value else "false"
+    if sql_type == "text":
+        return _quote(value)
+    return repr(value)

@@ -29,11 +29,13 @@ class ChunkRef:
     graph_distance: int | None = None
     position: int | None = None
     graph_context: tuple[Mapping[str, Any], ...] | None = None
+    siblings: tuple[Mapping[str, Any], ...] | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ChunkRef:
         """Build from a hybrid_retrieve row mapped by column name."""
         ctx = row.get("graph_context")
+        sib = row.get("siblings")
         return cls(
             chunk_id=row["chunk_id"],
             tenant_id=row["tenant_id"],
@@ -51,6 +53,7 @@ class ChunkRef:
             graph_distance=row.get("graph_distance"),
             position=row.get("position"),
             graph_context=tuple(ctx) if ctx is not None else None,
+            siblings=tuple(sib) if sib is not None else None,
         )
 
 

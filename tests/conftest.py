@@ -196,3 +196,20 @@ def api(request: pytest.FixtureRequest, db: Db) -> Iterator[Api]:
     a = Api(request.param, db.dsn("pyh_app"))
     yield a
     a.close()
+
+
+@pytest.fixture(scope="module")
+def template_dsn_conn(admin_dsn: str, template_db: str):  # type: ignore[no-untyped-def]
+    """A connection to a clone of the template kept for the module (a connection to the template
+    itself would stop other tests from cloning it)."""
+    import uuid
+
+    from psycopg import conninfo
+
+    name = f"pyh_rrf_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    with psycopg.connect(conninfo.make_conninfo(admin_dsn, dbname=name), autocommit=True) as c:
+        yield c
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

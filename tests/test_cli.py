@@ -38,9 +38,16 @@ def test_search_finds_the_requirement_and_through_the_graph_its_test_protocol(
     assert main(["--dsn", demo_db.dsn(), "search", "How quickly must the pump alarm after a downstream occlusion?",
                  "--tenant", "acme", "--explain"]) == 0
     out = capsys.readouterr().out
-    assert "acme:REQ-012#0: found by dense, lexical" in out
-    assert "acme:TP-031#2: found by graph" in out
-    assert "SELECT * FROM hybrid.retrieve(" in out and '"query_text": "How quickly' in out
+    assert "acme:REQ-012#0: found by dense, lexical;" in out
+    assert "acme:TP-031#2: found by graph;" in out
+    assert "SELECT * FROM hybrid_retrieve(" in out and "query_text => 'How quickly" in out
+    assert "dense    exact scan:" in out and "lexical  BM25 index" in out and "graph    1 hop(s) from 1 seed(s)" in out
+    # the printed call runs as it is and returns the rows printed
+    call = out[out.index("SELECT * FROM hybrid_retrieve("):].split(";\n")[0] + ";"
+    with psycopg.connect(demo_db.dsn("pyh_app")) as c:
+        c.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+        ids = [r[0] for r in c.execute(call).fetchall()]
+    assert ids and all(f"{i}" in out for i in ids)
 
 
 @pytest.mark.usefixtures("require_age", "require_bm25")

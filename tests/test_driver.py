@@ -112,21 +112,6 @@ def test_python_rrf_equals_sql_rrf_fuse_on_random_inputs(template_dsn_conn: psyc
     assert [(r[0], r[1], r[2]) for r in rows] == [(i, s, rs) for i, s, rs in rrf_scores(lists, weights, k, top_k)]
 
 
-@pytest.fixture(scope="module")
-def template_dsn_conn(admin_dsn: str, template_db: str):  # type: ignore[no-untyped-def]
-    """A connection to a clone of the template kept for the module (a connection to the template
-    itself would stop other tests from cloning it)."""
-    import uuid
-
-    from psycopg import conninfo
-
-    name = f"pyh_rrf_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    with psycopg.connect(conninfo.make_conninfo(admin_dsn, dbname=name), autocommit=True) as c:
-        yield c
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_rrf_fuse_keeps_the_first_lists_metadata_and_replaces_the_score() -> None:

@@ -203,7 +203,7 @@ def test_a_0_1_0_database_with_data_upgraded_to_head_equals_a_fresh_install_and_
         assert counts(old) == before_counts
         assert results(old) == before_results
         with psycopg.connect(old) as c:
-            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0004",)
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0005",)
             # 0.1's client-side hashes were recomputed: re-ingesting the same chunks changes nothing
             assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE content_hash <> hybrid.content_hash("
                              "document_id, position, content, acl_labels, metadata, corpus_id)").fetchone() == (0,)

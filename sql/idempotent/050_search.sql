@@ -82,6 +82,32 @@ $$;
 COMMENT ON FUNCTION hybrid._check_flag(text, boolean) IS 'Raises 22023 "<name> must be true or false" for NULL.';
 
 -- hybrid.search_dense: the dense branch
+-- hybrid._dense_exact: whether the dense branch scans the scope exactly (else through HNSW)
+CREATE OR REPLACE FUNCTION hybrid._dense_exact(tenant_key integer, corpus_ids text[], filter jsonb, exact_threshold integer)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    -- Exact search up to exact_threshold chunks in scope (setting exact_threshold, default 5,000):
+    -- there an exact scan (~2 ms per 1,000 rows) is as fast as HNSW and exact
+    v_threshold integer := coalesce(exact_threshold,
+        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 5000);
+    v_rows double precision;
+BEGIN
+    -- the scope's size: without corpus or filter, the tenant's partition's row estimate (from its
+    -- statistics, no scan); counting it (the visible rows, up to the threshold) read 5,000 rows of a
+    -- large tenant on every call, +2 ms at 100k chunks, measured
+    v_rows := (SELECT c.reltuples FROM pg_class c WHERE c.oid = hybrid._chunk_partition(tenant_key));
+    IF corpus_ids IS NOT NULL OR filter IS NOT NULL OR v_rows IS NULL OR v_rows < 0 THEN
+        v_rows := hybrid._scope_size(tenant_key, corpus_ids, filter, v_threshold);
+    END IF;
+    RETURN v_rows <= v_threshold;
+END
+$$;
+COMMENT ON FUNCTION hybrid._dense_exact(integer, text[], jsonb, integer) IS
+'The dense branch''s choice, written once: true (an exact scan) when the scope holds at most exact_threshold chunks (setting exact_threshold, default 5,000): the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold; false: the partition''s HNSW index.';
+
 CREATE OR REPLACE FUNCTION hybrid.search_dense(
     query_embedding vector, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     exact_threshold integer DEFAULT NULL)
@@ -100,24 +126,12 @@ DECLARE
     v_key integer := hybrid._tenant_key(v_tenant);
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
-    -- Exact search up to exact_threshold chunks in scope (setting exact_threshold, default 5,000):
-    -- there an exact scan (~2 ms per 1,000 rows) is as fast as HNSW and exact
-    v_threshold integer := coalesce(exact_threshold,
-        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 5000);
     v_ef_search integer := coalesce((SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search'), 100);
-    v_rows double precision;
 BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
     END IF;
-    -- the scope's size: without corpus or filter, the tenant's partition's row estimate (from its
-    -- statistics, no scan); counting it (the visible rows, up to the threshold) read 5,000 rows of a
-    -- large tenant on every call, +2 ms at 100k chunks, measured
-    v_rows := (SELECT c.reltuples FROM pg_class c WHERE c.oid = hybrid._chunk_partition(v_key));
-    IF corpus_ids IS NOT NULL OR filter IS NOT NULL OR v_rows IS NULL OR v_rows < 0 THEN
-        v_rows := hybrid._scope_size(v_key, corpus_ids, filter, v_threshold);
-    END IF;
-    IF v_rows <= v_threshold THEN
+    IF hybrid._dense_exact(v_key, corpus_ids, filter, exact_threshold) THEN
         -- small scope: exact distances over the tenant's rows (the btree finds them);
         -- "+ 0" keeps the planner off the HNSW index, whose RLS post-filter would lose recall
         RETURN QUERY
@@ -286,7 +300,7 @@ COMMENT ON FUNCTION hybrid._visible_chunk_ids(integer, text[], text[], jsonb, te
 -- hybrid.search_graph: the graph branch, hop by hop
 CREATE OR REPLACE FUNCTION hybrid.search_graph(
     graph_seeds text[], graph_hops integer DEFAULT 1, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL,
-    filter jsonb DEFAULT NULL)
+    filter jsonb DEFAULT NULL, graph_edge_types text[] DEFAULT NULL)
 RETURNS SETOF hybrid.branch_hit
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
@@ -314,6 +328,8 @@ DECLARE
     v_next_ids text[];
     v_next_pos integer[];
     v_next_kind text[];
+    v_types oid[];
+    v_unknown text;
     h integer;
 BEGIN
     PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
@@ -323,6 +339,22 @@ BEGIN
     IF to_regclass('hybrid.graph_node') IS NULL THEN
         RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
+    END IF;
+    IF graph_edge_types IS NOT NULL THEN
+        -- edge types are global names (registered by admins), not tenant data: naming an unknown one is an error
+        -- (an edge type's label table inherits AGE's _ag_label_edge and bears the type's name)
+        SELECT array_agg(i.inhrelid) INTO v_types
+        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent = 'hybrid_graph._ag_label_edge'::regclass AND c.relname = ANY (graph_edge_types);
+        SELECT t INTO v_unknown FROM unnest(graph_edge_types) t
+        WHERE t IS NULL OR NOT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                                       WHERE i.inhparent = 'hybrid_graph._ag_label_edge'::regclass AND c.relname = t)
+        LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'graph_edge_types: % is not a registered edge type', coalesce(quote_literal(v_unknown), 'NULL')
+                USING ERRCODE = '22023', HINT = 'Edge types are registered with hybrid.register_edge_type (UPPER_SNAKE_CASE names).';
+        END IF;
+        v_types := coalesce(v_types, '{}');
     END IF;
     -- seeds the caller cannot see start no path: a chunk seed must be a visible live chunk
     SELECT array_agg(s.id ORDER BY s.p), array_agg(s.p ORDER BY s.p), array_agg(g.kind ORDER BY s.p)
@@ -346,11 +378,13 @@ BEGIN
                 FROM unnest(v_front, v_pos) AS f(node_id, p)
                 JOIN hybrid.graph_node fg ON fg.tenant_id = v_tenant AND fg.node_id = f.node_id
                 JOIN hybrid_graph._ag_label_edge e ON e.start_id = fg.vertex_id
+                WHERE v_types IS NULL OR e.tableoid = ANY (v_types)
                 UNION ALL
                 SELECT e.start_id, f.p
                 FROM unnest(v_front, v_pos) AS f(node_id, p)
                 JOIN hybrid.graph_node fg ON fg.tenant_id = v_tenant AND fg.node_id = f.node_id
                 JOIN hybrid_graph._ag_label_edge e ON e.end_id = fg.vertex_id
+                WHERE v_types IS NULL OR e.tableoid = ANY (v_types)
             ) nb
             JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
             WHERE NOT (g.node_id = ANY (v_visited))
@@ -381,8 +415,8 @@ BEGIN
     LIMIT top_k;
 END
 $$;
-COMMENT ON FUNCTION hybrid.search_graph(text[], integer, integer, text[], jsonb) IS
-'Graph branch: live chunks reachable from graph_seeds (chunk or entity ids) in 1..graph_hops edges of hybrid_graph, either direction, hop by hop under RLS (no path crosses a vertex or chunk the caller cannot see); the top_k nearest, ranked by hop distance (value), then by the position of the seed they came from. Seeds themselves are not returned.';
+COMMENT ON FUNCTION hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]) IS
+'Graph branch: live chunks reachable from graph_seeds (chunk or entity ids) in 1..graph_hops edges of hybrid_graph (of the types graph_edge_types only, where given), either direction, hop by hop under RLS (no path crosses a vertex or chunk the caller cannot see); the top_k nearest, ranked by hop distance (value), then by the position of the seed they came from. Seeds themselves are not returned.';
 
 -- hybrid._rrf_term: the weighted RRF arithmetic, one list's term
 CREATE OR REPLACE FUNCTION hybrid._rrf_term(weight double precision, rrf_k double precision, rank integer)
@@ -394,6 +428,133 @@ AS $$
 $$;
 COMMENT ON FUNCTION hybrid._rrf_term(double precision, double precision, integer) IS
 'The weighted RRF arithmetic, written once: a list''s term weight / (rrf_k + rank), 0 where the list does not hold the item (NULL rank). A fused score is the sum of the terms in list order: hybrid.retrieve and hybrid.rrf_fuse both add them so, and pyhybrid/fusion.py mirrors it (a property test holds them equal).';
+
+-- hybrid._branch_score: a branch's own measure as the score convex and dbsf fuse (higher is better)
+CREATE OR REPLACE FUNCTION hybrid._branch_score(branch text, value double precision) RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE branch WHEN 'dense' THEN 1 - value WHEN 'lexical' THEN value ELSE 1 / value END
+$$;
+COMMENT ON FUNCTION hybrid._branch_score(text, double precision) IS
+'The score of a branch hit that convex and dbsf fusion normalize, written once: dense 1 - cosine distance (the cosine similarity), lexical the BM25 or ts_rank score, graph 1 / hop count.';
+
+-- hybrid._fusion_term: one list's contribution to a fused score, for every fusion method
+CREATE OR REPLACE FUNCTION hybrid._fusion_term(fusion text, weight double precision, rrf_k double precision,
+                                               rank integer, score double precision, lo double precision,
+                                               hi double precision, mean double precision, sd double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- no SET clause, no FROM: the planner inlines it into the fusing statement
+AS $$
+    SELECT CASE
+        WHEN rank IS NULL THEN 0::double precision
+        WHEN fusion OPERATOR(pg_catalog.=) 'rrf' THEN hybrid._rrf_term(weight, rrf_k, rank)
+        WHEN fusion OPERATOR(pg_catalog.=) 'convex' THEN
+            weight * CASE WHEN hi > lo THEN (score - lo) / (hi - lo) ELSE 1 END
+        ELSE  -- dbsf
+            weight * CASE WHEN sd > 0 THEN least(1, greatest(0, (score - (mean - 3 * sd)) / (6 * sd))) ELSE 1 END
+    END
+$$;
+COMMENT ON FUNCTION hybrid._fusion_term(text, double precision, double precision, integer, double precision,
+                                        double precision, double precision, double precision, double precision) IS
+'The fusion arithmetic, written once: a list''s term in an item''s fused score, 0 where the list does not hold the item (NULL rank). rrf: weight / (rrf_k + rank). convex: weight * (score - lo) / (hi - lo), lo and hi the lowest and highest score in the list (1 when they are equal). dbsf: weight * (score - (mean - 3 sd)) / (6 sd), clipped to 0..1, mean and sd (population) over the list (1 when sd = 0). Scores are higher-is-better. hybrid.retrieve and hybrid.fuse add the terms in list order; pyhybrid/fusion.py mirrors it.';
+
+-- hybrid._check_fusion: validate the fusion method's name
+CREATE OR REPLACE FUNCTION hybrid._check_fusion(fusion text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF fusion IS NULL OR fusion NOT IN ('rrf', 'convex', 'dbsf') THEN
+        RAISE EXCEPTION 'fusion must be ''rrf'', ''convex'' or ''dbsf'', got %', coalesce(quote_literal(fusion), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'rrf fuses ranks; convex and dbsf fuse each list''s scores, normalized (see hybrid.fuse).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._check_fusion(text) IS
+'Raises 22023 "fusion must be ''rrf'', ''convex'' or ''dbsf''" for any other value (NULL too).';
+
+-- hybrid.fuse: fuse ranked id lists (with their scores) by RRF, convex combination or DBSF
+CREATE OR REPLACE FUNCTION hybrid.fuse(
+    rankings jsonb, weights double precision[] DEFAULT NULL, fusion text DEFAULT 'rrf',
+    rrf_k double precision DEFAULT 60, top_k integer DEFAULT NULL, scores jsonb DEFAULT NULL)
+RETURNS TABLE (id text, score double precision, ranks integer[])
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    n integer;
+    v_weights double precision[];
+    i integer;
+BEGIN
+    IF rankings IS NULL OR jsonb_typeof(rankings) <> 'array' THEN
+        RAISE EXCEPTION 'rankings must be a JSON array of ranked id lists' USING ERRCODE = '22023';
+    END IF;
+    n := jsonb_array_length(rankings);
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(rankings) l WHERE jsonb_typeof(l) <> 'array')
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(rankings) l, jsonb_array_elements(l) x WHERE jsonb_typeof(x) <> 'string') THEN
+        RAISE EXCEPTION 'rankings must be a JSON array of arrays of string ids' USING ERRCODE = '22023';
+    END IF;
+    PERFORM hybrid._check_fusion(fusion);
+    IF fusion <> 'rrf' THEN
+        IF scores IS NULL THEN
+            RAISE EXCEPTION 'scores must be given for fusion %: one list of numbers (higher is better) per ranking', quote_literal(fusion)
+                USING ERRCODE = '22023';
+        END IF;
+        IF jsonb_typeof(scores) <> 'array' OR jsonb_array_length(scores) <> n
+           OR EXISTS (SELECT 1 FROM jsonb_array_elements(scores) WITH ORDINALITY s(list, i)
+                      WHERE jsonb_typeof(s.list) <> 'array'
+                         OR jsonb_array_length(s.list) <> jsonb_array_length(rankings -> (s.i::integer - 1)))
+           OR EXISTS (SELECT 1 FROM jsonb_array_elements(scores) l, jsonb_array_elements(l) x WHERE jsonb_typeof(x) <> 'number') THEN
+            RAISE EXCEPTION 'scores must be a JSON array of arrays of numbers, one number for each id of rankings'
+                USING ERRCODE = '22023';
+        END IF;
+    END IF;
+    IF weights IS NOT NULL AND cardinality(weights) <> n THEN
+        RAISE EXCEPTION 'weights has % entries but rankings has % lists; they must match', cardinality(weights), n
+            USING ERRCODE = '22023';
+    END IF;
+    v_weights := coalesce(weights, array_fill(1.0::float8, ARRAY[n]));
+    FOR i IN 1..n LOOP
+        PERFORM hybrid._check_number(format('weights[%s]', i), v_weights[i], false);
+    END LOOP;
+    PERFORM hybrid._check_number('rrf_k', rrf_k, true);
+    IF top_k IS NOT NULL THEN
+        PERFORM hybrid._check_range('top_k', top_k, 1, 1000);
+    END IF;
+    RETURN QUERY
+    WITH raw AS (
+        SELECT l.i::integer AS i, x.id, x.r::integer AS r,
+               CASE WHEN fusion = 'rrf' THEN NULL ELSE (scores -> (l.i::integer - 1) ->> (x.r::integer - 1))::float8 END AS s
+        FROM jsonb_array_elements(rankings) WITH ORDINALITY AS l(list, i),
+             jsonb_array_elements_text(l.list) WITH ORDINALITY AS x(id, r)
+    ), entries AS (
+        -- a repeated id keeps its best rank, and the score it has there; the list's statistics count it once
+        SELECT DISTINCT ON (raw.i, raw.id) raw.i, raw.id, raw.r, raw.s FROM raw ORDER BY raw.i, raw.id, raw.r
+    ), stats AS (
+        SELECT e.*, min(e.s) OVER w AS lo, max(e.s) OVER w AS hi, avg(e.s) OVER w AS mean, stddev_pop(e.s) OVER w AS sd
+        FROM entries e
+        -- in rank order: the sums behind mean and sd add up as pyhybrid/fusion.py's list_stats does
+        WINDOW w AS (PARTITION BY e.i ORDER BY e.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    ), fused AS (
+        SELECT st.id, sum(hybrid._fusion_term(fusion, v_weights[st.i], rrf_k, st.r, st.s, st.lo, st.hi, st.mean, st.sd)
+                          ORDER BY st.i) AS score,
+               array_agg(st.i) AS lists, array_agg(st.r) AS rs, bool_or(v_weights[st.i] > 0) AS live
+        FROM stats st
+        GROUP BY st.id
+    )
+    SELECT f.id, f.score,
+           ARRAY(SELECT (SELECT f.rs[j] FROM generate_subscripts(f.lists, 1) j WHERE f.lists[j] = li)
+                 FROM generate_series(1, n) li)
+    FROM fused f
+    WHERE f.live
+    ORDER BY f.score DESC, f.id
+    LIMIT top_k;
+END
+$$;
+COMMENT ON FUNCTION hybrid.fuse(jsonb, double precision[], text, double precision, integer, jsonb) IS
+'Fuses ranked id lists the caller brings, with the arithmetic of hybrid_retrieve (hybrid._fusion_term). fusion: ''rrf'' (ranks only: sum weights[i] / (rrf_k + rank_i)), ''convex'' (sum weights[i] * the id''s score min-max normalized within list i) or ''dbsf'' (sum weights[i] * the score normalized by mean +- 3 standard deviations of list i, clipped to 0..1); an id absent from a list adds 0, a repeated id keeps its best rank. scores: JSON array of arrays of numbers, higher is better, one per id (needed by convex and dbsf). Returns id, score and its rank in each list (NULL where absent), by score descending then id; ids found only in lists of weight 0 are dropped (an id at the bottom of a list keeps its row with convex''s 0). weights default to 1; top_k: 1..1000 or NULL for all.';
 
 -- hybrid.rrf_fuse: fuse ranked id lists by weighted RRF
 CREATE OR REPLACE FUNCTION hybrid.rrf_fuse(

@@ -46,6 +46,25 @@ $$;
 COMMENT ON FUNCTION hybrid.graph_context(text[]) IS
 'For each given chunk the caller can see (or entity), its graph neighbourhood as a jsonb array of {rel, direction, node_id, kind, document_id, title}; neighbours the caller cannot see are left out.';
 
+-- hybrid._explain_branch: what hybrid.explain_retrieve reports of one branch
+CREATE OR REPLACE FUNCTION hybrid._explain_branch(branch text, started timestamptz, ids text[],
+                                                  vals double precision[], weight double precision, depth integer,
+                                                  plan text) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT jsonb_build_object(
+        'branch', branch, 'plan', plan, 'rows', coalesce(cardinality(ids), 0), 'depth', depth, 'weight', weight,
+        'ms', round((extract(epoch FROM clock_timestamp() - started) * 1000)::numeric, 3),
+        -- the list's statistics, in rank order as hybrid.retrieve computes them for convex and dbsf
+        'lo', (SELECT min(hybrid._branch_score(branch, v)) FROM unnest(vals) v),
+        'hi', (SELECT max(hybrid._branch_score(branch, v)) FROM unnest(vals) v),
+        'mean', (SELECT avg(hybrid._branch_score(branch, x.v) ORDER BY x.r) FROM unnest(vals) WITH ORDINALITY x(v, r)),
+        'sd', (SELECT stddev_pop(hybrid._branch_score(branch, x.v) ORDER BY x.r) FROM unnest(vals) WITH ORDINALITY x(v, r)))
+$$;
+COMMENT ON FUNCTION hybrid._explain_branch(text, timestamptz, text[], double precision[], double precision, integer, text) IS
+'One branch''s entry in hybrid.explain_retrieve''s report: plan, rows, depth, weight, milliseconds since started, and the lowest, highest, mean and standard deviation of its scores (hybrid._branch_score).';
+
 -- hybrid.retrieve: every branch, fused, hydrated: the one call
 CREATE OR REPLACE FUNCTION hybrid.retrieve(
     query_embedding vector DEFAULT NULL,
@@ -63,7 +82,11 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     lexical text DEFAULT NULL,
     graph_expand integer DEFAULT 0,
     with_graph_context boolean DEFAULT false,
-    per_document boolean DEFAULT false)
+    per_document boolean DEFAULT false,
+    fusion text DEFAULT 'rrf',
+    skip integer DEFAULT 0,
+    siblings integer DEFAULT 0,
+    graph_edge_types text[] DEFAULT NULL)
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -88,12 +111,22 @@ DECLARE
     g_ids text[]; g_dist integer[];
     v_seeds text[] := graph_seeds;
     v_state text; v_msg text;
+    -- hybrid.explain_retrieve sets hybrid.explain: then each branch's plan, rows, time and list
+    -- statistics are left in hybrid.explain_report for it (nothing of another tenant is in them)
+    v_explain boolean := coalesce(current_setting('hybrid.explain', true), '') = 'on';
+    v_report jsonb := '[]';
+    v_t timestamptz;
 BEGIN
     -- validation: every rule names its parameter (SQLSTATE 22023), in the words of pyhybrid/query.py
     PERFORM hybrid._check_range('top_k', top_k, 1, 1000);
+    PERFORM hybrid._check_range('skip', skip, 0, 10000 - top_k);
     IF per_source_k IS NOT NULL THEN
-        PERFORM hybrid._check_range('per_source_k', per_source_k, top_k, 10000, format('top_k (%s)', top_k));
+        PERFORM hybrid._check_range('per_source_k', per_source_k, skip + top_k, 10000,
+                                    CASE WHEN skip = 0 THEN format('top_k (%s)', top_k)
+                                         ELSE format('skip + top_k (%s)', skip + top_k) END);
     END IF;
+    PERFORM hybrid._check_fusion(fusion);
+    PERFORM hybrid._check_range('siblings', siblings, 0, 20);
     PERFORM hybrid._check_number('vector_weight', vector_weight, false);
     PERFORM hybrid._check_number('keyword_weight', keyword_weight, false);
     PERFORM hybrid._check_number('graph_weight', graph_weight, false);
@@ -104,6 +137,9 @@ BEGIN
     PERFORM hybrid._check_flag('per_document', per_document);
     IF length(query_text) > 20000 THEN
         RAISE EXCEPTION 'query_text must be at most 20000 characters, got %', length(query_text) USING ERRCODE = '22023';
+    END IF;
+    IF cardinality(graph_edge_types) > 100 THEN
+        RAISE EXCEPTION 'graph_edge_types must hold at most 100 names, got %', cardinality(graph_edge_types) USING ERRCODE = '22023';
     END IF;
     IF cardinality(graph_seeds) > 1000 THEN
         RAISE EXCEPTION 'graph_seeds must hold at most 1000 ids, got %', cardinality(graph_seeds) USING ERRCODE = '22023';
@@ -142,36 +178,52 @@ BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;  -- fail closed: no tenant context (or no such tenant), no rows
     END IF;
-    v_k := coalesce(per_source_k, greatest(top_k * 3, 30));
+    -- each branch's depth depends on skip + top_k only when per_source_k is not given: stable pages need it given
+    v_k := coalesce(per_source_k, least(10000, greatest((skip + top_k) * 3, 30)));
 
     -- each branch is collected whole or not at all, so a failure leaves nothing half-filled
     IF v_dense THEN
         v_active := v_active + 1;
+        v_t := clock_timestamp();
         BEGIN
             SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank)
             INTO d_ids, d_scores
             FROM hybrid.search_dense(query_embedding, v_k, corpus_ids, filter) s;
+            IF v_explain THEN
+                v_report := v_report || hybrid._explain_branch('dense', v_t, d_ids, d_scores, vector_weight, v_k,
+                    CASE WHEN hybrid._dense_exact(v_key, corpus_ids, filter, NULL) THEN 'exact scan' ELSE 'HNSW index' END);
+            END IF;
         EXCEPTION
         WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
             RAISE;  -- a lock timeout, deadlock, serialization failure, resource or admin error ends the call
         WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
             RAISE WARNING 'hybrid_retrieve.source_failed: source=dense sqlstate=% reason=%', v_state, v_msg;
+            v_report := v_report || jsonb_build_object('branch', 'dense', 'failed', v_state || ': ' || v_msg);
             v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
         END;
     END IF;
     IF v_lex THEN
         v_active := v_active + 1;
+        v_t := clock_timestamp();
         BEGIN
             SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank)
             INTO l_ids, l_scores
             FROM hybrid.search_lexical(query_text, v_k, corpus_ids, filter, lexical) s;
+            IF v_explain THEN
+                v_report := v_report || hybrid._explain_branch('lexical', v_t, l_ids, l_scores, keyword_weight, v_k,
+                    CASE WHEN coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END) = 'ts_rank'
+                         THEN 'ts_rank over the GIN index'
+                         WHEN hybrid._bm25_ready() THEN 'BM25 index (the tenant''s statistics)'
+                         ELSE 'ts_rank over the GIN index (the BM25 index is stale)' END);
+            END IF;
         EXCEPTION
         WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
             RAISE;  -- a lock timeout, deadlock, serialization failure, resource or admin error ends the call
         WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
             RAISE WARNING 'hybrid_retrieve.source_failed: source=lexical sqlstate=% reason=%', v_state, v_msg;
+            v_report := v_report || jsonb_build_object('branch', 'lexical', 'failed', v_state || ': ' || v_msg);
             v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
         END;
     END IF;
@@ -184,19 +236,31 @@ BEGIN
         END IF;
         IF v_seeds IS NOT NULL THEN
             v_active := v_active + 1;
+            v_t := clock_timestamp();
             BEGIN
                 SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value::integer ORDER BY s.rank)
                 INTO g_ids, g_dist
-                FROM hybrid.search_graph(v_seeds, graph_hops, v_k, corpus_ids, filter) s;
+                FROM hybrid.search_graph(v_seeds, graph_hops, v_k, corpus_ids, filter, graph_edge_types) s;
+                IF v_explain THEN
+                    v_report := v_report || (hybrid._explain_branch('graph', v_t, g_ids, g_dist::double precision[],
+                        graph_weight, v_k, format('%s hop(s) from %s seed(s)%s', graph_hops, cardinality(v_seeds),
+                            CASE WHEN graph_seeds IS NULL OR cardinality(graph_seeds) = 0
+                                 THEN format(' (the best %s dense/lexical hits)', graph_expand) ELSE '' END))
+                        || jsonb_build_object('seeds', to_jsonb(v_seeds)));
+                END IF;
             EXCEPTION
             WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
                 RAISE;  -- a lock timeout, deadlock, serialization failure, resource or admin error ends the call
             WHEN OTHERS THEN
                 GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
                 RAISE WARNING 'hybrid_retrieve.source_failed: source=graph sqlstate=% reason=%', v_state, v_msg;
+                v_report := v_report || jsonb_build_object('branch', 'graph', 'failed', v_state || ': ' || v_msg);
                 v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
             END;
         END IF;
+    END IF;
+    IF v_explain THEN
+        PERFORM set_config('hybrid.explain_report', v_report::text, true);
     END IF;
     IF v_active > 0 AND v_failed = v_active THEN
         RAISE EXCEPTION 'hybrid_retrieve: every active source failed; first: %', v_first_msg
@@ -204,18 +268,37 @@ BEGIN
     END IF;
 
     RETURN QUERY
-    WITH d AS (
-        SELECT x.id, x.v, x.r::integer AS r FROM unnest(d_ids, d_scores) WITH ORDINALITY AS x(id, v, r)
+    -- each branch's score, higher is better: dense 1 - cosine distance, lexical its score, graph 1 / hops;
+    -- with each list's lowest, highest, mean and standard deviation for convex and dbsf, summed in rank
+    -- order (as hybrid.fuse and pyhybrid/fusion.py's list_stats do)
+    WITH d0 AS (
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._branch_score('dense', x.v) AS s
+        FROM unnest(d_ids, d_scores) WITH ORDINALITY AS x(id, v, r)
+    ), l0 AS (
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._branch_score('lexical', x.v) AS s
+        FROM unnest(l_ids, l_scores) WITH ORDINALITY AS x(id, v, r)
+    ), g0 AS (
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._branch_score('graph', x.v) AS s
+        FROM unnest(g_ids, g_dist) WITH ORDINALITY AS x(id, v, r)
+    ), d AS (
+        SELECT d0.*, min(d0.s) OVER w AS lo, max(d0.s) OVER w AS hi, avg(d0.s) OVER w AS mean,
+               stddev_pop(d0.s) OVER w AS sd
+        FROM d0 WINDOW w AS (ORDER BY d0.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
     ), l AS (
-        SELECT x.id, x.v, x.r::integer AS r FROM unnest(l_ids, l_scores) WITH ORDINALITY AS x(id, v, r)
+        SELECT l0.*, min(l0.s) OVER w AS lo, max(l0.s) OVER w AS hi, avg(l0.s) OVER w AS mean,
+               stddev_pop(l0.s) OVER w AS sd
+        FROM l0 WINDOW w AS (ORDER BY l0.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
     ), g AS (
-        SELECT x.id, x.v, x.r::integer AS r FROM unnest(g_ids, g_dist) WITH ORDINALITY AS x(id, v, r)
+        SELECT g0.*, min(g0.s) OVER w AS lo, max(g0.s) OVER w AS hi, avg(g0.s) OVER w AS mean,
+               stddev_pop(g0.s) OVER w AS sd
+        FROM g0 WINDOW w AS (ORDER BY g0.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
     ), ids AS (
         SELECT d.id FROM d UNION SELECT l.id FROM l UNION SELECT g.id FROM g
     ), fused AS (
         SELECT ids.id, d.r AS dr, l.r AS lr, g.r AS gr, d.v AS dv, l.v AS lv, g.v AS gv,
-               hybrid._rrf_term(vector_weight, rrf_k, d.r) + hybrid._rrf_term(keyword_weight, rrf_k, l.r)
-             + hybrid._rrf_term(graph_weight, rrf_k, g.r) AS score
+               hybrid._fusion_term(fusion, vector_weight, rrf_k, d.r, d.s, d.lo, d.hi, d.mean, d.sd)
+             + hybrid._fusion_term(fusion, keyword_weight, rrf_k, l.r, l.s, l.lo, l.hi, l.mean, l.sd)
+             + hybrid._fusion_term(fusion, graph_weight, rrf_k, g.r, g.s, g.lo, g.hi, g.mean, g.sd) AS score
         FROM ids LEFT JOIN d ON d.id = ids.id LEFT JOIN l ON l.id = ids.id LEFT JOIN g ON g.id = ids.id
     ), hydrated AS (
         SELECT c.chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
@@ -230,18 +313,33 @@ BEGIN
         SELECT * FROM (SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
                        WHERE per_document ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id) x
     ), top AS (
-        SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id LIMIT top_k
+        SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id OFFSET skip LIMIT top_k
     )
     SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
            t.content, t.metadata, t.acl_labels, t.position,
            CASE WHEN with_graph_context
-                THEN (SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc) END
+                THEN (SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc) END,
+           CASE WHEN siblings > 0 THEN (
+                -- the nearest visible chunks of the same document before and after the hit, by position
+                SELECT coalesce(jsonb_agg(jsonb_build_object('chunk_id', x.chunk_id, 'position', x.position,
+                                                             'content', x.content) ORDER BY x.position, x.chunk_id), '[]')
+                FROM ((SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
+                       WHERE s.tenant_key = v_key AND s.tenant_id = v_tenant AND s.corpus_id = t.corpus_id
+                         AND s.document_id = t.document_id AND s.position < t.position
+                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, v_tenant, v_acl, v_all)
+                       ORDER BY s.position DESC, s.chunk_id DESC LIMIT siblings)
+                      UNION ALL
+                      (SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
+                       WHERE s.tenant_key = v_key AND s.tenant_id = v_tenant AND s.corpus_id = t.corpus_id
+                         AND s.document_id = t.document_id AND s.position > t.position
+                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, v_tenant, v_acl, v_all)
+                       ORDER BY s.position, s.chunk_id LIMIT siblings)) x) END
     FROM top t
     ORDER BY t.score DESC, t.chunk_id;
 END
 $$;
 COMMENT ON FUNCTION hybrid.retrieve IS
-'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two) branches, each cut to per_source_k (default greatest(top_k*3, 30)) after corpus, metadata filter and ACL, fused by weighted RRF (score = sum w/(rrf_k + rank)), top_k rows by score then chunk_id. A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
+'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two; graph_edge_types: only these relations) branches, each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL, fused by fusion (rrf: sum w/(rrf_k + rank); convex: sum w * min-max normalized score; dbsf: sum w * score normalized by mean +- 3 sd; branch scores: dense 1 - cosine distance, lexical its score, graph 1/hops; see hybrid.fuse), skip rows then top_k rows by score then chunk_id (pages are stable when per_source_k is given). siblings => n adds the n nearest visible chunks of the same document on each side of each hit, by position (column siblings). A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
 
 -- public.hybrid_retrieve: hybrid.retrieve under a name on the default search_path. Derived from
 -- hybrid.retrieve's catalog entry, so the parameters are written once (above) and cannot drift.
@@ -259,5 +357,60 @@ BEGIN
                 FROM pg_proc p, unnest(p.proargnames) WITH ORDINALITY AS a(name, i) WHERE p.oid = f)));
 END
 $wrapper$;
+
+-- hybrid.explain_retrieve: hybrid.retrieve with, per branch, the plan, rows and time, and per row each
+-- branch's contribution. Derived from hybrid.retrieve's catalog entry, so it takes the same arguments.
+DO $explain$
+DECLARE
+    f regprocedure := 'hybrid.retrieve'::regproc::regprocedure;
+    v_args text;
+BEGIN
+    SELECT string_agg(format('%1$I => %1$I', a.name), ', ' ORDER BY a.i) INTO v_args
+    FROM pg_proc p, unnest(p.proargnames) WITH ORDINALITY AS a(name, i) WHERE p.oid = f;
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION hybrid.explain_retrieve(%s) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $body$
+DECLARE
+    v_rows jsonb;
+    v_branches jsonb;
+    v_t timestamptz := clock_timestamp();
+BEGIN
+    PERFORM set_config('hybrid.explain', 'on', true);
+    PERFORM set_config('hybrid.explain_report', '[]', true);
+    SELECT coalesce(jsonb_agg(to_jsonb(r) - 'ordinality' ORDER BY r.ordinality), '[]') INTO v_rows
+    FROM hybrid.retrieve(%s) WITH ORDINALITY AS r;
+    PERFORM set_config('hybrid.explain', 'off', true);
+    v_branches := coalesce(nullif(current_setting('hybrid.explain_report', true), ''), '[]')::jsonb;
+    RETURN jsonb_build_object(
+        'fusion', fusion, 'rrf_k', rrf_k, 'top_k', top_k, 'skip', skip,
+        'total_ms', round((extract(epoch FROM clock_timestamp() - v_t) * 1000)::numeric, 3),
+        'branches', v_branches,
+        'rows', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'chunk_id', x.r ->> 'chunk_id', 'document_id', x.r ->> 'document_id', 'score', (x.r ->> 'score')::float8,
+                'contributions', (
+                    SELECT jsonb_object_agg(b.br, hybrid._fusion_term(fusion, (b.info ->> 'weight')::float8, rrf_k,
+                               (x.r ->> b.rank_col)::integer,
+                               hybrid._branch_score(b.br, (x.r ->> b.value_col)::float8),
+                               (b.info ->> 'lo')::float8, (b.info ->> 'hi')::float8,
+                               (b.info ->> 'mean')::float8, (b.info ->> 'sd')::float8))
+                    FROM (SELECT e ->> 'branch' AS br, e AS info,
+                                 CASE e ->> 'branch' WHEN 'dense' THEN 'vector_rank' WHEN 'lexical' THEN 'keyword_rank' ELSE 'graph_rank' END AS rank_col,
+                                 CASE e ->> 'branch' WHEN 'dense' THEN 'vector_distance' WHEN 'lexical' THEN 'keyword_score' ELSE 'graph_distance' END AS value_col
+                          FROM jsonb_array_elements(v_branches) e WHERE NOT e ? 'failed') b),
+                'ranks', jsonb_build_object('dense', x.r -> 'vector_rank', 'lexical', x.r -> 'keyword_rank',
+                                            'graph', x.r -> 'graph_rank'))
+                ORDER BY x.o)
+            FROM jsonb_array_elements(v_rows) WITH ORDINALITY AS x(r, o)), '[]'));
+END
+$body$;
+$f$, pg_get_function_arguments(f), v_args);
+END
+$explain$;
+COMMENT ON FUNCTION hybrid.explain_retrieve IS
+'hybrid.retrieve''s call, explained (same arguments): jsonb with fusion, rrf_k, top_k, skip, total_ms; branches: for each branch run, its plan (exact scan or HNSW index; BM25 index or ts_rank; hops and seeds), rows, depth (per_source_k), weight, milliseconds and the statistics of its scores (or failed: the error); rows: for each returned row, chunk_id, document_id, score, ranks and the contribution of each branch to the score (they add up to it). Nothing in it counts another tenant''s rows.';
+
 COMMENT ON FUNCTION public.hybrid_retrieve IS
 'hybrid.retrieve under a name on the default search_path: SELECT * FROM hybrid_retrieve(query_embedding => ..., query_text => ..., ...). See COMMENT ON FUNCTION hybrid.retrieve.';

@@ -23,11 +23,12 @@ BEGIN
     -- a bare name where the function has one signature, else name(argument types)
     FOREACH fn IN ARRAY ARRAY[
         -- the API
-        'public.hybrid_retrieve', 'hybrid.retrieve',
+        'public.hybrid_retrieve', 'hybrid.retrieve', 'hybrid.explain_retrieve',
         'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
         'hybrid.search_lexical(text, integer, text[], jsonb, text)',
-        'hybrid.search_graph(text[], integer, integer, text[], jsonb)',
+        'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
         'hybrid.rrf_fuse(jsonb, double precision[], double precision, integer)',
+        'hybrid.fuse(jsonb, double precision[], text, double precision, integer, jsonb)',
         'hybrid.graph_context(text[])',
         'hybrid.begin_ingest()', 'hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
         'hybrid.begin_edges()', 'hybrid.finish_edges()',
@@ -37,6 +38,9 @@ BEGIN
         'hybrid._ensure_edge_label(text)', 'hybrid._scope_size(integer, text[], jsonb, integer)', 'hybrid._or_tsquery(text)',
         'hybrid._bm25_ready()', 'hybrid._visible(text, boolean, text[], text, text[], boolean)',
         'hybrid._rrf_term(double precision, double precision, integer)',
+        'hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision)',
+        'hybrid._check_fusion(text)',
+        'hybrid._branch_score(text, double precision)',
         'hybrid._check_range(text, integer, integer, integer, text)',
         'hybrid._check_number(text, double precision, boolean)', 'hybrid._check_flag(text, boolean)',
         'hybrid._caller()', 'hybrid.register_edge_type(text)'
@@ -63,7 +67,11 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._check_range(text, integer, integer, integer, text), hybrid._check_number(text, double precision, boolean),
     hybrid._check_flag(text, boolean), hybrid.graph_context(text[]),
     hybrid.search_dense(vector, integer, text[], jsonb, integer), hybrid.search_lexical(text, integer, text[], jsonb, text),
-    hybrid.search_graph(text[], integer, integer, text[], jsonb) TO hybrid_definer;
+    hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]),
+    hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision),
+    hybrid._check_fusion(text), hybrid._branch_score(text, double precision),
+    hybrid._dense_exact(integer, text[], jsonb, integer),
+    hybrid._explain_branch(text, timestamptz, text[], double precision[], double precision, integer, text) TO hybrid_definer;
 
 -- the loaders run as hybrid_definer (ALTER ... OWNER needs that role to hold CREATE on the schema meanwhile)
 DO $owners$
@@ -73,7 +81,7 @@ BEGIN
     FOREACH fn IN ARRAY ARRAY['hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
                               'hybrid.finish_edges()', 'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
                               'hybrid.search_lexical(text, integer, text[], jsonb, text)',
-                              'hybrid.search_graph(text[], integer, integer, text[], jsonb)',
+                              'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
                               'hybrid.graph_context(text[])']::regprocedure[] || ('hybrid.retrieve'::regproc::regprocedure) LOOP
         IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
             GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
