@@ -66,6 +66,33 @@ def retrieve_query(query: Any, kwargs: dict[str, Any]) -> RetrieveQuery:
     return RetrieveQuery.build(**kwargs)
 
 
+def rerank_plan(q: RetrieveQuery, rerank: Any, rerank_depth: int) -> tuple[RetrieveQuery, Any]:
+    """The call to send for a retrieve with rerank (the best max(rerank_depth, skip + top_k) fused rows from
+    the first), and the reranker; without rerank, the query itself."""
+    if rerank is None:
+        return q, None
+    from . import rerank as rr
+
+    reranker = rr.resolve(rerank)
+    depth = max(rr.check_depth(rerank_depth), q.skip + q.top_k)
+    if q.query_text is None or not q.query_text.strip():
+        raise InvalidParameterError("rerank needs query_text: the reranker compares it with each row's content")
+    if depth > 1000:
+        raise InvalidParameterError(f"rerank: skip + top_k must be at most 1000, got {q.skip + q.top_k}")
+    psk = q.per_source_k if q.per_source_k is None or q.per_source_k >= depth else depth
+    return q.replace(top_k=depth, skip=0, per_source_k=psk), reranker
+
+
+def rerank_apply(q: RetrieveQuery, refs: list[ChunkRef], reranker: Any) -> list[ChunkRef]:
+    """refs as returned, or re-ordered by the reranker and cut to q's skip and top_k."""
+    if reranker is None:
+        return refs
+    from . import rerank as rr
+
+    assert q.query_text is not None
+    return rr.apply(refs, q.query_text, reranker, q.skip, q.top_k)
+
+
 def register_vector_type(conn: psycopg.Connection[Any]) -> None:
     """Register pgvector's adapters on a connection (the vector type must exist: run pyhybrid migrate)."""
     from pgvector.psycopg import register_vector

@@ -98,7 +98,7 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
     acl = [a for a in (args.acl or "").split(",") if a]
     report: dict[str, Any] = {}
     with HybridClient(dsn) as client, client.tenant(args.tenant, acl) as t:
-        refs = t.retrieve(query)
+        refs = t.retrieve(query, rerank=args.rerank, rerank_depth=args.rerank_depth)
         if args.explain and not args.json:
             report = t.explain_retrieve(query)
     if args.json:
@@ -346,6 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--siblings", type=int, default=0,
                    help="show the N nearest chunks of the same document around each hit")
     s.add_argument("--graph-edge-types", action="append", help="traverse only this edge type (repeatable)")
+    s.add_argument("--rerank", choices=["maxsim"], default=None,
+                   help="re-order the best --rerank-depth rows: maxsim = the query's best MiniLM cosine with any "
+                        "passage of a chunk (offline)")
+    s.add_argument("--rerank-depth", type=int, default=50, help="fused rows the reranker re-orders (default 50)")
     s.add_argument("--lexical", choices=["bm25", "ts_rank"])
     s.add_argument("--graph-hops", "--hops", dest="graph_hops", type=int, default=1)
     s.add_argument("--graph-expand", type=int, default=1,

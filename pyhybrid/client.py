@@ -23,15 +23,20 @@ class TenantSession:
         self.tenant_id = tenant_id
         self._dim: int | None = None
 
-    def retrieve(self, query: RetrieveQuery | Any = None, /, **kwargs: Any) -> list[ChunkRef]:
+    def retrieve(self, query: RetrieveQuery | Any = None, /, *, rerank: Any = None, rerank_depth: int = 50,
+                 **kwargs: Any) -> list[ChunkRef]:
         """One hybrid_retrieve call: a RetrieveQuery, or its fields as keywords (the SQL parameter names).
 
-        A first positional argument that is not a RetrieveQuery is the query_embedding.
+        A first positional argument that is not a RetrieveQuery is the query_embedding. rerank: a callable
+        (query_text, [texts]) -> [scores] or 'maxsim' (pyhybrid.rerank) re-orders the best rerank_depth
+        fused rows (at least skip + top_k) before skip and top_k apply; rows then carry rerank_score.
         """
-        params = _base.retrieve_query(query, kwargs).params()
+        q = _base.retrieve_query(query, kwargs)
+        fetch, reranker = _base.rerank_plan(q, rerank, rerank_depth)
         with _base.translate_errors():
-            rows = self.conn.execute(RETRIEVE_SQL, params).fetchall()
-        return _base.rows_to_refs(rows)
+            rows = self.conn.execute(RETRIEVE_SQL, fetch.params()).fetchall()
+        refs = _base.rows_to_refs(rows)
+        return _base.rerank_apply(q, refs, reranker)
 
     def explain_retrieve(self, query: RetrieveQuery | Any = None, /, **kwargs: Any) -> dict[str, Any]:
         """The retrieve call, explained (hybrid.explain_retrieve): per branch the plan, rows, time and score

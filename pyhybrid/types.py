@@ -30,6 +30,7 @@ class ChunkRef:
     position: int | None = None
     graph_context: tuple[Mapping[str, Any], ...] | None = None
     siblings: tuple[Mapping[str, Any], ...] | None = None
+    rerank_score: float | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ChunkRef:
