@@ -11,7 +11,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from . import _base, _copy, _sql
-from .query import EXPLAIN_SQL, RETRIEVE_SQL, RetrieveQuery
+from .query import EXPLAIN_SQL, MANY_SQL, RETRIEVE_SQL, RetrieveQuery, many_params
 from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
 
 
@@ -37,6 +37,15 @@ class TenantSession:
             rows = self.conn.execute(RETRIEVE_SQL, fetch.params()).fetchall()
         refs = _base.rows_to_refs(rows)
         return _base.rerank_apply(q, refs, reranker)
+
+    def retrieve_many(self, query_texts: Sequence[str | None] | None = None,
+                      query_embeddings: Sequence[Any] | None = None, **kwargs: Any) -> list[ChunkRef]:
+        """Several formulations of one question in one call (hybrid.retrieve_many): each retrieved with the
+        other arguments, then fused across formulations; at most 10."""
+        params = many_params(query_texts, query_embeddings, kwargs)
+        with _base.translate_errors():
+            rows = self.conn.execute(MANY_SQL, params).fetchall()
+        return _base.rows_to_refs(rows)
 
     def explain_retrieve(self, query: RetrieveQuery | Any = None, /, **kwargs: Any) -> dict[str, Any]:
         """The retrieve call, explained (hybrid.explain_retrieve): per branch the plan, rows, time and score

@@ -192,6 +192,45 @@ RETRIEVE_SQL = "SELECT * FROM hybrid.retrieve(\n" + ",\n".join(
     f"    {name} => %({name})s::{sql_type}" for name, sql_type in PARAMETERS.items()) + ")"
 """The one SQL statement every client sends."""
 
+MANY_SQL = ("SELECT * FROM hybrid.retrieve_many(\n    query_embeddings => %(query_embeddings)s::vector[],\n"
+            "    query_texts => %(query_texts)s::text[],\n" + ",\n".join(
+                f"    {name} => %({name})s::{sql_type}" for name, sql_type in PARAMETERS.items()
+                if name not in ("query_embedding", "query_text")) + ")")
+"""hybrid.retrieve_many: several formulations of one question in one call."""
+
+MAX_FORMULATIONS = 10
+
+
+def many_params(query_texts: Sequence[str | None] | None, query_embeddings: Sequence[Any] | None,
+                kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of a retrieve_many call, each formulation and the shared arguments checked as
+    hybrid_retrieve checks them."""
+    texts = list(query_texts) if query_texts is not None else None
+    vecs = list(query_embeddings) if query_embeddings is not None else None
+    if isinstance(query_texts, str):
+        raise InvalidParameterError("query_texts must be a list of strings, not a single string")
+    n = max(len(texts or []), len(vecs or []))
+    if n == 0:
+        raise InvalidParameterError("query_embeddings and query_texts are both NULL or empty: give one formulation or more")
+    if texts is not None and vecs is not None and len(texts) != len(vecs):
+        raise InvalidParameterError(f"query_embeddings has {len(vecs)} entries but query_texts has {len(texts)}; "
+                                    "they must match (NULL entries are allowed)")
+    if n > MAX_FORMULATIONS:
+        raise InvalidParameterError(
+            f"query_embeddings and query_texts must hold at most {MAX_FORMULATIONS} formulations, got {n}")
+    for name in ("query_embedding", "query_text"):
+        if name in kwargs:
+            raise InvalidParameterError(f"retrieve_many() takes query_embeddings and query_texts, not {name}")
+    checked = [RetrieveQuery.build(query_text=texts[i] if texts else None,
+                                   query_embedding=vecs[i] if vecs else None, **kwargs) for i in range(n)]
+    if checked[0].skip + checked[0].top_k > 1000:
+        raise InvalidParameterError(f"skip must be between 0 and {1000 - checked[0].top_k}, got {checked[0].skip}")
+    out = checked[0].params()
+    out["query_texts"] = [q.query_text for q in checked] if texts is not None else None
+    out["query_embeddings"] = [q.query_embedding for q in checked] if vecs is not None else None
+    del out["query_text"], out["query_embedding"]
+    return out
+
 EXPLAIN_SQL = "SELECT hybrid.explain_retrieve(\n" + ",\n".join(
     f"    {name} => %({name})s::{sql_type}" for name, sql_type in PARAMETERS.items()) + ") AS report"
 """The same call, explained: hybrid.explain_retrieve's jsonb report."""

@@ -277,3 +277,47 @@ def test_the_cli_explain_prints_a_call_that_runs_in_psql_as_is(db: Db) -> None:
                                     "query_text => 'it''s the pump', fusion => 'convex', skip => 2, per_source_k => 40, "
                                     "filter => '{\"lang\": \"en\"}', corpus_ids => '{qms}', graph_edge_types => '{CITES}', "
                                     "graph_weight => 0)", ([float(x) for x in unit(1)],))
+
+
+# ---------------------------------------------------------------- several formulations
+
+@pytest.mark.parametrize("fusion", ["rrf", "convex"])
+def test_retrieve_many_fuses_each_formulations_fused_list(db: Db, api: Api, fusion: str) -> None:
+    _corpus(api)
+    forms = [("occlusion alarm", near(unit(1), 21, 0.3)), ("battery valve", near(unit(1), 22, 0.5))]
+    lists = [api.retrieve("acme", query_text=t, query_embedding=v, top_k=30, fusion=fusion) for t, v in forms]
+    want = fuse_scores([[r.chunk_id for r in lst] for lst in lists], None, fusion, 60, None,
+                       [[r.score for r in lst] for lst in lists])
+    got = api.call("acme", "retrieve_many", query_texts=[t for t, _ in forms], query_embeddings=[v for _, v in forms],
+                   top_k=8, fusion=fusion)
+    assert [(r.chunk_id, r.score) for r in got] == [(i, s) for i, s, _ in want[:8]]
+    first = {r.chunk_id: r for r in lists[0]}
+    for r in got:  # ranks are those of the first formulation that found the row
+        src = first.get(r.chunk_id) or {x.chunk_id: x for x in lists[1]}[r.chunk_id]
+        assert (r.vector_rank, r.keyword_rank) == (src.vector_rank, src.keyword_rank)
+    page = api.call("acme", "retrieve_many", query_texts=[t for t, _ in forms], query_embeddings=[v for _, v in forms],
+                    top_k=4, skip=4, fusion=fusion)
+    assert [r.chunk_id for r in page] == [r.chunk_id for r in got[4:8]]
+    # one formulation: the retrieve call's own order
+    one = api.call("acme", "retrieve_many", query_texts=["occlusion alarm"], top_k=10)
+    assert [r.chunk_id for r in one] == [r.chunk_id for r in api.retrieve("acme", query_text="occlusion alarm")]
+    assert sql(db, "SELECT * FROM hybrid.retrieve_many(query_texts => '{occlusion alarm, battery}')", tenant="globex") == []
+
+
+MANY_ERRORS = [
+    ("query_texts => '{}'::text[]", {"query_texts": []}, "query_embeddings and query_texts are both NULL or empty"),
+    ("query_texts => '{a,b}', query_embeddings => ARRAY[NULL]::vector[]", {"query_texts": ["a", "b"],
+     "query_embeddings": [None]}, "query_embeddings has 1 entries but query_texts has 2"),
+    ("query_texts => array_fill('a'::text, ARRAY[11])", {"query_texts": ["a"] * 11}, "at most 10 formulations, got 11"),
+    ("query_texts => '{a}', fusion => 'borda'", {"query_texts": ["a"], "fusion": "borda"}, "fusion must be"),
+    ("query_texts => '{a}', top_k => 10, skip => 991", {"query_texts": ["a"], "skip": 991},
+     "skip must be between 0 and 990"),
+]
+
+
+@pytest.mark.parametrize("args, kwargs, message", MANY_ERRORS)
+def test_retrieve_many_rules_in_sql_and_python(db: Db, api: Api, args: str, kwargs: dict, message: str) -> None:
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+        sql(db, f"SELECT * FROM hybrid.retrieve_many({args})")
+    with pytest.raises(InvalidParameterError, match=message):
+        api.call("acme", "retrieve_many", **kwargs)

@@ -33,6 +33,9 @@ def downgrade() -> None:
             double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
             text, integer, integer, text[]);
         DROP FUNCTION IF EXISTS hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]);
+        DROP FUNCTION IF EXISTS hybrid.retrieve_many(vector[], text[], text[], text[], integer, integer, double precision,
+            double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
+            text, integer, integer, text[]);
         DROP FUNCTION IF EXISTS hybrid.explain_retrieve(vector, text, text[], text[], integer, integer, double precision,
             double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
             text, integer, integer, text[]);

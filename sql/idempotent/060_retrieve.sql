@@ -412,5 +412,78 @@ $explain$;
 COMMENT ON FUNCTION hybrid.explain_retrieve IS
 'hybrid.retrieve''s call, explained (same arguments): jsonb with fusion, rrf_k, top_k, skip, total_ms; branches: for each branch run, its plan (exact scan or HNSW index; BM25 index or ts_rank; hops and seeds), rows, depth (per_source_k), weight, milliseconds and the statistics of its scores (or failed: the error); rows: for each returned row, chunk_id, document_id, score, ranks and the contribution of each branch to the score (they add up to it). Nothing in it counts another tenant''s rows.';
 
+-- hybrid.retrieve_many: several formulations of one question, each retrieved (its branches fused), then
+-- fused across formulations. Its arguments are hybrid.retrieve's, read from the catalog, with
+-- query_embeddings / query_texts in place of query_embedding / query_text.
+DO $many$
+DECLARE
+    f regprocedure := 'hybrid.retrieve'::regproc::regprocedure;
+    v_params text;
+    v_pass text;
+BEGIN
+    SELECT string_agg(format('%I %s DEFAULT %s', a.name, format_type(t.typ, NULL),
+                             pg_get_function_arg_default(f, a.i::integer)), ', ' ORDER BY a.i),
+           string_agg(format('%1$I => %1$I', a.name), ', ' ORDER BY a.i)
+               FILTER (WHERE a.name NOT IN ('top_k', 'skip'))
+    INTO v_params, v_pass
+    FROM pg_proc p, unnest(p.proargnames) WITH ORDINALITY AS a(name, i),
+         unnest(p.proargtypes::oid[]) WITH ORDINALITY AS t(typ, j)
+    WHERE p.oid = f AND t.j = a.i AND a.name NOT IN ('query_embedding', 'query_text');
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION hybrid.retrieve_many(query_embeddings vector[] DEFAULT NULL, query_texts text[] DEFAULT NULL, %s)
+RETURNS SETOF hybrid.retrieve_row
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $body$
+DECLARE
+    n integer := greatest(coalesce(cardinality(query_embeddings), 0), coalesce(cardinality(query_texts), 0));
+    v_depth integer;
+    v_rankings jsonb := '[]';
+    v_scores jsonb := '[]';
+    v_rows jsonb := '{}';
+    v_ids text[];
+    v_sc double precision[];
+    v_new jsonb;
+    i integer;
+BEGIN
+    IF n = 0 THEN
+        RAISE EXCEPTION 'query_embeddings and query_texts are both NULL or empty: give one formulation or more'
+            USING ERRCODE = '22023';
+    END IF;
+    IF query_embeddings IS NOT NULL AND query_texts IS NOT NULL AND cardinality(query_embeddings) <> cardinality(query_texts) THEN
+        RAISE EXCEPTION 'query_embeddings has %% entries but query_texts has %%; they must match (NULL entries are allowed)',
+            cardinality(query_embeddings), cardinality(query_texts) USING ERRCODE = '22023';
+    END IF;
+    IF n > 10 THEN
+        RAISE EXCEPTION 'query_embeddings and query_texts must hold at most 10 formulations, got %%', n USING ERRCODE = '22023';
+    END IF;
+    PERFORM hybrid._check_range('top_k', top_k, 1, 1000);
+    PERFORM hybrid._check_range('skip', skip, 0, 1000 - top_k);
+    PERFORM hybrid._check_fusion(fusion);
+    -- each formulation's fused list is as deep as hybrid.retrieve's branches would be for the page
+    v_depth := least(1000, coalesce(per_source_k, greatest((skip + top_k) * 3, 30)));
+    FOR i IN 1..n LOOP
+        SELECT array_agg(r.chunk_id ORDER BY r.ordinality), array_agg(r.score ORDER BY r.ordinality),
+               jsonb_object_agg(r.chunk_id, to_jsonb(r) - 'ordinality')
+        INTO v_ids, v_sc, v_new
+        FROM hybrid.retrieve(query_embedding => query_embeddings[i], query_text => query_texts[i],
+                             top_k => v_depth, skip => 0, %s) WITH ORDINALITY AS r;
+        v_rankings := v_rankings || jsonb_build_array(to_jsonb(coalesce(v_ids, '{}')));
+        v_scores := v_scores || jsonb_build_array(to_jsonb(coalesce(v_sc, '{}')));
+        v_rows := coalesce(v_new, '{}') || v_rows;  -- a row keeps the first formulation's ranks and values
+    END LOOP;
+    RETURN QUERY
+    SELECT (jsonb_populate_record(NULL::hybrid.retrieve_row, (v_rows -> x.id) || jsonb_build_object('score', x.score))).*
+    FROM hybrid.fuse(v_rankings, NULL, fusion, rrf_k, NULL, v_scores) x
+    ORDER BY x.score DESC, x.id
+    OFFSET skip LIMIT top_k;
+END
+$body$;
+$f$, v_params, v_pass);
+END
+$many$;
+COMMENT ON FUNCTION hybrid.retrieve_many IS
+'Several formulations of one question (query_embeddings[i] with query_texts[i]; NULL entries allowed, at most 10): each is retrieved by hybrid.retrieve with the other arguments (its branches fused by fusion), to a depth of per_source_k or greatest((skip+top_k)*3, 30), then the formulations'' lists are fused by the same fusion with equal weights (rrf_k; convex and dbsf on the fused scores); skip, then top_k rows. A row''s ranks, values, siblings and graph context are those of the first formulation that found it; score is the fused one.';
+
 COMMENT ON FUNCTION public.hybrid_retrieve IS
 'hybrid.retrieve under a name on the default search_path: SELECT * FROM hybrid_retrieve(query_embedding => ..., query_text => ..., ...). See COMMENT ON FUNCTION hybrid.retrieve.';

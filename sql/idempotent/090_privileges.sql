@@ -23,7 +23,7 @@ BEGIN
     -- a bare name where the function has one signature, else name(argument types)
     FOREACH fn IN ARRAY ARRAY[
         -- the API
-        'public.hybrid_retrieve', 'hybrid.retrieve', 'hybrid.explain_retrieve',
+        'public.hybrid_retrieve', 'hybrid.retrieve', 'hybrid.explain_retrieve', 'hybrid.retrieve_many',
         'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
         'hybrid.search_lexical(text, integer, text[], jsonb, text)',
         'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
