@@ -113,6 +113,14 @@ async def register_vector_type_async(conn: psycopg.AsyncConnection[Any]) -> None
         raise SchemaError(f"{exc} (is the hybrid schema installed? run: pyhybrid migrate)") from exc
 
 
+def unchanged_payload(chunks: Iterable[Mapping[str, Any]]) -> str:
+    """The JSON hybrid.unchanged_documents reads: the fields the content hash covers."""
+    import json
+
+    keys = ("chunk_id", "document_id", "position", "content", "acl_labels", "metadata")
+    return json.dumps([{k: c.get(k) for k in keys} for c in chunks], ensure_ascii=False)
+
+
 def rows_to_refs(rows: Iterable[Mapping[str, Any]]) -> list[ChunkRef]:
     """Map hybrid_retrieve rows to ChunkRef by column name."""
     return [ChunkRef.from_row(row) for row in rows]

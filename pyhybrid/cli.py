@@ -223,25 +223,40 @@ def cmd_tenant(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from .chunking import read_source
+    from .chunking import scan_source
 
+    # read everything first: a bad path or record fails here, before a tenant or a row is written
+    scan = scan_source(Path(args.path), root=Path(args.root) if args.root else None, max_words=args.chunk_size,
+                       overlap_words=args.overlap)
+    for f, note in scan.notes:
+        print(f"pyhybrid: note: {f}: {note}", file=sys.stderr)
+    for f, reason in scan.skipped:
+        print(f"pyhybrid: skipped {f}: {reason}", file=sys.stderr)
+    docs = len({r.get("document_id") for r in scan.records})
+    print(f"read {len(scan.files_read)} file(s): {len(scan.records)} chunk(s) of {docs} document(s); "
+          f"skipped {len(scan.skipped)} file(s)", file=sys.stderr)
+    if not scan.records:
+        print(f"pyhybrid: error: nothing to ingest under {args.path}", file=sys.stderr)
+        return 1
     target = Target(args)
     target.ensure_ready()
-    target.ensure_tenant(args.tenant)
-    records = list(read_source(Path(args.path), max_words=args.chunk_size, overlap_words=args.overlap))
+    if not args.dry_run:
+        target.ensure_tenant(args.tenant)
+    records = scan.records
 
     def load() -> dict[str, int]:
         return ingest_records(target.app, args.tenant, args.corpus, iter(records), batch_size=args.batch,
                               acl_labels=[a for a in (args.acl or "").split(",") if a], quiet=args.quiet,
-                              total=len(records))
+                              total=len(records), dry_run=args.dry_run)
 
-    if args.bulk:
+    if args.bulk and not args.dry_run:
         from .client import HybridClient
 
         with HybridClient(target.admin) as admin, admin.bulk_load():
             totals = load()
     else:
         totals = load()
+    totals = {"files_read": len(scan.files_read), "files_skipped": len(scan.skipped), **totals}
     print(json.dumps(totals))
     return 0
 
@@ -310,7 +325,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_tenant)
 
     s = sub.add_parser("ingest", help="chunk, embed and load text/markdown/JSONL files")
-    s.add_argument("path", help="a file or directory (.txt, .md, .jsonl)")
+    s.add_argument("path", help="a file or directory: .txt .md .markdown .rst .html, README-like and suffix-less "
+                                "text files are chunked; .jsonl holds chunk records (chunk_id, document_id, content; "
+                                "position, metadata, acl_labels, embedding optional)")
+    s.add_argument("--root", help="document ids are file paths relative to this directory (default: the directory "
+                                  "given, or the file's own directory); give it to re-ingest one file of a folder")
+    s.add_argument("--dry-run", action="store_true",
+                   help="read, chunk and compare with what is stored; embed and write nothing")
     s.add_argument("--tenant", required=True)
     s.add_argument("--corpus", default="default")
     s.add_argument("--chunk-size", type=int, default=180, help="words per chunk (default 180, ~240 tokens)")

@@ -77,6 +77,14 @@ class TenantSession:
         assert res is not None
         return IngestResult(**{k: int(v) for k, v in res.items()})
 
+    def unchanged_documents(self, chunks: Iterable[Mapping[str, Any]], corpus_id: str = "default") -> set[str]:
+        """The document ids among chunks that the tenant already stores exactly so (nothing to embed or write)."""
+        _base.check_name("corpus_id", corpus_id)
+        payload = _base.unchanged_payload(chunks)
+        with _base.translate_errors():
+            rows = self.conn.execute(_sql.UNCHANGED_DOCUMENTS_SQL, (corpus_id, payload)).fetchall()
+        return {r["document_id"] for r in rows}
+
     def add_edges(self, edges: Iterable[Edge | Mapping[str, Any]]) -> EdgeResult:
         """Load graph edges in bulk (straight into AGE's label tables); duplicates are skipped."""
         rows = _copy.prepare_edges(edges)

@@ -143,6 +143,50 @@ $$;
 COMMENT ON FUNCTION hybrid.finish_ingest(text) IS
 'Loads the staged chunks into corpus_id for the current tenant, atomically: validates every row first (the first bad row is named, SQLSTATE 22023, or 42501 for another tenant''s row), supersedes chunks of re-ingested documents that the batch no longer carries, and upserts by chunk id (unchanged rows are not rewritten). Returns counts.';
 
+-- hybrid.unchanged_documents: which documents of a batch are stored exactly so (nothing to embed)
+CREATE OR REPLACE FUNCTION hybrid.unchanged_documents(corpus_id text, chunks jsonb) RETURNS SETOF text
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by hybrid_definer: reads chunks for the caller's tenant
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
+BEGIN
+    IF chunks IS NULL OR jsonb_typeof(chunks) <> 'array' THEN
+        RAISE EXCEPTION 'chunks must be a JSON array of chunk records' USING ERRCODE = '22023';
+    END IF;
+    IF v_tenant IS NULL OR v_key IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH sent AS (
+        SELECT x.document_id, x.chunk_id,
+               hybrid.content_hash(x.document_id, coalesce(x.position, 0), x.content, coalesce(x.acl_labels, '{}'),
+                                   coalesce(x.metadata, '{}'), unchanged_documents.corpus_id) AS h
+        FROM jsonb_to_recordset(chunks) AS x(chunk_id text, document_id text, position integer, content text,
+                                             acl_labels text[], metadata jsonb)
+    ), live AS (
+        -- the documents' live chunks (any corpus: re-ingesting a document supersedes what it no longer carries)
+        SELECT c.document_id, c.chunk_id, c.content_hash, c.corpus_id, c.embedding IS NOT NULL AS embedded,
+               hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all) AS visible
+        FROM hybrid.chunk c
+        WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND NOT c.superseded
+          AND c.document_id IN (SELECT sent.document_id FROM sent)
+    )
+    SELECT s.document_id FROM sent s
+    LEFT JOIN live l ON l.chunk_id = s.chunk_id AND l.document_id = s.document_id AND l.content_hash = s.h
+                    AND l.corpus_id = unchanged_documents.corpus_id AND l.embedded AND l.visible
+    GROUP BY s.document_id
+    HAVING bool_and(l.chunk_id IS NOT NULL)
+       AND count(*) = (SELECT count(*) FROM live l2 WHERE l2.document_id = s.document_id);
+END
+$$;
+COMMENT ON FUNCTION hybrid.unchanged_documents(text, jsonb) IS
+'The document ids of a batch (chunks: JSON array of {chunk_id, document_id, position, content, acl_labels, metadata}) that the current tenant already stores exactly so in corpus_id: every chunk live, visible to the caller, embedded and with the same content hash, and no other live chunk. Ingesting them would change nothing, so a client may skip embedding them.';
+
 -- hybrid.delete_document: delete a document's chunks
 CREATE OR REPLACE FUNCTION hybrid.delete_document(document_id text, corpus_id text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by hybrid_definer
