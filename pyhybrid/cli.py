@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -55,13 +56,14 @@ class Target:
 
 
 def _print_table(refs: Sequence[ChunkRef], *, width: int = 72, skip: int = 0) -> None:
-    print(f"{'rank':>4}  {'chunk':<26} {'fused':>8}  {'dense':>5} {'lex':>5} {'graph':>5}  content")
+    idw = max([26, *(len(r.chunk_id) for r in refs)])  # whole ids: a cut id can look like another one
+    print(f"{'rank':>4}  {'chunk':<{idw}} {'fused':>8}  {'dense':>5} {'lex':>5} {'graph':>5}  content")
     for i, r in enumerate(refs, start=skip + 1):
         def rk(v: int | None) -> str:
             return "-" if v is None else str(v)
         text = " ".join((r.content or "").split())
         text = text if len(text) <= width else text[: width - 1] + "…"
-        print(f"{i:>4}  {r.chunk_id[:26]:<26} {r.score:8.5f}  {rk(r.vector_rank):>5} {rk(r.keyword_rank):>5} "
+        print(f"{i:>4}  {r.chunk_id:<{idw}} {r.score:8.5f}  {rk(r.vector_rank):>5} {rk(r.keyword_rank):>5} "
               f"{rk(r.graph_rank):>5}  {text}")
 
 
@@ -80,17 +82,27 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
     from .client import HybridClient
     from .embed import default_embedder
 
+    if not args.text.strip() and not args.seed:
+        raise InvalidParameterError("the query text is empty: give words to search for (or --seed ID)")
+    try:
+        flt = json.loads(args.filter) if args.filter else None
+    except json.JSONDecodeError as exc:
+        raise InvalidParameterError(f"--filter must be a JSON object such as '{{\"lang\": \"en\"}}': {exc.msg} "
+                                    f"at character {exc.pos + 1} of {args.filter!r}") from None
     # hybrid_retrieve's own defaults unless a flag says otherwise
     w = HybridWeights.parse(args.weights) if args.weights else HybridWeights(1.0, 1.0, 2.0)
     weights: dict[str, Any] = {"vector_weight": w.vector, "keyword_weight": w.keyword, "graph_weight": w.graph}
     for name in ("vector_weight", "keyword_weight", "graph_weight", "rrf_k", "fusion"):
         if getattr(args, name) is not None:
             weights[name] = getattr(args, name)
-    base = RetrieveQuery(query_text=args.text, **weights)
+    base = RetrieveQuery(query_text=args.text if args.text.strip() else None, graph_seeds=args.seed or None,
+                         **weights)
     query = RetrieveQuery(
-        query_embedding=default_embedder().embed_query(args.text) if base.vector_weight > 0 else None,
-        query_text=args.text, corpus_ids=args.corpus_ids or None, top_k=args.top_k, per_source_k=args.per_source_k,
-        filter=json.loads(args.filter) if args.filter else None, graph_hops=args.graph_hops,
+        query_embedding=default_embedder().embed_query(args.text) if base.vector_weight > 0 and args.text.strip()
+        else None,
+        query_text=args.text if args.text.strip() else None, graph_seeds=args.seed or None,
+        corpus_ids=args.corpus_ids or None, top_k=args.top_k, per_source_k=args.per_source_k,
+        filter=flt, graph_hops=args.graph_hops,
         lexical=args.lexical, graph_expand=args.graph_expand if base.graph_weight > 0 else 0,
         with_graph_context=True, per_document=args.per_document, skip=args.skip, siblings=args.siblings,
         graph_edge_types=args.graph_edge_types, **weights,
@@ -106,6 +118,12 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
         print(json.dumps(out, indent=2, default=list))
         return refs
     _print_table(refs, skip=query.skip)
+    if not refs:
+        # the same words whatever the cause: a tenant role cannot tell "no such tenant" from "not yours"
+        print(f"no results for tenant {args.tenant!r}"
+              + (f" in corpus {', '.join(args.corpus_ids)}" if args.corpus_ids else "")
+              + ": the tenant or corpus may not exist, hold no chunks this role may see, or nothing matched",
+              file=sys.stderr)
     if refs:
         _print_context(refs[0])
     for r in refs:
@@ -149,6 +167,17 @@ def cmd_server(args: argparse.Namespace) -> int:
         print("stopped" if server.stop_embedded(data_dir) else "not running")
     elif args.action == "status":
         print(json.dumps(server.embedded_status(data_dir), indent=2))
+    elif args.action == "info":
+        st = server.embedded_status(data_dir)
+        where = Path(st["data_dir"])
+        size = sum(f.stat().st_size for f in where.rglob("*") if f.is_file()) if where.is_dir() else 0
+        print(f"data directory: {where}  ({size / 1e6:.1f} MB)" if where.is_dir()
+              else f"data directory: {where}  (not created yet)")
+        print(f"running: {'yes, pid ' + str(st.get('pid')) + ', ' + str(st.get('dsn')) if st['running'] else 'no'}")
+        print("it keeps running after a pyhybrid command ends; stop it with: pyhybrid server stop")
+        print(f"to remove it and every tenant's data: pyhybrid server stop && rm -rf {where}")
+        print(f"elsewhere: pyhybrid --data-dir DIR ... or ${server.ENV_DATA_DIR}=DIR; an external server: "
+              f"--dsn or ${server.ENV_DSN}")
     else:
         st = server.embedded_status(data_dir)
         if not st["running"]:
@@ -261,13 +290,45 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+EDGE_FORMAT = ('one JSON object per line: {"src": ID, "dst": ID, "rel": "UPPER_SNAKE_CASE", "properties": {...}} '
+               '(properties optional); an ID is a chunk id (e.g. "manual.md#0") or any other string, which '
+               'becomes an entity node')
+
+
+def read_edges(path: Path) -> list[dict[str, Any]]:
+    """The edge records of a JSONL file; a bad line fails with the file, the line and the format."""
+    if not path.is_file():
+        raise InvalidParameterError(f"path {str(path)!r} does not exist or is not a file")
+    edges: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidParameterError(f"{path}:{n}: not valid JSON ({exc.msg}); ingest-edges reads "
+                                            f"{EDGE_FORMAT}") from None
+            if not isinstance(rec, dict):
+                raise InvalidParameterError(f"{path}:{n}: not a JSON object; ingest-edges reads {EDGE_FORMAT}")
+            unknown = sorted(set(rec) - {"src", "dst", "rel", "properties"})
+            missing = [k for k in ("src", "dst", "rel") if not rec.get(k)]
+            if unknown or missing:
+                what = f"unknown key(s) {unknown}" if unknown else f"missing {', '.join(missing)}"
+                raise InvalidParameterError(f"{path}:{n}: {what}; ingest-edges reads {EDGE_FORMAT}")
+            edges.append(rec)
+    return edges
+
+
 def cmd_ingest_edges(args: argparse.Namespace) -> int:
     from .client import HybridClient
 
+    edges = read_edges(Path(args.path))
+    if not edges:
+        print(f"pyhybrid: error: no edges in {args.path}", file=sys.stderr)
+        return 1
     target = Target(args)
     target.ensure_ready()
-    path = Path(args.path)
-    edges = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     with HybridClient(target.app) as c, c.tenant(args.tenant) as t:
         res = t.add_edges(edges)
     print(json.dumps(res.__dict__))
@@ -289,14 +350,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(target.admin, target.app, quiet=args.quiet)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, reading "-1,1,1" as a value (then refused by the weight rule), not as an unknown option."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._negative_number_matcher = re.compile(r"^-\d[\d.,eE+-]*$")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pyhybrid", description=__doc__)
+    p = _Parser(prog="pyhybrid", description=__doc__)
     p.add_argument("--dsn", help=f"an external PostgreSQL (default ${server.ENV_DSN}, else the embedded server)")
     p.add_argument("--data-dir", help=f"the embedded server's data dir (default ${server.ENV_DATA_DIR} or a per-user dir)")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("server", help="manage the embedded PostgreSQL")
-    s.add_argument("action", choices=["start", "stop", "status", "url"])
+    s.add_argument("action", choices=["start", "stop", "status", "url", "info"],
+                   help="info: where its data lives, whether it runs, how to stop and remove it")
     s.set_defaults(func=cmd_server)
 
     s = sub.add_parser("migrate", help="install or upgrade the hybrid schema (Alembic upgrade head)")
@@ -343,13 +413,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_ingest)
 
-    s = sub.add_parser("ingest-edges", help='load graph edges from JSONL {"src", "dst", "rel"}')
-    s.add_argument("path")
+    s = sub.add_parser("ingest-edges", help='load graph edges from JSONL {"src", "dst", "rel"}',
+                       description="Load graph edges for a tenant. The file holds " + EDGE_FORMAT + ".",
+                       epilog='example line: {"src": "manual.md#0", "dst": "tests.md#3", "rel": "VERIFIES"}; '
+                              "edge types are registered by an admin or app role (hybrid.register_edge_type); "
+                              "search --seed ID starts the graph branch from a chunk or entity")
+    s.add_argument("path", help="a JSONL file of edges")
     s.add_argument("--tenant", required=True)
     s.set_defaults(func=cmd_ingest_edges)
 
     s = sub.add_parser("search", help="hybrid search as a tenant (flags named as hybrid_retrieve's parameters)")
-    s.add_argument("text", help="the query: query_text, and embedded as query_embedding")
+    s.add_argument("text", help="the query: query_text, and embedded as query_embedding ('' with --seed: graph only)")
     s.add_argument("--tenant", default=os.environ.get("PYHYBRID_TENANT"), required="PYHYBRID_TENANT" not in os.environ)
     s.add_argument("--corpus-ids", "--corpus", dest="corpus_ids", action="append",
                    help="restrict to a corpus (repeatable)")
@@ -367,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--siblings", type=int, default=0,
                    help="show the N nearest chunks of the same document around each hit")
     s.add_argument("--graph-edge-types", action="append", help="traverse only this edge type (repeatable)")
+    s.add_argument("--seed", action="append", help="start the graph branch from this chunk or entity id (repeatable)")
     s.add_argument("--rerank", choices=["maxsim"], default=None,
                    help="re-order the best --rerank-depth rows: maxsim = the query's best MiniLM cosine with any "
                         "passage of a chunk (offline)")

@@ -34,8 +34,8 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                               "WHERE name IN ('vector', 'age', 'pg_textsearch')").fetchall())
     installed = dict(conn.execute("SELECT extname, extversion FROM pg_extension").fetchall())
     for name, why in (("vector", "required: embeddings and the dense branch"), *OPTIONAL_EXTENSIONS.items()):
-        if name in installed:
-            yield Finding(f"extension {name}", f"installed {installed[name]} ({why})")
+        if name in installed:  # what it does, not what happens without it
+            yield Finding(f"extension {name}", f"installed {installed[name]} ({why.split(' (without')[0]})")
         elif name in avail:
             yield Finding(f"extension {name}", f"available {avail[name]}, not installed ({why})", True,
                           "pyhybrid migrate")

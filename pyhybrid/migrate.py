@@ -15,7 +15,7 @@ from .server import resolve_dsn, sqlalchemy_url
 
 OPTIONAL_EXTENSIONS = {
     "age": "graph retrieval (the graph branch and add_edges)",
-    "pg_textsearch": "BM25 ranking (the lexical branch falls back to ts_rank)",
+    "pg_textsearch": "BM25 ranking (without it the lexical branch uses ts_rank)",
 }
 
 

@@ -58,6 +58,13 @@ class ChunkRef:
         )
 
 
+def _number(name: str, value: str, text: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise InvalidParameterError(f"{name} must be numbers, got {value.strip()!r} in {text!r}") from None
+
+
 def _check_weight(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidParameterError(f"{name} must be a number >= 0, got {value!r}")
@@ -83,18 +90,18 @@ class HybridWeights:
     def parse(cls, text: str) -> HybridWeights:
         """Parse "vector,keyword,graph" (e.g. "1,1,0.5") or "vector=1,graph=0"."""
         parts = [p.strip() for p in text.split(",") if p.strip()]
-        try:
-            if all("=" in p for p in parts):
-                kw = {k.strip(): float(v) for k, v in (p.split("=", 1) for p in parts)}
-                unknown = set(kw) - {"vector", "keyword", "graph"}
-                if unknown:
-                    raise InvalidParameterError(f"weights: unknown source(s) {sorted(unknown)}; use vector, keyword, graph")
-                return cls(**kw)
-            if len(parts) != 3:
-                raise InvalidParameterError(f"weights must be three numbers 'vector,keyword,graph', got {text!r}")
-            v, k, g = (float(p) for p in parts)
-        except ValueError as exc:
-            raise InvalidParameterError(f"weights must be numbers, got {text!r}") from exc
+        if parts and all("=" in p for p in parts):
+            kw: dict[str, float] = {}
+            for name, value in (p.split("=", 1) for p in parts):
+                if name.strip() not in ("vector", "keyword", "graph"):
+                    raise InvalidParameterError(f"weights: unknown source {name.strip()!r}; use vector, keyword, graph")
+                kw[name.strip()] = _number("weights", value, text)
+            return cls(**kw)
+        if len(parts) != 3:
+            raise InvalidParameterError(
+                f"weights must be three numbers 'vector,keyword,graph' (or 'vector=1,graph=0'), got {len(parts)} "
+                f"in {text!r}")
+        v, k, g = (_number("weights", p, text) for p in parts)
         return cls(v, k, g)
 
 

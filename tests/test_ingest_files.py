@@ -117,3 +117,91 @@ def test_jsonl_records_with_other_keys_name_the_file_line_and_the_record_format(
     assert "Traceback" not in err
     with psycopg.connect(db.dsn()) as c:
         assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE tenant_id = 'acme'").fetchone() == (0,)
+
+
+# ---------------------------------------------------------------- errors without tracebacks, hints, the graph
+
+def _err(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+def test_ingest_edges_errors_name_the_file_the_line_and_the_format(db: Db, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--dsn", db.dsn(), "ingest-edges"]
+    assert main([*base, str(tmp_path / "missing.jsonl"), "--tenant", "acme"]) == 2
+    assert "does not exist" in _err(capsys)
+    csv = tmp_path / "edges.csv"
+    csv.write_text("src,dst,rel\na,b,CITES\n")
+    assert main([*base, str(csv), "--tenant", "acme"]) == 2
+    assert f"{csv}:1: not valid JSON" in (err := _err(capsys)) and '{"src": ID, "dst": ID' in err
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"from": "a", "to": "b", "type": "CITES"}\n')
+    assert main([*base, str(other), "--tenant", "acme"]) == 2
+    assert f"{other}:1: unknown key(s) ['from', 'to', 'type']" in _err(capsys)
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"src": "a", "dst": "b", "rel": "MENTIONS"}\n')
+    assert main([*base, str(good), "--tenant", "no-such-tenant"]) == 2
+    assert "tenant_id 'no-such-tenant' does not exist" in _err(capsys)
+    with pytest.raises(SystemExit):
+        main([*base, "--help"])
+    assert '"rel": "VERIFIES"' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--filter", "{lang: en}"], "--filter must be a JSON object such as"),
+    (["--weights", "1,1"], "weights must be three numbers 'vector,keyword,graph' (or 'vector=1,graph=0'), got 2"),
+    (["--weights", "-1,1,1"], "vector_weight must be a finite number >= 0, got -1.0"),
+    (["--weights", "1,x,1"], "weights must be numbers, got 'x' in '1,x,1'"),
+    (["--weights", "dense=1"], "weights: unknown source 'dense'"),
+])
+def test_search_flag_errors_name_the_flag_and_the_rule(db: Db, capsys: pytest.CaptureFixture[str], flags: list[str],
+                                                      message: str) -> None:
+    assert main(["--dsn", db.dsn(), "search", "pump", "--tenant", "acme", *flags]) == 2
+    assert message in _err(capsys)
+
+
+def test_an_empty_query_is_refused_and_an_empty_result_says_why_in_the_same_words_for_every_tenant(
+        db: Db, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--dsn", db.dsn(), "search", "  ", "--tenant", "acme"]) == 2
+    assert "the query text is empty" in _err(capsys)
+    hints = []
+    for tenant in ("acme", "no-such-tenant"):  # acme exists but holds nothing yet
+        assert main(["--dsn", db.dsn("pyh_app"), "search", "pump", "--tenant", tenant]) == 0
+        hints.append(_err(capsys).replace(tenant, "T"))
+    assert hints[0] == hints[1] and "no results for tenant 'T'" in hints[0]
+
+
+@pytest.mark.usefixtures("require_age")
+def test_search_seed_starts_the_graph_branch_and_long_ids_are_printed_whole(
+        db: Db, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = tmp_path / "docs"
+    (docs / "a-very-long-directory-name").mkdir(parents=True)
+    (docs / "a-very-long-directory-name" / "requirements-for-the-pump.md").write_text("The pump shall alarm.")
+    (docs / "a-very-long-directory-name" / "requirements-for-the-pumps.md").write_text("Protocol: clamp the line.")
+    assert _ingest(db, str(docs)) == 0
+    capsys.readouterr()
+    a, b = "a-very-long-directory-name/requirements-for-the-pump.md#0", "a-very-long-directory-name/requirements-for-the-pumps.md#0"
+    edges = tmp_path / "e.jsonl"
+    edges.write_text(json.dumps({"src": a, "dst": b, "rel": "MENTIONS"}) + "\n")
+    assert main(["--dsn", db.dsn("pyh_app"), "ingest-edges", str(edges), "--tenant", "acme"]) == 0
+    capsys.readouterr()
+    assert main(["--dsn", db.dsn("pyh_app"), "search", "", "--seed", a, "--tenant", "acme"]) == 0
+    out = capsys.readouterr().out
+    assert f"   1  {b} " in out  # reached through the graph, its id printed in full
+
+
+def test_server_info_says_where_the_data_lives_and_how_to_remove_it(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--data-dir", str(tmp_path / "srv"), "server", "info"]) == 0
+    out = capsys.readouterr().out
+    assert f"data directory: {tmp_path / 'srv'}  (not created yet)" in out
+    assert f"rm -rf {tmp_path / 'srv'}" in out and "pyhybrid server stop" in out
+
+
+def test_doctor_does_not_say_bm25_falls_back_where_pg_textsearch_is_installed(
+        db: Db, capsys: pytest.CaptureFixture[str], require_bm25: None) -> None:
+    main(["--dsn", db.dsn(), "doctor"])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("extension pg_textsearch"))
+    assert "installed" in line and "ts_rank" not in line

@@ -181,6 +181,10 @@ BEGIN
         RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
             USING ERRCODE = '42501';
     END IF;
+    IF v_key IS NULL THEN
+        RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(v_tenant)
+            USING ERRCODE = '22023', HINT = 'An admin creates it first: SELECT hybrid.create_tenant(...).';
+    END IF;
     IF to_regclass('hybrid.graph_node') IS NULL THEN
         RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
