@@ -243,9 +243,16 @@ def scan_source(path: Path, *, root: Path | None = None, max_words: int = 180,
             scan.records.extend(_records_from_jsonl(f, shown))
             scan.files_read.append(shown)
             continue
+        if suffix == ".pdf":
+            text, title, why = _pdf_text(f)
+            if why:
+                scan.skipped.append((shown, why))
+                continue
+            _add_document(scan, shown, doc, text, {"title": title} if title else {}, max_words, overlap_words)
+            continue
         if suffix not in HTML_SUFFIXES and not _is_text_name(f):
             scan.skipped.append((shown, f"unsupported file type {suffix} (read: .txt .md .markdown .rst .html "
-                                        ".jsonl, README-like names and files without a suffix)"))
+                                        ".pdf .jsonl, README-like names and files without a suffix)"))
             continue
         data = f.read_bytes()
         if b"\x00" in data[:8192]:
@@ -255,24 +262,45 @@ def scan_source(path: Path, *, root: Path | None = None, max_words: int = 180,
         if note:
             scan.notes.append((shown, note))
         meta, text = front_matter(text)
-        title = str(meta.get("title") or "")
         if suffix in HTML_SUFFIXES:
             text, html_title = html_text(text)
-            title = title or html_title
-        if not text.strip():
-            scan.skipped.append((shown, "no text"))
-            continue
-        meta = {**meta, "source": doc, "sha1": hashlib.sha1(text.encode()).hexdigest()[:12]}
-        title = title or guess_title(text)
-        if title:
-            meta["title"] = title[:200]
-        else:
-            meta.pop("title", None)
-        scan.files_read.append(shown)
-        for c in _doc_chunks(doc, text, meta, max_words, overlap_words):
-            scan.records.append({"chunk_id": c.chunk_id, "document_id": c.document_id, "position": c.position,
-                                 "content": c.content, "metadata": c.metadata})
+            meta.setdefault("title", html_title)
+        _add_document(scan, shown, doc, text, meta, max_words, overlap_words)
     return scan
+
+
+def _add_document(scan: SourceScan, shown: str, doc: str, text: str, meta: dict[str, Any], max_words: int,
+                  overlap_words: int) -> None:
+    if not text.strip():
+        scan.skipped.append((shown, "no text"))
+        return
+    title = str(meta.get("title") or "") or guess_title(text)
+    meta = {**meta, "source": doc, "sha1": hashlib.sha1(text.encode()).hexdigest()[:12]}
+    if title:
+        meta["title"] = title[:200]
+    else:
+        meta.pop("title", None)
+    scan.files_read.append(shown)
+    for c in _doc_chunks(doc, text, meta, max_words, overlap_words):
+        scan.records.append({"chunk_id": c.chunk_id, "document_id": c.document_id, "position": c.position,
+                             "content": c.content, "metadata": c.metadata})
+
+
+def _pdf_text(f: Path) -> tuple[str, str, str | None]:
+    """(text, title, None) of a PDF, or ("", "", why it cannot be read)."""
+    try:
+        from pypdf import PdfReader
+        from pypdf.errors import PyPdfError
+    except ImportError:
+        return "", "", "a PDF needs pypdf: pip install 'pyhybrid[pdf]'"
+    try:
+        reader = PdfReader(f)
+        pages = [page.extract_text() or "" for page in reader.pages]
+        info: Any = reader.metadata
+        title = str((info.get("/Title") if info is not None else None) or "").strip()
+    except (PyPdfError, ValueError, OSError) as exc:
+        return "", "", f"an unreadable PDF ({exc})"
+    return "\n\n".join(pages), title, None
 
 
 def read_source(path: Path, *, max_words: int = 180, overlap_words: int = 30) -> Iterator[dict[str, Any]]:

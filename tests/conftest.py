@@ -29,10 +29,17 @@ ROLES = {
 
 @pytest.fixture(scope="session")
 def admin_dsn() -> Iterator[str]:
-    """A superuser DSN: $PYHYBRID_TEST_DSN, else an embedded server in a temporary data dir."""
-    env = os.environ.get("PYHYBRID_TEST_DSN")
-    if env:
-        yield env
+    """A superuser DSN: $PYHYBRID_TEST_DSN, the docker/ image (PYHYBRID_TEST_SERVER=docker, see
+    tests/servers.py), else an embedded server in a temporary data dir."""
+    from tests.servers import docker_server, server_choice
+
+    choice = server_choice(os.environ)
+    if choice == "dsn":
+        yield os.environ["PYHYBRID_TEST_DSN"]
+        return
+    if choice == "docker":
+        with docker_server(Path(__file__).resolve().parent.parent) as dsn:
+            yield dsn
         return
     data_dir = Path(tempfile.mkdtemp(prefix="pyhybrid-test-")) / "pgdata"
     dsn = start_embedded(data_dir)

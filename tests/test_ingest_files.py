@@ -205,3 +205,33 @@ def test_doctor_does_not_say_bm25_falls_back_where_pg_textsearch_is_installed(
     main(["--dsn", db.dsn(), "doctor"])
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("extension pg_textsearch"))
     assert "installed" in line and "ts_rank" not in line
+
+
+def _pdf(text: str, title: str) -> bytes:
+    """A one-page PDF with text in Helvetica (written by hand: no PDF writer is a dependency)."""
+    stream = f"BT /F1 12 Tf 72 712 Td ({text}) Tj ET".encode()
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 4 0 R >> >> "
+            b"/Contents 5 0 R >>", b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+            b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+            f"<< /Title ({title}) >>".encode()]
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, body in enumerate(objs, start=1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R /Info 6 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+def test_a_pdf_is_read_with_its_title_and_a_broken_one_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "manual.pdf").write_bytes(_pdf("The occlusion alarm sounds within thirty seconds.", "Pump manual"))
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    scan = scan_source(tmp_path)
+    (rec,) = scan.records
+    assert rec["document_id"] == "manual.pdf" and "occlusion alarm sounds" in rec["content"]
+    assert rec["metadata"]["title"] == "Pump manual"
+    assert [(Path(f).name, why.split(" (")[0]) for f, why in scan.skipped] == [("broken.pdf", "an unreadable PDF")]
