@@ -105,6 +105,26 @@ def test_drop_tenant_drops_its_partition(db: Db) -> None:
         assert admin.execute("SELECT to_regclass(%s)", (part,)).fetchone() == (None,)
         assert admin.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass").fetchone() == (1,)
 
+def test_dropping_a_tenant_locks_no_other_tenants_partition(db: Db) -> None:
+    # a cascade from hybrid.corpus to the partitioned hybrid.chunk locked every partition (7 locks each):
+    # "out of shared memory" from about 5,000 tenants
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        for i in range(8):
+            admin.execute("SELECT hybrid.create_tenant(%s)", (f"small{i}",))
+    with HybridClient(db.dsn("pyh_app")) as c:
+        for i in range(8):
+            with c.tenant(f"small{i}") as t:
+                t.ingest(chunks(f"s{i}", 2, seed=i), corpus_id="docs")
+    with psycopg.connect(db.dsn()) as admin:
+        admin.execute("SELECT * FROM hybrid.drop_tenant('small3')").fetchall()
+        locked = admin.execute(
+            "SELECT count(DISTINCT c.oid) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "WHERE l.pid = pg_backend_pid() AND c.relkind = 'r' AND c.relname LIKE 'chunk\\_p%%'").fetchone()[0]  # type: ignore[index]
+        assert locked == 0  # the dropped partition is gone; no other was touched
+        assert admin.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'hybrid.chunk'::regclass "
+                             "AND contype = 'f'").fetchone() == (0,)
+
+
 @pytest.mark.usefixtures("require_bm25")
 def test_a_drop_tenant_that_times_out_rolls_back_whole_and_bm25_keeps_working(db: Db) -> None:
     from pyhybrid import ConflictError

@@ -1,4 +1,5 @@
-"""Fusion methods (rrf, convex, dbsf), skip, siblings and graph_edge_types in hybrid_retrieve.
+"""Fusion methods (rrf, convex, dbsf), skip, siblings and graph_edge_types in hybrid_retrieve; no
+foreign key from hybrid.chunk to hybrid.corpus (its cascade locked every partition).
 
 Revision ID: 0005
 Revises: 0004
@@ -41,4 +42,5 @@ def downgrade() -> None:
             text, integer, integer, text[]);
         DROP FUNCTION IF EXISTS hybrid.fuse(jsonb, double precision[], text, double precision, integer, jsonb);
         ALTER TYPE hybrid.retrieve_row DROP ATTRIBUTE siblings;
+        ALTER TABLE hybrid.chunk ADD FOREIGN KEY (tenant_id, corpus_id) REFERENCES hybrid.corpus ON DELETE CASCADE;
     """)

@@ -248,8 +248,8 @@ BEGIN
     v_part := hybrid._chunk_partition(hybrid._tenant_key(tenant_id));
     IF v_part IS NOT NULL THEN
         EXECUTE format('SELECT count(*) FROM %s', v_part) INTO v_chunks;
-        -- out of hybrid.chunk first (ACCESS EXCLUSIVE on it, briefly: lock_timeout 5 s), and its
-        -- foreign key to corpus dropped, so that deleting the corpora below does not cascade row by row
+        -- out of hybrid.chunk first (ACCESS EXCLUSIVE on it, briefly: lock_timeout 5 s); a foreign key
+        -- to corpus it may carry from before 0.3 is dropped, so deleting the corpora does not cascade
         PERFORM set_config('lock_timeout', '5s', true);
         EXECUTE format('ALTER TABLE hybrid.chunk DETACH PARTITION %s', v_part);
         FOR v_fk IN SELECT conname FROM pg_constraint WHERE conrelid = v_part AND contype = 'f' LOOP
