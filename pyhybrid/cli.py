@@ -90,8 +90,9 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
         raise InvalidParameterError(f"--filter must be a JSON object such as '{{\"lang\": \"en\"}}': {exc.msg} "
                                     f"at character {exc.pos + 1} of {args.filter!r}") from None
     # hybrid_retrieve's own defaults unless a flag says otherwise
-    w = HybridWeights.parse(args.weights) if args.weights else HybridWeights(1.0, 1.0, 2.0)
-    weights: dict[str, Any] = {"vector_weight": w.vector, "keyword_weight": w.keyword, "graph_weight": w.graph}
+    w = HybridWeights.parse(args.weights) if args.weights else None
+    weights: dict[str, Any] = (
+        {"vector_weight": w.vector, "keyword_weight": w.keyword, "graph_weight": w.graph} if w else {})
     for name in ("vector_weight", "keyword_weight", "graph_weight", "rrf_k", "fusion"):
         if getattr(args, name) is not None:
             weights[name] = getattr(args, name)

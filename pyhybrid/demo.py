@@ -12,13 +12,40 @@ import psycopg
 from . import _sql
 from .client import HybridClient
 from .ingest import ingest_records
-from .types import ChunkRef, HybridWeights
+from .types import ChunkRef
 
 TENANTS = ("acme", "globex")
-# A chunk reached only by graph expansion has a single RRF term; weight 2 lets a neighbour of the
-# best hit stand beside hits found by both dense and lexical search (chosen on the demo queries).
-DEMO_WEIGHTS = HybridWeights(1.0, 1.0, 2.0)
+# hybrid_retrieve's defaults (convex fusion, weights 1, 1 and graph 0.5) plus graph expansion from the best
+# hit, as `pyhybrid search` does: a neighbour found only through the graph scores at most its weight, below
+# a chunk that dense and lexical search both put first (2)
 DEMO_EXPAND = 1
+
+
+def _sources(ref: ChunkRef) -> list[str]:
+    return [name for name, rank in (("dense", ref.vector_rank), ("lexical", ref.keyword_rank),
+                                     ("graph", ref.graph_rank)) if rank is not None]
+
+
+def check_claims(refs: list[ChunkRef], claims: dict[str, Any]) -> list[str]:
+    """What the query's narrative claims and its table contradicts (empty: they agree)."""
+    by_id = {r.chunk_id: r for r in refs}
+    out: list[str] = []
+    first = claims.get("first", [])
+    if first and {r.chunk_id for r in refs[:len(first)]} != set(first):
+        out.append(f"the first rows should be {first}, got {[r.chunk_id for r in refs[:len(first)]]}")
+    for cid, want in claims.get("found_by", {}).items():
+        got = _sources(by_id[cid]) if cid in by_id else None
+        if got != want:
+            out.append(f"{cid} should be found by {' and '.join(want)} only, got {got}")
+    for cid, want in claims.get("found_by_includes", {}).items():
+        got = _sources(by_id[cid]) if cid in by_id else []
+        if not set(want) <= set(got):
+            out.append(f"{cid} should be found by {' and '.join(want)}, got {got or 'not in the results'}")
+    for cid, most in claims.get("lexical_rank_at_most", {}).items():
+        rank = by_id[cid].keyword_rank if cid in by_id else None
+        if rank is None or rank > most:
+            out.append(f"{cid} should have a lexical rank of at most {most}, got {rank}")
+    return out
 
 
 def _load(name: str) -> list[dict[str, Any]]:
@@ -76,21 +103,19 @@ def run_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False) -> int:
     from .embed import default_embedder
 
     started = time.perf_counter()
-    print("pyhybrid demo: hybrid retrieval inside PostgreSQL (pgvector + BM25 + Apache AGE, fused by RRF)\n")
+    print("pyhybrid demo: hybrid retrieval inside PostgreSQL (pgvector + BM25 + Apache AGE, fused in SQL)\n")
     stats = load_demo(admin_dsn, app_dsn, quiet=quiet)
     for tenant_id, s in stats.items():
         print(f"tenant {tenant_id}: {s['inserted']} chunks inserted, {s['updated']} updated, {s['unchanged']} unchanged; "
               f"graph edges added {s['edges']['edges_added']} (already there {s['edges']['edges_present']})")
     embed = default_embedder()
-    found = total = 0
+    found = total = mismatches = 0
     with HybridClient(app_dsn) as client:
         for n, q in enumerate(queries(), start=1):
             expect = set(q.get("expect", []))
             with client.tenant(q["tenant"], q.get("acl_labels")) as session:
                 refs = session.retrieve(query_embedding=embed.embed_query(q["text"]), query_text=q["text"], top_k=10,
-                                  vector_weight=DEMO_WEIGHTS.vector, keyword_weight=DEMO_WEIGHTS.keyword,
-                                  graph_weight=DEMO_WEIGHTS.graph, filter=q.get("filter"),
-                                  graph_expand=DEMO_EXPAND, with_graph_context=True)
+                                        filter=q.get("filter"), graph_expand=DEMO_EXPAND, with_graph_context=True)
             hits = expect & {r.chunk_id for r in refs}
             found, total = found + len(hits), total + len(expect)
             flt = f"  filter {json.dumps(q['filter'])}" if q.get("filter") else ""
@@ -100,6 +125,9 @@ def run_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False) -> int:
             if refs:
                 _context(refs[0])
             print(f"  expected chunks found (*): {len(hits)} of {len(expect)}")
+            for problem in check_claims(refs, q.get("claims", {})):
+                mismatches += 1
+                print(f"  NARRATIVE MISMATCH: {problem}")
             if q["tenant"] and any(not r.chunk_id.startswith(q["tenant"] + ":") for r in refs):
                 print("  TENANT LEAK: a row of another tenant was returned")
                 return 1
@@ -117,7 +145,9 @@ def run_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False) -> int:
                 refs = session.retrieve(query_embedding=embed.embed_query("confidential supplier audit"),
                                   query_text="confidential supplier audit", top_k=3)
             print(f"  acl_labels={labels}: " + ", ".join(f"{r.chunk_id}{' [' + ','.join(r.acl_labels) + ']' if r.acl_labels else ''}" for r in refs))
-    print(f"\n{found} of {total} expected chunks found; demo took {time.perf_counter() - started:.1f} s.")
+    print(f"\n{found} of {total} expected chunks found"
+          + (f"; {mismatches} narrative mismatch(es)" if mismatches else "; every narrative agrees with its table")
+          + f"; demo took {time.perf_counter() - started:.1f} s.")
     print("Try it yourself:  pyhybrid search \"How quickly must the pump alarm after a downstream occlusion?\" "
           "--tenant acme --explain")
     return 0

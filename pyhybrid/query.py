@@ -65,7 +65,7 @@ class RetrieveQuery:
     graph_expand: int = field(default=0, metadata=_sql("integer"))
     with_graph_context: bool = field(default=False, metadata=_sql("boolean"))
     per_document: bool = field(default=False, metadata=_sql("boolean"))
-    fusion: str = field(default="rrf", metadata=_sql("text"))
+    fusion: str = field(default="convex", metadata=_sql("text"))
     skip: int = field(default=0, metadata=_sql("integer"))
     siblings: int = field(default=0, metadata=_sql("integer"))
     graph_edge_types: Sequence[str] | None = field(default=None, metadata=_sql("text[]"))

@@ -22,6 +22,8 @@ def demo_db(db: Db, capsys: pytest.CaptureFixture[str]) -> Db:
 def test_demo_runs_end_to_end_and_shows_isolation(demo_db: Db, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "TENANT LEAK" not in out
+    # what each query's text says is what its table shows (pyhybrid/demo_data/queries.json "claims")
+    assert "NARRATIVE MISMATCH" not in out and "every narrative agrees with its table" in out, out
     assert "(tenants in the result: ['acme'])" in out and "(tenants in the result: ['globex'])" in out
     import re
 
@@ -40,6 +42,9 @@ def test_search_finds_the_requirement_and_through_the_graph_its_test_protocol(
     out = capsys.readouterr().out
     assert "acme:REQ-012#0: found by dense, lexical;" in out
     assert "acme:TP-031#2: found by graph;" in out
+    # the default fusion ranks the chunk dense and lexical search both put first above any graph-only neighbour
+    table = out.split("\n")
+    assert table[1].split()[1] == "acme:REQ-012#0" and "fusion: convex" in out
     assert "SELECT * FROM hybrid_retrieve(" in out and "query_text => 'How quickly" in out
     assert "dense    exact scan:" in out and "lexical  BM25 index" in out and "graph    1 hop(s) from 1 seed(s)" in out
     # the printed call runs as it is and returns the rows printed

@@ -267,14 +267,14 @@ def test_explain_as_a_tenant_login_role_in_sql_leaves_the_session_as_it_was(db: 
 
 
 def test_the_cli_explain_prints_a_call_that_runs_in_psql_as_is(db: Db) -> None:
-    q = RetrieveQuery(query_embedding=unit(1), query_text="it's the pump", fusion="convex", skip=2, per_source_k=40,
+    q = RetrieveQuery(query_embedding=unit(1), query_text="it's the pump", fusion="dbsf", skip=2, per_source_k=40,
                       filter={"lang": "en"}, corpus_ids=["qms"], graph_edge_types=["CITES"], graph_weight=0)
     text = q.to_sql()
     assert text.startswith("SELECT * FROM hybrid_retrieve(\n    query_embedding => '[")
-    assert "query_text => 'it''s the pump'" in text and "fusion => 'convex'" in text and "skip => 2" in text
-    assert "top_k" not in text  # defaults are left out
+    assert "query_text => 'it''s the pump'" in text and "fusion => 'dbsf'" in text and "skip => 2" in text
+    assert "top_k" not in text and "rrf_k" not in text  # defaults are left out
     assert sql(db, text) == sql(db, "SELECT * FROM hybrid_retrieve(query_embedding => %s::vector, "
-                                    "query_text => 'it''s the pump', fusion => 'convex', skip => 2, per_source_k => 40, "
+                                    "query_text => 'it''s the pump', fusion => 'dbsf', skip => 2, per_source_k => 40, "
                                     "filter => '{\"lang\": \"en\"}', corpus_ids => '{qms}', graph_edge_types => '{CITES}', "
                                     "graph_weight => 0)", ([float(x) for x in unit(1)],))
 

@@ -28,7 +28,11 @@ def demo_on_embedded_default(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from pyhybrid.cli import main
     from pyhybrid.server import stop_embedded
 
-    data_dir = tmp_path_factory.mktemp("readme") / "pgdata"
+    # a directory of its own under the system temp dir: the server runs as another user (pgserver when run
+    # as root), which may not traverse pytest's private tmp_path_factory tree
+    import tempfile
+
+    data_dir = Path(tempfile.mkdtemp(prefix="pyhybrid-readme-")) / "pgdata"
     mp = pytest.MonkeyPatch()
     mp.setenv("PYHYBRID_DATA_DIR", str(data_dir))
     mp.delenv("PYHYBRID_DSN", raising=False)

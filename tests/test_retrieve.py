@@ -138,7 +138,7 @@ def test_rrf_fuse_matches_a_hand_computed_example(db: Db) -> None:
 def test_hybrid_retrieve_fused_scores_follow_the_rrf_formula(api: Api, db: Db) -> None:
     _corpus(api)
     rows = sql(db, "SELECT * FROM hybrid_retrieve(query_embedding => %s::vector, query_text => 'occlusion alarm', "
-                   "graph_weight => 0, rrf_k => 60, vector_weight => 1.0, keyword_weight => 2.0)",
+                   "graph_weight => 0, rrf_k => 60, vector_weight => 1.0, keyword_weight => 2.0, fusion => 'rrf')",
                (str(unit(1).tolist()),))
     assert rows, "expected hits"
     for r in rows:

@@ -83,7 +83,7 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     graph_expand integer DEFAULT 0,
     with_graph_context boolean DEFAULT false,
     per_document boolean DEFAULT false,
-    fusion text DEFAULT 'rrf',
+    fusion text DEFAULT 'convex',
     skip integer DEFAULT 0,
     siblings integer DEFAULT 0,
     graph_edge_types text[] DEFAULT NULL)
