@@ -449,8 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rerank-depth", type=int, default=50, help="fused rows the reranker re-orders (default 50)")
     s.add_argument("--lexical", choices=["bm25", "ts_rank"])
     s.add_argument("--graph-hops", "--hops", dest="graph_hops", type=int, default=1)
-    s.add_argument("--graph-expand", type=int, default=1,
-                   help="seed the graph branch with the N best dense/lexical hits (default 1; 0 = off)")
+    s.add_argument("--graph-expand", type=int, default=0,
+                   help="seed the graph branch with the N best dense/lexical hits (default 0: the graph only "
+                        "from --seed; on CACM's citations no expansion helped beyond noise, bench/graph_quality.py)")
     s.add_argument("--filter", help='metadata filter as JSON, e.g. \'{"lang": "en"}\'')
     s.add_argument("--acl", help="comma-separated ACL labels the caller holds")
     s.add_argument("--per-document", action="store_true", help="best chunk per document only")

@@ -16,8 +16,10 @@ from .types import ChunkRef
 
 TENANTS = ("acme", "globex")
 # hybrid_retrieve's defaults (convex fusion, weights 1, 1 and graph 0.5) plus graph expansion from the best
-# hit, as `pyhybrid search` does: a neighbour found only through the graph scores at most its weight, below
-# a chunk that dense and lexical search both put first (2)
+# hit (`pyhybrid search --graph-expand 1`): this corpus's edges (VERIFIES, MITIGATES, ...) carry what its
+# text lacks. A neighbour found only through the graph scores at most its weight, below a chunk that dense
+# and lexical search both put first (2). Expansion is off by default: on CACM's citations it did not help
+# beyond noise (bench/results/graph_quality_cacm.md).
 DEMO_EXPAND = 1
 
 
@@ -149,5 +151,5 @@ def run_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False) -> int:
           + (f"; {mismatches} narrative mismatch(es)" if mismatches else "; every narrative agrees with its table")
           + f"; demo took {time.perf_counter() - started:.1f} s.")
     print("Try it yourself:  pyhybrid search \"How quickly must the pump alarm after a downstream occlusion?\" "
-          "--tenant acme --explain")
+          "--tenant acme --graph-expand 1 --explain")
     return 0

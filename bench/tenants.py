@@ -1,0 +1,674 @@
+"""How the real engine scales in the number of tenants: a partition of hybrid.chunk per tenant, many tenants.
+
+A fresh database on the embedded server, migrated with pyhybrid.migrate.upgrade. For each step of --steps
+tenant counts, tenants are added up to that count, each with `hybrid.create_tenant` (admin: its partition
+with HNSW, BM25, GIN and btree indexes, RLS forced) and then --rows chunks (random unit 384-d vectors,
+text from a small vocabulary) ingested through the client, `connect(app).tenant(id).ingest(...)`, as a
+trusted app role. Then, at each step:
+
+- create / ingest: seconds per tenant (median, p95, max) for the tenants added in that step;
+- catalog: rows of pg_class, partitions of hybrid.chunk, size of the catalogs (pg_total_relation_size of
+  every pg_catalog table), database size;
+- memory: summed RSS and PSS of the server's processes; the main shared memory segment; pg_textsearch's
+  entries in pg_shmem_allocations; the dynamic shared memory segments (/dev/shm) the server's processes map;
+  the size of pg_textsearch's DSA area as its bm25_summarize_index reports it (one area holds the state of
+  every BM25 index of the server: a small tenant's index stays whole in its memtable there);
+- retrieval, for --sample tenants (the first and the last created among them), each through a login role of
+  its own bound to it by `hybrid.grant_tenant`: a new connection, its first `hybrid_retrieve` (cold
+  caches: the backend builds hybrid.chunk's partition descriptor), then --calls more (warm), with
+  query_embedding and query_text (lexical 'bm25'); the relation locks the backend holds at the end of a
+  retrieval's transaction (pg_locks, minus those of a transaction that only reads pg_locks) and how many
+  of them are partitions of hybrid.chunk; the private memory (USS) of that backend afterwards;
+- retrieval right after another tenant was created (the relcache invalidation of ATTACH makes every
+  backend rebuild the partition descriptor), with a warm connection, --probes times;
+- planning: EXPLAIN (ANALYZE, SUMMARY) of a dense statement on hybrid.chunk with a sampled tenant's key
+  as a literal (plan-time pruning), as the admin, median planning and execution ms;
+- the FK cascade: relation locks of the statement the ON DELETE CASCADE of hybrid.chunk's foreign key to
+  hybrid.corpus runs (a generic plan on the parent, no tenant key), for a corpus with no chunk;
+- drop_tenant: seconds for the probe tenants (empty, no corpus) and for --drops tenants holding chunks, at
+  every step; an error is recorded with whether the tenant is still there;
+- at the last step, the lock table's capacity: lock entries one transaction holds (hybrid.chunk and its
+  partitions, then temporary tables) before "out of shared memory"; rolled back.
+
+A step that fails (out of shared memory, a pg_textsearch limit, anything) records the error and the count
+reached, is measured at that count if the server still answers, and ends the run. --budget-min bounds the
+time spent creating tenants: past it, the run measures the count reached and stops.
+
+    python bench/tenants.py --steps 1 100 1000 10000 --out bench/results/tenants.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import psycopg
+from psycopg import conninfo, sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import machine_info  # noqa: E402
+from pyhybrid import Chunk, connect, migrate  # noqa: E402
+from pyhybrid.server import start_embedded  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DB = "bench_tenants"
+DIM = 384
+APP = "bt_app"
+WORDS = [f"w{i}" for i in range(200)]
+WORDS_PER_CHUNK = 24
+LOCKS_SQL = ("SELECT relation::regclass::text AS rel, mode FROM pg_locks "
+             "WHERE pid = pg_backend_pid() AND locktype = 'relation'")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * p / 100.0
+    lo, hi = int(pos), min(int(pos) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def stats_s(xs: list[float]) -> dict[str, float] | None:
+    if not xs:
+        return None
+    return {"n": len(xs), "median": round(statistics.median(xs), 4), "p95": round(pct(xs, 95), 4),
+            "max": round(max(xs), 4), "mean": round(statistics.fmean(xs), 4)}
+
+
+def stats_ms(xs_s: list[float]) -> dict[str, float] | None:
+    if not xs_s:
+        return None
+    ms = [x * 1000 for x in xs_s]
+    return {"n": len(ms), "median": round(statistics.median(ms), 2), "p95": round(pct(ms, 95), 2),
+            "max": round(max(ms), 2)}
+
+
+def postgres_processes(data_dir: Path) -> list[psutil.Process]:
+    pid = int((data_dir / "postmaster.pid").read_text().split()[0])
+    pm = psutil.Process(pid)
+    return [pm, *pm.children(recursive=True)]
+
+
+def server_memory(data_dir: Path) -> dict[str, Any]:
+    """Summed RSS / PSS of the server's processes, and the /dev/shm segments (DSM) they map."""
+    rss = pss = 0
+    procs = postgres_processes(data_dir)
+    dsm: dict[str, int] = {}
+    for p in procs:
+        try:
+            m = p.memory_full_info()
+            rss += m.rss
+            pss += getattr(m, "pss", 0)
+        except psutil.Error:
+            pass
+        try:
+            for line in Path(f"/proc/{p.pid}/maps").read_text().splitlines():
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/dev/shm/PostgreSQL."):
+                    path = parts[5].split(" (deleted)")[0]
+                    if path not in dsm:
+                        try:
+                            dsm[path] = os.stat(path).st_size
+                        except OSError:
+                            dsm[path] = 0
+        except OSError:
+            pass
+    return {"rss_mb": round(rss / 2**20, 1), "pss_mb": round(pss / 2**20, 1), "processes": len(procs),
+            "dsm_segments_mapped": len(dsm), "dsm_mapped_mb": round(sum(dsm.values()) / 2**20, 1)}
+
+
+def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def tenant_id(i: int) -> str:
+    return f"t{i:05d}"
+
+
+def make_chunks(tid: str, rows: int, rng: np.random.Generator) -> list[Chunk]:
+    vecs = unit_vectors(rng, rows)
+    return [Chunk(chunk_id=f"{tid}-c{i:04d}", document_id=f"{tid}-d{i // 5:04d}", position=i % 5,
+                  content=" ".join(rng.choice(WORDS, WORDS_PER_CHUNK)), embedding=vecs[i])
+            for i in range(rows)]
+
+
+def error_text(exc: BaseException) -> str:
+    sqlstate = getattr(exc, "sqlstate", None)
+    cause = exc.__cause__ or exc.__context__
+    if sqlstate is None and cause is not None:
+        sqlstate = getattr(cause, "sqlstate", None)
+    return f"{type(exc).__name__}{f' [{sqlstate}]' if sqlstate else ''}: {str(exc).strip()}"
+
+
+def git_head() -> str:
+    import pyhybrid
+
+    root = Path(pyhybrid.__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "sql", "pyhybrid"], cwd=root, capture_output=True,
+                               text=True).stdout.strip()
+    except OSError:
+        return "?"
+    return head + (" (local changes in sql/ or pyhybrid/)" if dirty else "")
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def catalog_facts(admin: psycopg.Connection[Any]) -> dict[str, Any]:
+    row = admin.execute(
+        "SELECT (SELECT count(*) FROM pg_class), "
+        "(SELECT count(*) FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass), "
+        "(SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relnamespace = 'pg_catalog'::regnamespace "
+        "   AND c.relkind = 'r'), "
+        "pg_database_size(current_database())").fetchone()
+    top = admin.execute(
+        "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c WHERE c.relnamespace = 'pg_catalog'::regnamespace "
+        "AND c.relkind = 'r' ORDER BY 2 DESC LIMIT 5").fetchall()
+    return {"pg_class_rows": int(row[0]), "partitions": int(row[1]), "catalog_mb": round(int(row[2]) / 2**20, 1),
+            "database_mb": round(int(row[3]) / 2**20, 1),
+            "largest_catalogs_mb": {r[0]: round(int(r[1]) / 2**20, 1) for r in top}}
+
+
+def textsearch_shmem(admin: psycopg.Connection[Any]) -> dict[str, Any]:
+    rows = admin.execute(
+        "SELECT name, off, size, allocated_size FROM pg_shmem_allocations "
+        "WHERE name ILIKE '%tapir%' OR name ILIKE '%textsearch%' OR name ILIKE '%bm25%' ORDER BY name").fetchall()
+    total = admin.execute("SELECT sum(allocated_size) FROM pg_shmem_allocations").fetchone()
+    return {"entries": [{"name": r[0], "size": int(r[2]), "allocated_size": int(r[3])} for r in rows],
+            "main_segment_allocated_mb": round(int(total[0]) / 2**20, 1)}  # type: ignore[index]
+
+
+def textsearch_dsa(admin: psycopg.Connection[Any], tid: str) -> dict[str, Any]:
+    """pg_textsearch's own report (bm25_summarize_index) for tid's BM25 index: the size of its shared DSA area
+    (one for every BM25 index of the server) and that index's memtable."""
+    row = admin.execute(
+        "SELECT x.indexrelid::regclass::text FROM hybrid.tenant t JOIN pg_index x "
+        "ON x.indrelid = hybrid._chunk_partition(t.tenant_key) "
+        "WHERE t.tenant_id = %s AND x.indexrelid IN (SELECT inhrelid FROM pg_inherits "
+        "WHERE inhparent = 'hybrid.chunk_content_bm25'::regclass)", (tid,)).fetchone()
+    if row is None:
+        return {}
+    text = admin.execute("SELECT bm25_summarize_index(%s)", (row[0],)).fetchone()[0]  # type: ignore[index]
+    out: dict[str, Any] = {"index": row[0]}
+    m = re.search(r"DSA total size: (\d+) bytes", text)
+    if m:
+        out["dsa_total_mb"] = round(int(m.group(1)) / 2**20, 1)
+    m = re.search(r"Memtable:\s+terms: (\d+)\s+documents: (\d+)", text)
+    if m:
+        out["memtable_terms"], out["memtable_documents"] = int(m.group(1)), int(m.group(2))
+    m = re.search(r"on-disk: (\d+) bytes", text)
+    if m:
+        out["on_disk_bytes"] = int(m.group(1))
+    return out
+
+
+def lock_capacity(admin: psycopg.Connection[Any]) -> dict[str, Any]:
+    """How many lock entries one transaction can hold here: hybrid.chunk and all its partitions locked, then
+    temporary tables created 100 at a time until the lock table is full; rolled back."""
+    last: list[Any] = []
+    err = None
+    try:
+        with admin.transaction(force_rollback=True):
+            admin.execute("LOCK TABLE hybrid.chunk IN ACCESS SHARE MODE")
+            i = 0
+            while i < 1_000_000:
+                admin.execute("DO $$BEGIN FOR i IN %s..%s LOOP EXECUTE format('CREATE TEMP TABLE bt_lc_%%s (a int)', i); "
+                              "END LOOP; END$$" % (i, i + 99))
+                i += 100
+                last = admin.execute("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()").fetchall()
+    except psycopg.Error as exc:
+        err = error_text(exc).splitlines()[0]
+    return {"lock_entries_held_before_error": int(last[0][0]) if last else None, "error": err}
+
+
+def ensure_role(admin: psycopg.Connection[Any], role: str) -> None:
+    if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+
+
+def retrieve_kwargs(rng: np.random.Generator) -> dict[str, Any]:
+    return {"query_embedding": unit_vectors(rng, 1)[0], "query_text": " ".join(rng.choice(WORDS, 3)),
+            "top_k": 10, "lexical": "bm25"}
+
+
+def measure_tenant(dsn: str, admin: psycopg.Connection[Any], tid: str, calls: int,
+                   rng: np.random.Generator) -> dict[str, Any]:
+    """A fresh connection as tid's login role: its first retrieval, then `calls` more; locks; backend USS."""
+    role = "bt_r_" + tid
+    ensure_role(admin, role)
+    admin.execute("SELECT hybrid.grant_tenant(%s, %s)", (role, tid))
+    t0 = time.perf_counter()
+    client = connect(conninfo.make_conninfo(dsn, user=role)).open()
+    connect_s = time.perf_counter() - t0
+    try:
+        t0 = time.perf_counter()
+        with client.tenant(tid) as t:
+            first = t.retrieve(**retrieve_kwargs(rng))
+        cold_s = time.perf_counter() - t0
+        warm: list[float] = []
+        for _ in range(calls):
+            kw = retrieve_kwargs(rng)
+            t0 = time.perf_counter()
+            with client.tenant(tid) as t:
+                refs = t.retrieve(**kw)
+            warm.append(time.perf_counter() - t0)
+        with client.tenant(tid) as t:
+            base = t.conn.execute(LOCKS_SQL).fetchall()
+        with client.tenant(tid) as t:
+            refs = t.retrieve(**retrieve_kwargs(rng))
+            held = t.conn.execute(LOCKS_SQL).fetchall()
+            pid = t.conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
+        try:
+            uss_mb = round(psutil.Process(pid).memory_full_info().uss / 2**20, 1)
+        except psutil.Error:
+            uss_mb = None
+    finally:
+        client.close()
+    partitions = sorted({r["rel"] for r in held if re.fullmatch(r"hybrid\.chunk_p\d+", r["rel"])})
+    return {"tenant": tid, "connect_s": connect_s, "cold_s": cold_s, "warm_s": warm,
+            "rows_first": len(first), "rows": len(refs),
+            "rows_with_keyword_rank": sum(1 for r in refs if getattr(r, "keyword_rank", None) is not None),
+            "rows_with_vector_rank": sum(1 for r in refs if getattr(r, "vector_rank", None) is not None),
+            "locks_held": len(held), "locks_baseline": len(base), "locks_retrieve": len(held) - len(base),
+            "partitions_locked": partitions, "relations_locked": sorted({r["rel"] for r in held}),
+            "backend_uss_mb": uss_mb}
+
+
+def plan_dense(admin: psycopg.Connection[Any], key: int, rng: np.random.Generator) -> tuple[float, float]:
+    v = "[" + ",".join(f"{x:.5f}" for x in unit_vectors(rng, 1)[0]) + "]"
+    plan = admin.execute(
+        f"EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) SELECT chunk_id FROM hybrid.chunk WHERE tenant_key = {int(key)} "
+        f"AND NOT superseded ORDER BY embedding <=> '{v}'::vector LIMIT 30").fetchone()[0][0]  # type: ignore[index]
+    return float(plan["Planning Time"]), float(plan["Execution Time"])
+
+
+def drop_tenant(admin: psycopg.Connection[Any], tid: str) -> tuple[float, dict[str, int]]:
+    t0 = time.perf_counter()
+    rows = admin.execute("SELECT what, removed FROM hybrid.drop_tenant(%s)", (tid,)).fetchall()
+    return time.perf_counter() - t0, {r[0]: int(r[1]) for r in rows}
+
+
+def cascade_locks(admin: psycopg.Connection[Any]) -> int | str:
+    """Relation locks of the statement the ON DELETE CASCADE of hybrid.chunk's foreign key to hybrid.corpus
+    runs (RI: `DELETE FROM hybrid.chunk WHERE tenant_id = $1 AND corpus_id = $2`, a saved generic plan, no
+    tenant key), for a corpus that has no chunk; rolled back."""
+    try:
+        with admin.transaction(force_rollback=True):
+            admin.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            admin.execute("PREPARE bt_cascade(text, text) AS DELETE FROM hybrid.chunk WHERE tenant_id = $1 AND corpus_id = $2")
+            admin.execute("EXECUTE bt_cascade('no-such-tenant', 'main')")
+            n = admin.execute("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'relation'").fetchone()
+        return int(n[0]) - 1  # type: ignore[index]  # minus pg_locks
+    except psycopg.Error as exc:
+        return "error: " + error_text(exc).splitlines()[0]
+    finally:
+        try:
+            admin.execute("DEALLOCATE bt_cascade")
+        except psycopg.Error:
+            pass
+
+
+def measure_step(args: argparse.Namespace, dsn: str, app_dsn: str, admin: psycopg.Connection[Any], have: int,
+                 created: list[str], rng: np.random.Generator, out: dict[str, Any]) -> None:
+    """Fills out as it goes (what was measured before an error stays)."""
+    out.update(catalog_facts(admin))
+    out["memory"] = server_memory(args.data_dir)
+    out["pg_textsearch_shmem"] = textsearch_shmem(admin)
+    out["pg_textsearch_dsa"] = textsearch_dsa(admin, created[-1])
+    # the sample: the first and the last created, and random others
+    n = min(args.sample, have)
+    idx = [0, have - 1] if have > 1 else [0]
+    others = [i for i in range(1, have - 1)]
+    idx += sorted(int(i) for i in rng.choice(others, size=min(len(others), n - len(idx)), replace=False)) if n > len(idx) else []
+    sample = [created[i] for i in idx]
+    per: list[dict[str, Any]] = []
+    for tid in sample:
+        per.append(measure_tenant(dsn, admin, tid, args.calls, rng))
+    out["memory_after_queries"] = server_memory(args.data_dir)
+    warm = [x for p in per for x in p["warm_s"]]
+    out["retrieve"] = {
+        "sampled": len(per), "calls_per_tenant": args.calls,
+        "connect_ms": stats_ms([p["connect_s"] for p in per]),
+        "cold_ms": stats_ms([p["cold_s"] for p in per]),
+        "warm_ms": stats_ms(warm),
+        "warm_ms_first_tenant": stats_ms(per[0]["warm_s"]),
+        "warm_ms_last_tenant": stats_ms(per[-1]["warm_s"]),
+        "rows_min": min(p["rows"] for p in per),
+        "rows_with_keyword_rank_min": min(p["rows_with_keyword_rank"] for p in per),
+        "rows_with_vector_rank_min": min(p["rows_with_vector_rank"] for p in per),
+        "locks_retrieve": sorted({p["locks_retrieve"] for p in per}),
+        "locks_held": sorted({p["locks_held"] for p in per}),
+        "locks_baseline": sorted({p["locks_baseline"] for p in per}),
+        "partitions_locked_max": max(len(p["partitions_locked"]) for p in per),
+        "relations_locked_example": per[-1]["relations_locked"],
+        "backend_uss_mb_median": statistics.median(p["backend_uss_mb"] for p in per if p["backend_uss_mb"] is not None)
+        if any(p["backend_uss_mb"] is not None for p in per) else None,
+        "per_tenant": [{k: (round(v, 4) if isinstance(v, float) else [round(x, 4) for x in v] if k == "warm_s" else v)
+                        for k, v in p.items() if k != "relations_locked"} for p in per],
+    }
+    # planning of a pruned statement on the parent
+    keys = dict(admin.execute("SELECT tenant_id, tenant_key FROM hybrid.tenant WHERE tenant_id = ANY(%s)", (sample,)).fetchall())
+    plans = [plan_dense(admin, keys[t], rng) for t in sample]
+    out["dense_plan_ms"] = round(statistics.median(p for p, _ in plans), 3)
+    out["dense_exec_ms"] = round(statistics.median(e for _, e in plans), 3)
+    # retrieval right after another tenant is created (ATTACH invalidates hybrid.chunk's relcache entry
+    # in every backend), on a warm connection of the first sampled tenant's role
+    tid0 = sample[0]
+    after: list[float] = []
+    steady: list[float] = []
+    probe_create: list[float] = []
+    probe_drop: list[float] = []
+    with connect(conninfo.make_conninfo(dsn, user="bt_r_" + tid0)) as client:
+        for _ in range(2):  # warm it
+            with client.tenant(tid0) as t:
+                t.retrieve(**retrieve_kwargs(rng))
+        probes = []
+        for i in range(args.probes):
+            kw = retrieve_kwargs(rng)
+            t0 = time.perf_counter()
+            with client.tenant(tid0) as t:
+                t.retrieve(**kw)
+            steady.append(time.perf_counter() - t0)
+            pid = f"probe-{have}-{i}"
+            t0 = time.perf_counter()
+            admin.execute("SELECT hybrid.create_tenant(%s)", (pid,))
+            probe_create.append(time.perf_counter() - t0)
+            probes.append(pid)
+            kw = retrieve_kwargs(rng)
+            t0 = time.perf_counter()
+            with client.tenant(tid0) as t:
+                t.retrieve(**kw)
+            after.append(time.perf_counter() - t0)
+    for pid in probes:
+        s, _ = drop_tenant(admin, pid)
+        probe_drop.append(s)
+    out["retrieve_after_create"] = {"before_ms": stats_ms(steady), "after_ms": stats_ms(after),
+                                    "probe_create_s": stats_s(probe_create), "probe_drop_empty_s": stats_s(probe_drop)}
+    out["fk_cascade_locks"] = cascade_locks(admin)
+    if args.drops:
+        pool = [t for t in created if t not in set(sample)]
+        victims = [pool[int(i)] for i in rng.choice(len(pool), size=min(args.drops, len(pool)), replace=False)] if pool else []
+        drops: list[dict[str, Any]] = []
+        out["drop_tenant_with_chunks"] = drops
+        for tid in victims:
+            t0 = time.perf_counter()
+            try:
+                s, removed = drop_tenant(admin, tid)
+            except psycopg.Error as exc:
+                still = admin.execute(
+                    "SELECT EXISTS (SELECT 1 FROM hybrid.tenant WHERE tenant_id = %s), "
+                    "(SELECT count(*) FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass)", (tid,)).fetchone()
+                drops.append({"tenant": tid, "s": round(time.perf_counter() - t0, 4), "error": error_text(exc),
+                              "tenant_still_present": bool(still[0]), "partitions_after": int(still[1])})  # type: ignore[index]
+                continue
+            drops.append({"tenant": tid, "s": round(s, 4), "removed": removed})
+            created.remove(tid)
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def num(x: Any) -> str:
+    return f"{x:,}" if isinstance(x, int) else "-"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    cfg = report["config"]
+    lines = ["# Tenants: the real engine with a partition per tenant, as the tenant count grows", "",
+             f"Engine {report['engine_commit']}; `{report['command']}`; {cfg['rows']} chunks per tenant "
+             f"(random unit {DIM}-d vectors, {WORDS_PER_CHUNK} words of a {len(WORDS)}-word vocabulary), "
+             f"ingested through `connect(app).tenant(id).ingest(...)`; retrieval sampled at {cfg['sample']} tenants "
+             f"(first and last created among them), each through a login role bound by `hybrid.grant_tenant`, "
+             f"a new connection's first call (cold) then {cfg['calls']} calls (warm): query_embedding + query_text, "
+             f"lexical 'bm25', top_k 10. Machine: {report['machine']['nproc']} cores, {report['machine']['mem_gb']} GB, "
+             f"shared with other work. Server settings: "
+             + ", ".join(f"{k}={v}" for k, v in report["settings"].items()) + ".", "",
+             "| tenants | create_tenant s (median / p95 / max) | ingest s/tenant (median / p95) | pg_class rows | catalogs MB "
+             "| database MB | server RSS / PSS MB | DSM mapped MB | pg_textsearch DSA MB | retrieve warm ms (median / p95) | retrieve cold ms "
+             "(median / p95) | after a create ms (median) | locks per retrieve | partitions locked | dense plan / exec ms "
+             "| backend USS MB | FK cascade locks | drop_tenant s (with chunks) |",
+             "|---:|---|---|---:|---:|---:|---|---:|---:|---|---|---:|---|---:|---|---:|---|---|"]
+    for r in report["steps"]:
+        c, i, rt = r.get("create_s"), r.get("ingest_s"), r.get("retrieve", {})
+        dr = r.get("drop_tenant_with_chunks") or []
+        fk = r.get("fk_cascade_locks", "-")
+        drop_txt = ", ".join("error" if "error" in d else f"{d['s']}" for d in dr) or "-"
+        m = r.get("memory_after_queries") or r.get("memory", {})
+        ac = r.get("retrieve_after_create", {})
+        f = lambda d, a, b: f"{d[a]} / {d[b]}" if d else "-"  # noqa: E731
+        lines.append(
+            f"| {r['tenants']:,} | {f(c, 'median', 'p95')} / {c['max'] if c else '-'} | {f(i, 'median', 'p95')} | "
+            f"{num(r.get('pg_class_rows'))} | {r.get('catalog_mb', '-')} | {r.get('database_mb', '-')} | "
+            f"{m.get('rss_mb', '-')} / {m.get('pss_mb', '-')} | {m.get('dsm_mapped_mb', '-')} | "
+            f"{r.get('pg_textsearch_dsa', {}).get('dsa_total_mb', '-')} | "
+            f"{f(rt.get('warm_ms'), 'median', 'p95')} | {f(rt.get('cold_ms'), 'median', 'p95')} | "
+            f"{ac['after_ms']['median'] if ac.get('after_ms') else '-'} | "
+            f"{', '.join(map(str, rt.get('locks_retrieve', []))) or '-'} | {rt.get('partitions_locked_max', '-')} | "
+            f"{r.get('dense_plan_ms', '-')} / {r.get('dense_exec_ms', '-')} | {rt.get('backend_uss_mb_median', '-')} | "
+            f"{fk if not str(fk).startswith('error') else 'error: ' + str(fk).split(': ', 2)[-1]} | {drop_txt} |")
+    lines += ["",
+              "create_tenant: `SELECT hybrid.create_tenant(id)` as admin, per tenant added in the step. ingest: one "
+              "`ingest()` transaction of the tenant's chunks as the app role. catalogs: pg_total_relation_size of every "
+              "pg_catalog table. RSS / PSS: summed over the server's processes after the retrieval sample. DSM mapped: "
+              "the /dev/shm segments the server's processes map (pg_textsearch's DSA area, the cumulative statistics). "
+              "pg_textsearch DSA: 'DSA total size' in bm25_summarize_index of the last tenant's BM25 index (one DSA "
+              "area for every BM25 index of the server; a small tenant's index stays in its memtable there). warm: "
+              "client-side, the sample's calls pooled. cold: a new connection's first call. after a create: a warm "
+              "connection's call right after another session created a tenant. locks per retrieve: relation locks held "
+              "at the end of a retrieval's transaction minus those of a transaction that only reads pg_locks. dense "
+              "plan / exec: EXPLAIN ANALYZE of `... FROM hybrid.chunk WHERE tenant_key = <literal> ... ORDER BY "
+              "embedding <=> q LIMIT 30` as admin (medians). backend USS: private memory of a tenant role's backend "
+              "after its calls (median). FK cascade locks: relation locks of the statement the ON DELETE CASCADE of "
+              "hybrid.chunk's foreign key to hybrid.corpus runs (`DELETE FROM hybrid.chunk WHERE tenant_id = $1 AND "
+              "corpus_id = $2`, generic plan, no tenant key), for a corpus with no chunk. drop_tenant: "
+              "`hybrid.drop_tenant` as admin of tenants holding chunks (not sampled ones), per tenant.", ""]
+    last = report["steps"][-1] if report["steps"] else None
+    if last:
+        ex = last.get("retrieve", {}).get("relations_locked_example")
+        lc = last.get("lock_capacity")
+        if lc:
+            lines += [f"Lock table: one transaction held {lc['lock_entries_held_before_error']:,} lock entries (hybrid.chunk "
+                      f"and its partitions, then temporary tables) before `{lc['error']}` (max_locks_per_transaction "
+                      f"{report['settings'].get('max_locks_per_transaction')}, max_connections "
+                      f"{report['settings'].get('max_connections')}).", ""]
+        dsa = last.get("pg_textsearch_dsa")
+        if dsa:
+            lines += [f"pg_textsearch at {last['tenants']:,} tenants (bm25_summarize_index('{dsa.get('index')}')): DSA total "
+                      f"size {dsa.get('dsa_total_mb')} MB; that index's memtable {dsa.get('memtable_terms')} terms, "
+                      f"{dsa.get('memtable_documents')} documents; on disk {dsa.get('on_disk_bytes')} bytes.", ""]
+        if ex:
+            lines += [f"Relations locked by one retrieval at {last['tenants']:,} tenants (with the pg_locks view): "
+                      + ", ".join(f"`{x}`" for x in ex) + ".", ""]
+        ts = last.get("pg_textsearch_shmem", {})
+        lines += ["pg_textsearch in pg_shmem_allocations: "
+                  + (", ".join(f"`{e['name']}` {e['allocated_size']} B" for e in ts.get("entries", [])) or "no entry")
+                  + f" (main segment {ts.get('main_segment_allocated_mb')} MB allocated). pg_textsearch settings: "
+                  + ", ".join(f"{k}={v}" for k, v in report.get("pg_textsearch_settings", {}).items()) + ".", ""]
+        for r in report["steps"]:
+            ac = r.get("retrieve_after_create")
+            if ac and ac.get("probe_create_s"):
+                lines.append(f"- {r['tenants']:,} tenants: probe create_tenant median {ac['probe_create_s']['median']} s, "
+                             f"drop_tenant (empty) median {ac['probe_drop_empty_s']['median']} s; warm retrieve before a "
+                             f"create {ac['before_ms']['median']} ms, right after {ac['after_ms']['median']} ms (medians of "
+                             f"{ac['after_ms']['n']}).")
+        for r in report["steps"]:
+            for d in r.get("drop_tenant_with_chunks", []):
+                if "error" in d:
+                    lines.append(f"- drop_tenant of {d['tenant']} at {r['tenants']:,} tenants **failed** after {d['s']} s "
+                                 f"(tenant still present: {d['tenant_still_present']}, partitions after: "
+                                 f"{d['partitions_after']:,}): `{' '.join(d['error'].split())}`")
+                else:
+                    lines.append(f"- drop_tenant of {d['tenant']} ({d['removed'].get('chunks')} chunks) at {r['tenants']:,} "
+                                 f"tenants: {d['s']} s.")
+            if r.get("measure_error"):
+                lines.append(f"- measuring at {r['tenants']:,} tenants failed: `{' '.join(r['measure_error'].split())}`")
+        lines.append("")
+    if report.get("failure"):
+        f = report["failure"]
+        lines += [f"**Stopped by an error** at {f['tenants_reached']:,} tenants (while {f['during']}): `{f['error']}`", ""]
+    if report.get("stopped_by_budget"):
+        b = report["stopped_by_budget"]
+        lines += [f"**Stopped by the time budget** ({b['budget_min']} min of tenant creation) at "
+                  f"{b['tenants_reached']:,} tenants; the next step asked for {b['step_asked']:,}.", ""]
+    lines.append(f"Wall time: {report.get('wall_s', 0) / 60:.1f} min.")
+    return "\n".join(lines) + "\n"
+
+
+def write(report: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    out.with_suffix(".md").write_text(markdown(report))
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, nargs="+", default=[1, 100, 1000, 10000])
+    ap.add_argument("--rows", type=int, default=20, help="chunks per tenant")
+    ap.add_argument("--sample", type=int, default=20, help="tenants whose retrieval is measured at each step")
+    ap.add_argument("--calls", type=int, default=5, help="warm retrievals per sampled tenant")
+    ap.add_argument("--probes", type=int, default=3, help="retrievals right after another tenant's creation")
+    ap.add_argument("--drops", type=int, default=2, help="tenants holding chunks dropped at each step (hybrid.drop_tenant)")
+    ap.add_argument("--budget-min", type=float, default=90.0, help="stop creating tenants after this many minutes")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--data-dir", type=Path, default=Path("/tmp/pyhybrid-bench-tenants"))
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tenants.json")
+    args = ap.parse_args(argv)
+    t_all = time.perf_counter()
+    rng = np.random.default_rng(args.seed)
+    server = start_embedded(args.data_dir)
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DB)))
+        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DB)))
+        settings = {r[0]: r[1] + (r[2] or "") for r in c.execute(
+            "SELECT name, setting, unit FROM pg_settings WHERE name IN ('max_locks_per_transaction', 'max_connections', "
+            "'shared_buffers', 'dynamic_shared_memory_type', 'min_dynamic_shared_memory', 'work_mem') ORDER BY name").fetchall()}
+        ts_settings = {r[0]: r[1] for r in c.execute(
+            "SELECT name, setting FROM pg_settings WHERE name LIKE 'pg_textsearch%' ORDER BY name").fetchall()}
+    dsn = conninfo.make_conninfo(server, dbname=DB)
+    app_dsn = conninfo.make_conninfo(dsn, user=APP)
+    migrate.upgrade(dsn)
+    report: dict[str, Any] = {
+        "command": (f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else "") + "python "
+                   + " ".join([os.path.relpath(__file__, Path.cwd()), *(argv if argv is not None else sys.argv[1:])]),
+        "engine_commit": git_head(), "machine": machine_info(), "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "settings": settings, "pg_textsearch_settings": ts_settings,
+        "config": {"steps": sorted(args.steps), "rows": args.rows, "sample": args.sample, "calls": args.calls,
+                   "probes": args.probes, "drops": args.drops, "budget_min": args.budget_min, "seed": args.seed},
+        "steps": [],
+    }
+    created: list[str] = []
+    series: dict[str, list[float]] = {"create_s": [], "ingest_s": []}
+    report["series"] = series
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        ensure_role(admin, APP)
+        admin.execute("SELECT hybrid.grant_app(%s)", (APP,))
+    with psycopg.connect(dsn, autocommit=True) as admin, connect(app_dsn) as app:
+        report["versions"] = dict(admin.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall())
+        report["versions"]["postgresql"] = admin.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
+        t_create_start = time.perf_counter()
+        have = 0  # live tenants (drops at each step lower it)
+        next_id = 0
+        steps = sorted(args.steps)
+        for si, step in enumerate(steps):
+            creates: list[float] = []
+            ingests: list[float] = []
+            stop = False
+            while have < step:
+                if (time.perf_counter() - t_create_start) / 60 > args.budget_min:
+                    report["stopped_by_budget"] = {"budget_min": args.budget_min, "tenants_reached": have, "step_asked": step}
+                    stop = True
+                    break
+                next_id += 1
+                tid = tenant_id(next_id)
+                during = "create_tenant"
+                try:
+                    t0 = time.perf_counter()
+                    admin.execute("SELECT hybrid.create_tenant(%s)", (tid,))
+                    t1 = time.perf_counter()
+                    during = "ingest"
+                    chunks = make_chunks(tid, args.rows, rng)
+                    t2 = time.perf_counter()
+                    with app.tenant(tid) as t:
+                        res = t.ingest(chunks, corpus_id="main")
+                    t3 = time.perf_counter()
+                    assert res.inserted == args.rows, res
+                except Exception as exc:  # record it; measure what exists and stop
+                    traceback.print_exc()
+                    report["failure"] = {"tenants_reached": have, "tenant": tid, "during": during, "error": error_text(exc)}
+                    stop = True
+                    break
+                have += 1
+                created.append(tid)
+                creates.append(t1 - t0)
+                ingests.append(t3 - t2)
+                series["create_s"].append(round(t1 - t0, 4))
+                series["ingest_s"].append(round(t3 - t2, 4))
+                if have % 250 == 0:
+                    recent = series["create_s"][-250:]
+                    recent_i = series["ingest_s"][-250:]
+                    print(f"{have} tenants, {(time.perf_counter() - t_create_start) / 60:.1f} min: last 250 create median "
+                          f"{statistics.median(recent):.3f} s, ingest median {statistics.median(recent_i):.3f} s", file=sys.stderr,
+                          flush=True)
+            if have == 0:
+                break
+            if report["steps"] and report["steps"][-1]["tenants_after_drops"] == have:
+                break
+            row: dict[str, Any] = {"tenants": have, "create_s": stats_s(creates), "ingest_s": stats_s(ingests)}
+            t_m = time.perf_counter()
+            try:
+                measure_step(args, dsn, app_dsn, admin, have, created, rng, row)
+            except Exception as exc:
+                traceback.print_exc()
+                row["measure_error"] = error_text(exc)
+                report.setdefault("failure", {"tenants_reached": have, "tenant": None, "during": "measuring",
+                                              "error": error_text(exc)})
+                stop = True
+            have = len(created)
+            row["tenants_after_drops"] = have
+            if stop or si == len(steps) - 1:
+                row["lock_capacity"] = lock_capacity(admin)
+            row["measure_s"] = round(time.perf_counter() - t_m, 1)
+            row["elapsed_min"] = round((time.perf_counter() - t_all) / 60, 1)
+            row["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+            report["steps"].append(row)
+            report["wall_s"] = round(time.perf_counter() - t_all, 1)
+            write(report, args.out)
+            short = {k: row.get(k) for k in ("tenants", "create_s", "ingest_s", "pg_class_rows", "catalog_mb", "database_mb",
+                                             "memory_after_queries", "dense_plan_ms", "measure_s")}
+            short["retrieve_warm_ms"] = row.get("retrieve", {}).get("warm_ms")
+            short["retrieve_cold_ms"] = row.get("retrieve", {}).get("cold_ms")
+            short["locks"] = row.get("retrieve", {}).get("locks_retrieve")
+            print(json.dumps(short), file=sys.stderr, flush=True)
+            if stop:
+                break
+    report["wall_s"] = round(time.perf_counter() - t_all, 1)
+    report["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    write(report, args.out)
+    print(args.out.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
