@@ -92,6 +92,13 @@ class AsyncTenantSession:
             rows = await cur.fetchall()
         return {r["document_id"] for r in rows}
 
+    async def classify_ids(self, ids: Iterable[str]) -> dict[str, list[str]]:
+        """What each id names in the tenant: 'chunk', 'document', 'entity' (several may apply; [] for nothing)."""
+        with _base.translate_errors():
+            cur = await self.conn.execute(_sql.CLASSIFY_IDS_SQL, (list(ids),))
+            rows = await cur.fetchall()
+        return {r["id"]: list(r["kinds"]) for r in rows}
+
     async def add_edges(self, edges: Iterable[Edge | Mapping[str, Any]]) -> EdgeResult:
         """Load graph edges in bulk (straight into AGE's label tables); duplicates are skipped."""
         rows = _copy.prepare_edges(edges)

@@ -296,11 +296,12 @@ EDGE_FORMAT = ('one JSON object per line: {"src": ID, "dst": ID, "rel": "UPPER_S
                'becomes an entity node')
 
 
-def read_edges(path: Path) -> list[dict[str, Any]]:
-    """The edge records of a JSONL file; a bad line fails with the file, the line and the format."""
+def read_edges(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The edge records of a JSONL file with their line numbers; a bad line fails with the file, the line
+    and the format."""
     if not path.is_file():
         raise InvalidParameterError(f"path {str(path)!r} does not exist or is not a file")
-    edges: list[dict[str, Any]] = []
+    edges: list[tuple[int, dict[str, Any]]] = []
     with path.open(encoding="utf-8", errors="replace") as fh:
         for n, line in enumerate(fh, start=1):
             if not line.strip():
@@ -317,7 +318,7 @@ def read_edges(path: Path) -> list[dict[str, Any]]:
             if unknown or missing:
                 what = f"unknown key(s) {unknown}" if unknown else f"missing {', '.join(missing)}"
                 raise InvalidParameterError(f"{path}:{n}: {what}; ingest-edges reads {EDGE_FORMAT}")
-            edges.append(rec)
+            edges.append((n, rec))
     return edges
 
 
@@ -330,8 +331,26 @@ def cmd_ingest_edges(args: argparse.Namespace) -> int:
         return 1
     target = Target(args)
     target.ensure_ready()
+    path = Path(args.path)
     with HybridClient(target.app) as c, c.tenant(args.tenant) as t:
-        res = t.add_edges(edges)
+        kinds = t.classify_ids({rec[end] for _, rec in edges for end in ("src", "dst")})
+        for n, rec in edges:
+            for end in ("src", "dst"):
+                k = kinds.get(rec[end], [])
+                if "document" in k and "chunk" not in k:
+                    if "entity" in k:
+                        raise InvalidParameterError(
+                            f"{path}:{n}: {end} {rec[end]!r} names both a document and an entity node of tenant "
+                            f"{args.tenant!r}: use one of the document's chunk ids (e.g. '{rec[end]}#0') or rename "
+                            "the entity")
+                    raise InvalidParameterError(
+                        f"{path}:{n}: {end} {rec[end]!r} is a document id; an edge joins chunks or entities: use one "
+                        f"of the document's chunk ids (e.g. '{rec[end]}#0')")
+        res = t.add_edges([rec for _, rec in edges])
+    new = sorted(i for i, k in kinds.items() if not k)
+    if new:
+        print(f"pyhybrid: note: {len(new)} id(s) name no chunk or entity of tenant {args.tenant!r} yet and became "
+              f"entity nodes: {', '.join(new[:5])}{', ...' if len(new) > 5 else ''}", file=sys.stderr)
     print(json.dumps(res.__dict__))
     return 0
 

@@ -85,6 +85,12 @@ class TenantSession:
             rows = self.conn.execute(_sql.UNCHANGED_DOCUMENTS_SQL, (corpus_id, payload)).fetchall()
         return {r["document_id"] for r in rows}
 
+    def classify_ids(self, ids: Iterable[str]) -> dict[str, list[str]]:
+        """What each id names in the tenant: 'chunk', 'document', 'entity' (several may apply; [] for nothing)."""
+        with _base.translate_errors():
+            rows = self.conn.execute(_sql.CLASSIFY_IDS_SQL, (list(ids),)).fetchall()
+        return {r["id"]: list(r["kinds"]) for r in rows}
+
     def add_edges(self, edges: Iterable[Edge | Mapping[str, Any]]) -> EdgeResult:
         """Load graph edges in bulk (straight into AGE's label tables); duplicates are skipped."""
         rows = _copy.prepare_edges(edges)

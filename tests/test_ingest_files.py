@@ -235,3 +235,35 @@ def test_a_pdf_is_read_with_its_title_and_a_broken_one_is_skipped(tmp_path: Path
     assert rec["document_id"] == "manual.pdf" and "occlusion alarm sounds" in rec["content"]
     assert rec["metadata"]["title"] == "Pump manual"
     assert [(Path(f).name, why.split(" (")[0]) for f, why in scan.skipped] == [("broken.pdf", "an unreadable PDF")]
+
+
+@pytest.mark.usefixtures("require_age")
+def test_ingest_edges_refuses_document_ids_and_reports_new_entities(db: Db, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "req.md").write_text("The pump shall alarm within thirty seconds.")
+    (docs / "tp.md").write_text("Clamp the line and time the alarm.")
+    assert _ingest(db, str(docs)) == 0
+    capsys.readouterr()
+    edges = tmp_path / "e.jsonl"
+    edges.write_text('{"src": "tp.md#0", "dst": "req.md#0", "rel": "MENTIONS"}\n'
+                     '{"src": "tp.md", "dst": "req.md#0", "rel": "MENTIONS"}\n')
+    app = ["--dsn", db.dsn("pyh_app"), "ingest-edges", str(edges), "--tenant", "acme"]
+    assert main(app) == 2
+    assert f"{edges}:2: src 'tp.md' is a document id; an edge joins chunks or entities: use one of the " \
+           "document's chunk ids (e.g. 'tp.md#0')" in _err(capsys)
+    edges.write_text('{"src": "tp.md#0", "dst": "req.md#0", "rel": "MENTIONS"}\n'
+                     '{"src": "req.md#0", "dst": "pump", "rel": "MENTIONS"}\n')
+    assert main(app) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["edges_added"] == 2
+    assert "1 id(s) name no chunk or entity of tenant 'acme' yet and became entity nodes: pump" in err
+    # an id that is both a document and an entity is refused, naming both
+    edges.write_text('{"src": "req.md#0", "dst": "tp.md", "rel": "MENTIONS"}\n')
+    from pyhybrid import HybridClient
+
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:  # an entity named like the document
+        t.add_edges([{"src": "pump", "dst": "tp.md", "rel": "MENTIONS"}])
+    assert main(app) == 2
+    assert "dst 'tp.md' names both a document and an entity node of tenant 'acme'" in _err(capsys)

@@ -187,6 +187,47 @@ $$;
 COMMENT ON FUNCTION hybrid.unchanged_documents(text, jsonb) IS
 'The document ids of a batch (chunks: JSON array of {chunk_id, document_id, position, content, acl_labels, metadata}) that the current tenant already stores exactly so in corpus_id: every chunk live, visible to the caller, embedded and with the same content hash, and no other live chunk. Ingesting them would change nothing, so a client may skip embedding them.';
 
+-- hybrid.classify_ids: what each id names in the caller's tenant (for edge loads)
+CREATE OR REPLACE FUNCTION hybrid.classify_ids(ids text[]) RETURNS TABLE (id text, kinds text[])
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by hybrid_definer: reads chunks for the caller's tenant
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
+    v_entities text[] := '{}';
+BEGIN
+    IF cardinality(ids) > 100000 THEN
+        RAISE EXCEPTION 'ids must hold at most 100000 ids, got %', cardinality(ids) USING ERRCODE = '22023';
+    END IF;
+    IF v_tenant IS NULL OR v_key IS NULL OR ids IS NULL THEN
+        RETURN;
+    END IF;
+    IF to_regclass('hybrid.graph_node') IS NOT NULL THEN
+        EXECUTE 'SELECT coalesce(array_agg(g.node_id), ''{}'') FROM hybrid.graph_node g '
+                'WHERE g.tenant_id = $1 AND g.kind = ''entity'' AND g.node_id = ANY ($2)'
+            INTO v_entities USING v_tenant, ids;
+    END IF;
+    RETURN QUERY
+    SELECT u.id, array_remove(ARRAY[
+               CASE WHEN EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant
+                                 AND c.chunk_id = u.id
+                                 AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all))
+                    THEN 'chunk' END,
+               CASE WHEN EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant
+                                 AND c.document_id = u.id
+                                 AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all))
+                    THEN 'document' END,
+               CASE WHEN u.id = ANY (v_entities) THEN 'entity' END], NULL)
+    FROM (SELECT DISTINCT x AS id FROM unnest(ids) x WHERE x IS NOT NULL) u;
+END
+$$;
+COMMENT ON FUNCTION hybrid.classify_ids(text[]) IS
+'For each distinct id, what it names in the current tenant: chunk (a live chunk the caller can see), document (the document id of such chunks), entity (an entity node of the graph); an empty array: nothing yet (an edge to it creates an entity node). pyhybrid ingest-edges uses it to refuse document ids and report new entities before loading edges.';
+
 -- hybrid.delete_document: delete a document's chunks
 CREATE OR REPLACE FUNCTION hybrid.delete_document(document_id text, corpus_id text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by hybrid_definer

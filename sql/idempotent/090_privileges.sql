@@ -32,6 +32,7 @@ BEGIN
         'hybrid.graph_context(text[])',
         'hybrid.begin_ingest()', 'hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
         'hybrid.unchanged_documents(text, jsonb)',
+        'hybrid.classify_ids(text[])',
         'hybrid.begin_edges()', 'hybrid.finish_edges()',
         'hybrid.embedding_dim()', 'hybrid.bm25_available()', 'hybrid.version()', 'hybrid.content_hash',
         -- helpers the API's invoker-rights functions and RLS policies call as the caller
@@ -81,6 +82,7 @@ DECLARE
 BEGIN
     FOREACH fn IN ARRAY ARRAY['hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
                               'hybrid.unchanged_documents(text, jsonb)',
+                              'hybrid.classify_ids(text[])',
                               'hybrid.finish_edges()', 'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
                               'hybrid.search_lexical(text, integer, text[], jsonb, text)',
                               'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
