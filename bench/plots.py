@@ -1,11 +1,13 @@
 """Plots of the benchmark results: latency vs corpus size per method, and quality by mode per dataset.
 
     python bench/plots.py [--latency bench/results/latency.json] [--quality bench/results/quality.json]
-                          [--outdir bench/results]
+                          [--tenants bench/results/tenants_23cd68b.json] [--outdir bench/results]
 
 Writes latency_vs_size.png (p50 and p95 per method, the ~1% and the 50% tenant side by side) and,
 when the quality results exist, quality_by_mode.png (grouped bars: one group per dataset, one bar per
-retrieval mode, one panel per metric).
+retrieval mode, one panel per metric) and, when the tenants results exist, latency_vs_tenants.png
+(hybrid_retrieve warm p50/p95 and a new connection's first call, create_tenant, against the number of
+tenants).
 """
 
 from __future__ import annotations
@@ -35,6 +37,34 @@ METHODS = [
 TENANTS = [("1pct", "~1% tenant"), ("50pct", "50% tenant")]
 FUSED = ("hybrid_retrieve", "client_fusion", "pgvector_rrf_cte")
 METHOD_NAMES = {m: label for m, label, _, _ in METHODS}
+
+
+def plot_tenants(data: dict[str, Any], out: Path) -> Path:
+    steps = data["steps"]
+    n = [s["tenants"] for s in steps]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    ax1.plot(n, [s["retrieve"]["warm_ms"]["median"] for s in steps], "o-", color="tab:red", label="warm p50")
+    ax1.plot(n, [s["retrieve"]["warm_ms"]["p95"] for s in steps], "o--", color="tab:red", label="warm p95")
+    ax1.plot(n, [s["retrieve"]["cold_ms"]["median"] for s in steps], "s-", color="tab:gray",
+             label="a new connection's first call, p50")
+    ax1.set_xscale("log")
+    ax1.set_xlabel("tenants (a partition each)")
+    ax1.set_ylabel("hybrid_retrieve ms")
+    ax1.set_title("hybrid_retrieve vs number of tenants")
+    ax1.legend(fontsize=8)
+    ax2.plot(n, [1000 * s["create_s"]["median"] for s in steps], "o-", color="tab:blue", label="create_tenant p50")
+    ax2.plot(n, [1000 * s["create_s"]["p95"] for s in steps], "o--", color="tab:blue", label="create_tenant p95")
+    ax2.set_xscale("log")
+    ax2.set_xlabel("tenants")
+    ax2.set_ylabel("ms")
+    ax2.set_title("creating a tenant (its partition and indexes)")
+    ax2.legend(fontsize=8)
+    fig.suptitle(f"engine {data.get('engine_commit', '?')[:7]}, {data['config'].get('rows', 20) if isinstance(data.get('config'), dict) else 20} chunks a tenant, 2 shared cores", fontsize=9)
+    fig.tight_layout()
+    path = out / "latency_vs_tenants.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plot_latency(data: dict[str, Any], out: Path) -> Path:
@@ -160,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--latency", type=Path, default=RESULTS / "latency.json")
     ap.add_argument("--quality", type=Path, default=RESULTS / "quality.json")
+    ap.add_argument("--tenants", type=Path, default=RESULTS / "tenants_23cd68b.json")
     ap.add_argument("--outdir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     args.outdir.mkdir(parents=True, exist_ok=True)
@@ -174,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
             wrote.append(p)
     else:
         print(f"no {args.quality}: quality plot skipped", file=sys.stderr)
+    if args.tenants.exists():
+        wrote.append(plot_tenants(json.loads(args.tenants.read_text()), args.outdir))
+    else:
+        print(f"no {args.tenants}: tenants plot skipped", file=sys.stderr)
     for p in wrote:
         print(p)
     return 0 if wrote else 1
