@@ -160,7 +160,9 @@ def load_sample(dsn: str) -> None:
             t.ingest(chunks("g", 20, seed=2))
 
 
-def results(dsn: str) -> list[tuple]:
+def results(dsn: str, extra: str = "") -> list[tuple]:
+    """Three hybrid_retrieve calls as a tenant role; extra: more arguments (0.3's default fusion is convex:
+    after an upgrade, fusion => 'rrf' gives 0.1's answers)."""
     from tests.helpers import unit
 
     out: list[tuple] = []
@@ -170,7 +172,7 @@ def results(dsn: str) -> list[tuple]:
                              ("query_embedding => %s::vector, query_text => 'valves item7'",
                               ("[" + ",".join(map(str, unit(100007).tolist())) + "]",)),
                              ("graph_seeds => ARRAY['a-1']", None)):
-            out += c.execute(f"SELECT chunk_id, score, vector_rank, keyword_rank, graph_rank FROM hybrid_retrieve({args})",
+            out += c.execute(f"SELECT chunk_id, score, vector_rank, keyword_rank, graph_rank FROM hybrid_retrieve({args}{extra})",
                              params).fetchall()
     return out
 
@@ -201,7 +203,7 @@ def test_a_0_1_0_database_with_data_upgraded_to_head_equals_a_fresh_install_and_
         load_sample(fresh)  # the same edge types, so the same AGE label tables
         assert fingerprint(old) == fingerprint(fresh)
         assert counts(old) == before_counts
-        assert results(old) == before_results
+        assert results(old, ", fusion => 'rrf'") == before_results
         with psycopg.connect(old) as c:
             assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0005",)
             # 0.1's client-side hashes were recomputed: re-ingesting the same chunks changes nothing

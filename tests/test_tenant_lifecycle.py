@@ -41,7 +41,11 @@ def _fill(dsn: str, tenant: str, seed: int) -> None:
 
 
 def _answers(dsn: str, tenant: str) -> list[list[tuple[str, int | None, int | None, int | None]]]:
-    """What a set of retrievals returns: ids and per-branch ranks, with and without the ACL label."""
+    """What a set of retrievals returns: ids and per-branch ranks, with and without the ACL label.
+
+    Fused by ranks (rrf): pg_textsearch 1.0's statistics count the source's superseded chunks, which an
+    export leaves behind, so BM25 scores (not ranks) can differ after a move and a score-based fusion
+    can order near-ties differently (README, Moving and removing a tenant)."""
     out = []
     with HybridClient(dsn) as c:
         for labels in ([], ["quality"]):
@@ -52,7 +56,7 @@ def _answers(dsn: str, tenant: str) -> list[list[tuple[str, int | None, int | No
                                {"graph_seeds": [f"{tenant}-a-1", f"{tenant}:entity:pump"], "graph_hops": 2},
                                {"query_embedding": unit(q * 11 + 2), "corpus_ids": ["audits"]}):
                         out.append([(r.chunk_id, r.vector_rank, r.keyword_rank, r.graph_rank)
-                                    for r in t.retrieve(**kw, top_k=8)])
+                                    for r in t.retrieve(**kw, top_k=8, fusion="rrf")])
     return out
 
 
