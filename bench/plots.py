@@ -1,7 +1,7 @@
 """Plots of the benchmark results: latency vs corpus size per method, and quality by mode per dataset.
 
     python bench/plots.py [--latency bench/results/latency.json] [--quality bench/results/quality.json]
-                          [--tenants bench/results/tenants_23cd68b.json] [--outdir bench/results]
+                          [--tenants bench/results/tenants_54b06f3.json] [--outdir bench/results]
 
 Writes latency_vs_size.png (p50 and p95 per method, the ~1% and the 50% tenant side by side) and,
 when the quality results exist, quality_by_mode.png (grouped bars: one group per dataset, one bar per
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--latency", type=Path, default=RESULTS / "latency.json")
     ap.add_argument("--quality", type=Path, default=RESULTS / "quality.json")
-    ap.add_argument("--tenants", type=Path, default=RESULTS / "tenants_23cd68b.json")
+    ap.add_argument("--tenants", type=Path, default=RESULTS / "tenants_54b06f3.json")
     ap.add_argument("--outdir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     args.outdir.mkdir(parents=True, exist_ok=True)
