@@ -37,28 +37,8 @@ def rrf_scores(
     top_k: int | None = None,
 ) -> list[tuple[str, float, list[int | None]]]:
     """Fuse ranked id lists: (id, score, rank in each list) by score desc, then id; as hybrid.rrf_fuse."""
-    ws = check_fusion_args(len(rankings), weights, rrf_k, top_k)
-    ranks: dict[str, list[int | None]] = {}
-    for i, ranking in enumerate(rankings):
-        for r, item in enumerate(ranking, start=1):
-            slot = ranks.setdefault(item, [None] * len(rankings))
-            if slot[i] is None:
-                slot[i] = r
-    out: list[tuple[str, float, list[int | None]]] = []
-    for item, rs in ranks.items():
-        score = 0.0
-        first = True
-        for i, rank in enumerate(rs):
-            if rank is None:
-                continue
-            term = ws[i] / (rrf_k + rank)
-            # hybrid.rrf_fuse's sum() of hybrid._rrf_term starts from its first term, not from 0.0
-            score = term if first else score + term
-            first = False
-        if score > 0:
-            out.append((item, score, rs))
-    out.sort(key=lambda t: (-t[1], t[0]))
-    return out[:top_k] if top_k is not None else out
+    # an id scores > 0 exactly when a list of weight > 0 holds it: fuse_scores' rule for rrf
+    return fuse_scores(rankings, weights, "rrf", rrf_k, top_k)
 
 
 def rrf_fuse(
@@ -81,15 +61,7 @@ def rrf_fuse(
         rrf_k = deprecated.pop("k")
     if deprecated:
         raise InvalidParameterError(f"rrf_fuse() got unknown parameter(s) {sorted(deprecated)}")
-    tenants = {ref.tenant_id for ranking in rankings for ref in ranking}
-    if len(tenants) > 1:
-        raise RetrievalError(f"rrf_fuse: all refs must share one tenant_id, got {sorted(tenants)}")
-    first_ref: dict[str, ChunkRef] = {}
-    for ranking in rankings:
-        for ref in ranking:
-            first_ref.setdefault(ref.chunk_id, ref)
-    fused = rrf_scores([[ref.chunk_id for ref in ranking] for ranking in rankings], weights, rrf_k, top_k)
-    return [dataclasses.replace(first_ref[item], score=score) for item, score, _ in fused]
+    return _fuse_refs("rrf_fuse", rankings, weights, "rrf", rrf_k, top_k)
 
 
 FUSIONS = ("rrf", "convex", "dbsf")
@@ -199,9 +171,15 @@ def fuse(
     share one tenant (else RetrievalError). The returned refs carry the fused score; a chunk keeps the
     content and metadata of the first list that holds it. Ties are broken by chunk_id.
     """
+    return _fuse_refs("fuse", rankings, weights, fusion, rrf_k, top_k)
+
+
+def _fuse_refs(caller: str, rankings: Sequence[Sequence[ChunkRef]], weights: Sequence[float] | None, fusion: str,
+               rrf_k: float, top_k: int | None) -> list[ChunkRef]:
+    """fuse_scores over ChunkRef lists (scores: each ref's score); a chunk keeps the first list's ref."""
     tenants = {ref.tenant_id for ranking in rankings for ref in ranking}
     if len(tenants) > 1:
-        raise RetrievalError(f"fuse: all refs must share one tenant_id, got {sorted(tenants)}")
+        raise RetrievalError(f"{caller}: all refs must share one tenant_id, got {sorted(tenants)}")
     first_ref: dict[str, ChunkRef] = {}
     for ranking in rankings:
         for ref in ranking:
