@@ -196,7 +196,8 @@ DECLARE
     v_index text;
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
-    v_method text := coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END);
+    v_bm25 boolean := hybrid.bm25_available();
+    v_method text := coalesce(lexical, CASE WHEN v_bm25 THEN 'bm25' ELSE 'ts_rank' END);
     v_query tsquery;
 BEGIN
     IF v_method NOT IN ('bm25', 'ts_rank') THEN
@@ -207,7 +208,7 @@ BEGIN
     END IF;
     -- pg_textsearch 1.0 loses its statistics at a server restart (sql/idempotent/048_bm25_health.sql):
     -- never answer from a stale index
-    IF v_method = 'bm25' AND hybrid.bm25_available() AND NOT hybrid._bm25_ready() THEN
+    IF v_method = 'bm25' AND v_bm25 AND NOT hybrid._bm25_ready() THEN
         IF lexical IS NOT NULL THEN
             RAISE EXCEPTION 'lexical => ''bm25'': the BM25 index is stale (lost at a server restart, or on a hot standby, which pg_textsearch 1.0 does not keep current) and cannot be rebuilt here (read-only transaction or standby)'
                 USING ERRCODE = '55000',
@@ -236,7 +237,7 @@ BEGIN
         RETURN;
     END IF;
 
-    IF NOT hybrid.bm25_available() THEN
+    IF NOT v_bm25 THEN
         RAISE EXCEPTION 'lexical => ''bm25'' needs the pg_textsearch extension, which is not installed'
             USING ERRCODE = '0A000', HINT = 'Use lexical => ''ts_rank'', or install pg_textsearch and run pyhybrid migrate.';
     END IF;
