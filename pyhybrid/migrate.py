@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from ._paths import migrations_dir, sql_dir
-from .errors import ExtensionMissingError, InvalidParameterError
+from .errors import ExtensionMissingError, InvalidParameterError, SchemaError
 from .server import resolve_dsn, sqlalchemy_url
 
 OPTIONAL_EXTENSIONS = {
@@ -133,6 +133,27 @@ def upgrade(dsn: str | None = None, *, revision: str = "head", dim: int | None =
     command.upgrade(_alembic_config(sqlalchemy_url(target), dim, reapply), revision)
 
 
+# objects outside hybrid.chunk that depend on it or its row type (views, policies and foreign keys of
+# other tables, functions with SQL-standard bodies, columns of its type): revision 0004 renames the
+# table they follow and drops it, which they would block
+_CHUNK_DEPENDENTS_SQL = """
+SELECT DISTINCT CASE WHEN d.classid = 'pg_rewrite'::regclass  -- a view's rule: name the view
+           THEN pg_describe_object('pg_class'::regclass, (SELECT r.ev_class FROM pg_rewrite r WHERE r.oid = d.objid), 0)
+           ELSE pg_describe_object(d.classid, d.objid, d.objsubid) END
+FROM pg_depend d
+WHERE d.refclassid IN ('pg_class'::regclass, 'pg_type'::regclass)
+  AND d.refobjid IN ('hybrid.chunk'::regclass, (SELECT c.reltype FROM pg_class c WHERE c.oid = 'hybrid.chunk'::regclass))
+  AND d.deptype = 'n'
+  AND CASE d.classid
+      WHEN 'pg_rewrite'::regclass THEN (SELECT r.ev_class FROM pg_rewrite r WHERE r.oid = d.objid) <> 'hybrid.chunk'::regclass
+      WHEN 'pg_policy'::regclass THEN (SELECT p.polrelid FROM pg_policy p WHERE p.oid = d.objid) <> 'hybrid.chunk'::regclass
+      WHEN 'pg_constraint'::regclass THEN (SELECT k.conrelid FROM pg_constraint k WHERE k.oid = d.objid) <> 'hybrid.chunk'::regclass
+      WHEN 'pg_proc'::regclass THEN true
+      WHEN 'pg_class'::regclass THEN d.objid <> 'hybrid.chunk'::regclass AND d.objsubid > 0
+      ELSE false END
+ORDER BY 1"""
+
+
 def _drop_unpartitioned_bm25(dsn: str) -> None:
     """Before the upgrade that partitions hybrid.chunk (revision 0004): drop the BM25 index of the
     unpartitioned table in a transaction of its own.
@@ -149,6 +170,12 @@ def _drop_unpartitioned_bm25(dsn: str) -> None:
         row = conn.execute("SELECT c.relkind FROM pg_class c WHERE c.oid = to_regclass('hybrid.chunk')").fetchone()
         if row is None or row[0] != "r":
             return  # no schema yet, or already partitioned
+        blockers = [r[0] for r in conn.execute(_CHUNK_DEPENDENTS_SQL).fetchall()]
+        if blockers:  # refused before anything is dropped: the upgrade would fail at its end
+            raise SchemaError(
+                "the upgrade to per-tenant partitions (revision 0004) replaces the table hybrid.chunk, and these "
+                f"objects depend on it: {'; '.join(blockers)}. Drop them, run pyhybrid migrate, then re-create "
+                "them (reading hybrid.chunk with tenant_key = <the tenant's key> keeps a query on one partition)")
         if conn.execute("SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL").fetchone() == (True,):
             conn.execute("SET lock_timeout = '30s'")
             conn.execute("DROP INDEX hybrid.chunk_content_bm25")

@@ -11,6 +11,7 @@ import pytest
 from psycopg import conninfo
 
 from pyhybrid import migrate
+from pyhybrid.errors import SchemaError
 
 FINGERPRINT = {
     "columns": """SELECT table_schema, table_name, column_name, data_type, udt_name, is_nullable, column_default,
@@ -108,6 +109,7 @@ def test_sqlalchemy_table_definitions_match_the_installed_schema(template_db: st
 
 
 FIXTURE_0_1_0 = Path(__file__).resolve().parent / "fixtures" / "schema_0_1_0" / "sql"
+FIXTURE_0_2_0 = Path(__file__).resolve().parent / "fixtures" / "schema_0_2_0" / "sql"
 FINGERPRINT["types"] = """SELECT t.oid::regtype::text, obj_description(t.oid, 'pg_type'),
                                  (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', '
                                                     ORDER BY a.attnum)
@@ -120,24 +122,44 @@ FINGERPRINT["comments"] = """SELECT c.oid::regclass::text, a.attname, col_descri
 FINGERPRINT["schema"] = "SELECT obj_description('hybrid'::regnamespace, 'pg_namespace')"
 
 
-def install_0_1_0(dsn: str) -> None:
-    """A database as pyhybrid 0.1.0 left it: its revision 0001, run with its own SQL, stamped 0001."""
+def install_frozen(dsn: str, root: Path, incremental: list[str], optional: dict[str, str], stamp: str,
+                   settings: dict[str, str] | None = None) -> None:
+    """A database as a released pyhybrid left it: its frozen sql/ tree (root) applied the way that
+    release's revisions applied it (incremental files, then the optional part for each available
+    extension, then sql/idempotent/ in order), stamped with its last Alembic revision."""
     with psycopg.connect(dsn) as c:
         def run(*parts: str) -> None:
-            c.execute(FIXTURE_0_1_0.joinpath(*parts).read_text(encoding="utf-8"))  # type: ignore[arg-type]
+            c.execute(root.joinpath(*parts).read_text(encoding="utf-8"))  # type: ignore[arg-type]
 
         available = {r[0] for r in c.execute("SELECT name FROM pg_available_extensions").fetchall()}
         c.execute("SELECT set_config('hybrid.install_dim', '384', true)")
-        run("incremental", "0001_schema.sql")
-        if "pg_textsearch" in available:
-            run("optional", "bm25_0001_index.sql")
-        if "age" in available:
-            run("optional", "age_0001_graph.sql")
-        for path in sorted(FIXTURE_0_1_0.joinpath("idempotent").glob("*.sql")):
+        for name in incremental:
+            run("incremental", name)
+        for extension, name in optional.items():
+            if extension in available:
+                run("optional", name)
+        for path in sorted(root.joinpath("idempotent").glob("*.sql")):
             run("idempotent", path.name)
+        for key, value in (settings or {}).items():
+            c.execute("INSERT INTO hybrid.setting (key, value) VALUES (%s, %s) "
+                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
         c.execute("CREATE TABLE alembic_version (version_num varchar(32) NOT NULL "
                   "CONSTRAINT alembic_version_pkc PRIMARY KEY)")
-        c.execute("INSERT INTO alembic_version VALUES ('0001')")
+        c.execute("INSERT INTO alembic_version VALUES (%s)", (stamp,))
+
+
+def install_0_1_0(dsn: str) -> None:
+    """pyhybrid 0.1.0: its revision 0001, run with its own SQL, stamped 0001."""
+    install_frozen(dsn, FIXTURE_0_1_0, ["0001_schema.sql"],
+                   {"pg_textsearch": "bm25_0001_index.sql", "age": "age_0001_graph.sql"}, "0001")
+
+
+def install_0_2_0(dsn: str) -> None:
+    """pyhybrid 0.2.0 (0974c6e): revisions 0001 to 0003 with their SQL, then what its finish_upgrade
+    ran (the optional parts, sql/idempotent/, the digest and version settings), stamped 0003."""
+    install_frozen(dsn, FIXTURE_0_2_0, ["0001_schema.sql", "0002_contract.sql", "0003_content_hash.sql"],
+                   {"pg_textsearch": "bm25_index.sql", "age": "age_graph.sql"}, "0003",
+                   {"sql_digest": "frozen 0.2.0", "version": "0.2.0"})
 
 
 def load_sample(dsn: str) -> None:
@@ -186,15 +208,16 @@ def counts(dsn: str) -> tuple:
 
 
 @pytest.mark.usefixtures("require_age", "require_bm25")
-def test_a_0_1_0_database_with_data_upgraded_to_head_equals_a_fresh_install_and_keeps_every_row(
-        admin_dsn: str, template_db: str) -> None:
+@pytest.mark.parametrize("release", ["0.1.0", "0.2.0"])
+def test_a_released_database_with_data_upgraded_to_head_equals_a_fresh_install_and_keeps_every_row(
+        admin_dsn: str, template_db: str, release: str) -> None:
     names = [f"pyh_m_{uuid.uuid4().hex[:10]}" for _ in range(2)]
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         for n in names:
             c.execute(f'CREATE DATABASE "{n}"')
     old, fresh = (conninfo.make_conninfo(admin_dsn, dbname=n) for n in names)
     try:
-        install_0_1_0(old)
+        {"0.1.0": install_0_1_0, "0.2.0": install_0_2_0}[release](old)
         load_sample(old)
         before_counts, before_results = counts(old), results(old)
         assert before_results and before_counts[2] == 61
@@ -263,3 +286,36 @@ def test_optional_parts_missing_at_install_are_installed_by_the_next_migrate(emp
         weak = c.execute("SELECT count(*) FROM ag_catalog.ag_label l JOIN pg_class r ON r.oid = l.relation "
                          "WHERE NOT (r.relrowsecurity AND r.relforcerowsecurity)").fetchone()
         assert weak == (0,), "the re-applied SQL secures the new graph's label tables"
+
+
+@pytest.mark.usefixtures("require_bm25")
+def test_an_object_depending_on_the_unpartitioned_table_stops_the_0_2_upgrade_before_anything_changes(
+        admin_dsn: str) -> None:
+    name = f"pyh_m_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    dsn = conninfo.make_conninfo(admin_dsn, dbname=name)
+    try:
+        install_0_2_0(dsn)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("CREATE VIEW public.my_docs AS SELECT tenant_id, document_id FROM hybrid.chunk")
+            c.execute("CREATE TABLE public.notes (id int, body text)")
+            c.execute("ALTER TABLE public.notes ENABLE ROW LEVEL SECURITY")
+            c.execute("CREATE POLICY notes_by_chunk ON public.notes USING "
+                      "(EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.chunk_id = body))")
+        with pytest.raises(SchemaError, match=r"depend on it: policy notes_by_chunk on table notes; view my_docs\. Drop them"):
+            migrate.upgrade(dsn)
+        with psycopg.connect(dsn) as c:  # refused before the BM25 index was dropped or anything else ran
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
+            assert c.execute("SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL, "
+                             "(SELECT relkind FROM pg_class WHERE oid = 'hybrid.chunk'::regclass)").fetchone() == (True, "r")
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("DROP VIEW public.my_docs")
+            c.execute("DROP POLICY notes_by_chunk ON public.notes")
+        migrate.upgrade(dsn)
+        with psycopg.connect(dsn) as c:
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0005",)
+            assert c.execute("SELECT relkind FROM pg_class WHERE oid = 'hybrid.chunk'::regclass").fetchone() == ("p",)
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
