@@ -131,7 +131,7 @@ BEGIN
     -- readers and writers do not wait for (CREATE TABLE ... PARTITION OF would take ACCESS EXCLUSIVE
     -- and queue every tenant's retrieval behind any open transaction); ATTACH builds the parent's
     -- indexes on the empty table
-    EXECUTE format('CREATE TABLE hybrid.%I (LIKE hybrid.chunk INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING CONSTRAINTS)',
+    EXECUTE format('CREATE TABLE hybrid.%I (LIKE hybrid.chunk INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING CONSTRAINTS INCLUDING STORAGE)',
                    v_name);
     FOR attempt IN 1..5 LOOP
         BEGIN
