@@ -82,31 +82,42 @@ $$;
 COMMENT ON FUNCTION hybrid._check_flag(text, boolean) IS 'Raises 22023 "<name> must be true or false" for NULL.';
 
 -- hybrid.search_dense: the dense branch
--- hybrid._dense_exact: whether the dense branch scans the scope exactly (else through HNSW)
-CREATE OR REPLACE FUNCTION hybrid._dense_exact(tenant_key integer, corpus_ids text[], filter jsonb, exact_threshold integer)
-RETURNS boolean
+-- hybrid._dense_plan: how the dense branch searches: 0 (an exact scan) or the HNSW ef_search to use
+DROP FUNCTION IF EXISTS hybrid._dense_exact(integer, text[], jsonb, integer);
+CREATE OR REPLACE FUNCTION hybrid._dense_plan(tenant_key integer, corpus_ids text[], filter jsonb,
+                                              exact_threshold integer, top_k integer)
+RETURNS integer
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    -- Exact search up to exact_threshold chunks in scope (setting exact_threshold, default 5,000):
-    -- there an exact scan (~2 ms per 1,000 rows) is as fast as HNSW and exact
+    -- Exact search up to exact_threshold chunks in scope (setting exact_threshold, default 2,000:
+    -- bench/results/dense_tuning.md measures where HNSW overtakes an exact scan)
     v_threshold integer := coalesce(exact_threshold,
-        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 5000);
+        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 2000);
     v_rows double precision;
+    v_scope double precision;
+    v_ef integer := (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search');
 BEGIN
-    -- the scope's size: without corpus or filter, the tenant's partition's row estimate (from its
-    -- statistics, no scan); counting it (the visible rows, up to the threshold) read 5,000 rows of a
-    -- large tenant on every call, +2 ms at 100k chunks, measured
+    -- the partition's size from its statistics (no scan); with corpus or filter, the visible rows
+    -- are counted up to the threshold instead (counting a large tenant on every call cost +2 ms at
+    -- 100k chunks, measured)
     v_rows := (SELECT c.reltuples FROM pg_class c WHERE c.oid = hybrid._chunk_partition(tenant_key));
+    v_scope := v_rows;
     IF corpus_ids IS NOT NULL OR filter IS NOT NULL OR v_rows IS NULL OR v_rows < 0 THEN
-        v_rows := hybrid._scope_size(tenant_key, corpus_ids, filter, v_threshold);
+        v_scope := hybrid._scope_size(tenant_key, corpus_ids, filter, v_threshold);
     END IF;
-    RETURN v_rows <= v_threshold;
+    IF v_scope <= v_threshold THEN
+        RETURN 0;
+    END IF;
+    -- the search breadth: setting hnsw_ef_search, default 100; at least 2 x top_k, at most 1000
+    -- (pgvector's limit)
+    v_ef := coalesce(v_ef, 100);
+    RETURN least(1000, greatest(v_ef, top_k * 2));
 END
 $$;
-COMMENT ON FUNCTION hybrid._dense_exact(integer, text[], jsonb, integer) IS
-'The dense branch''s choice, written once: true (an exact scan) when the scope holds at most exact_threshold chunks (setting exact_threshold, default 5,000): the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold; false: the partition''s HNSW index.';
+COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer) IS
+'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (setting exact_threshold, default 2,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100, at least 2 x top_k and at most 1000.';
 
 CREATE OR REPLACE FUNCTION hybrid.search_dense(
     query_embedding vector, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
@@ -116,6 +127,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'
 SET hnsw.ef_search = 100
+SET enable_sort = on  -- the exact scan's top-N sort; turned off for the HNSW scan, restored at exit
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
 AS $$
 DECLARE
@@ -126,12 +138,13 @@ DECLARE
     v_key integer := hybrid._tenant_key(v_tenant);
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
-    v_ef_search integer := coalesce((SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search'), 100);
+    v_ef integer;
 BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
     END IF;
-    IF hybrid._dense_exact(v_key, corpus_ids, filter, exact_threshold) THEN
+    v_ef := hybrid._dense_plan(v_key, corpus_ids, filter, exact_threshold, top_k);
+    IF v_ef = 0 THEN
         -- small scope: exact distances over the tenant's rows (the btree finds them);
         -- "+ 0" keeps the planner off the HNSW index, whose RLS post-filter would lose recall
         RETURN QUERY
@@ -145,7 +158,11 @@ BEGIN
         ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id
         LIMIT top_k;
     ELSE
-        PERFORM set_config('hnsw.ef_search', greatest(v_ef_search, least(1000, top_k * 2))::text, true);
+        PERFORM set_config('hnsw.ef_search', v_ef::text, true);
+        -- the index's ordered scan, always: with a larger ef_search pgvector's cost estimate grows
+        -- and the planner chose a sequential scan and sort instead (14x slower at 10,000 chunks with
+        -- ef_search 300, measured); enable_sort is restored at exit (SET clause above)
+        PERFORM set_config('enable_sort', 'off', true);
         RETURN QUERY
         SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d
         FROM (SELECT c.chunk_id, (c.embedding <=> query_embedding)::double precision AS d
@@ -160,7 +177,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (setting exact_threshold, default 5,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans (ef_search: setting hnsw_ef_search, default 100, at least 2 x top_k).';
+'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (setting exact_threshold, default 2,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan).';
 
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery

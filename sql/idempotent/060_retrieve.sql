@@ -191,7 +191,8 @@ BEGIN
             FROM hybrid.search_dense(query_embedding, v_k, corpus_ids, filter) s;
             IF v_explain THEN
                 v_report := v_report || hybrid._explain_branch('dense', v_t, d_ids, d_scores, vector_weight, v_k,
-                    CASE WHEN hybrid._dense_exact(v_key, corpus_ids, filter, NULL) THEN 'exact scan' ELSE 'HNSW index' END);
+                    (SELECT CASE WHEN p = 0 THEN 'exact scan' ELSE format('HNSW index, ef_search %s', p) END
+                     FROM hybrid._dense_plan(v_key, corpus_ids, filter, NULL, v_k) p));
             END IF;
         EXCEPTION
         WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
