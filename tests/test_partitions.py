@@ -177,3 +177,63 @@ def test_a_chunks_embedding_stays_in_its_row_when_its_text_is_long(db: Db) -> No
                              "WHERE tenant_id = 'acme'").fetchall()
     assert storage == [("m",)]
     assert rows == [(True, True)] * 3  # the text went out of line, the vector stayed
+
+
+def _dense_plan(db: Db, query: str = "SELECT hybrid._dense_plan(hybrid._tenant_key('acme'), NULL, NULL, NULL, 30)") -> object:
+    with psycopg.connect(db.dsn()) as admin:
+        return admin.execute(query).fetchone()[0]  # type: ignore[index]
+
+
+def test_the_dense_plan_grows_its_search_breadth_with_the_partition(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        t.ingest(chunks("a", 40, seed=3))
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        part = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('acme'))").fetchone()[0]  # type: ignore[index]
+
+        def plan_at(rows: int, top_k: int = 30) -> int:
+            # the rule reads the partition's row estimate, set here as ANALYZE would for that many rows
+            admin.execute("UPDATE pg_class SET reltuples = %s WHERE oid = %s::regclass", (rows, part))
+            return admin.execute("SELECT hybrid._dense_plan(hybrid._tenant_key('acme'), NULL, NULL, NULL, %s)",
+                                 (top_k,)).fetchone()[0]  # type: ignore[index,no-any-return]
+
+        assert [plan_at(n) for n in (2000, 2001, 11_111, 50_000, 100_000, 180_000, 500_000, 10_000_000)] == \
+            [0, 100, 100, 212, 300, 400, 400, 400]  # 0: an exact scan, at most exact_threshold (2,000) chunks
+        assert plan_at(100_000, top_k=450) == 900  # at least 2 x top_k
+        assert plan_at(100_000, top_k=5000) == 1000  # pgvector's limit
+        admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_ef_search', '150'), ('exact_threshold', '10')")
+        assert plan_at(500_000) == 150 and plan_at(50) == 150 and plan_at(10) == 0  # the settings override both
+        # explain_retrieve names the plan it took
+        admin.execute("UPDATE pg_class SET reltuples = 40 WHERE oid = %s::regclass", (part,))
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        rep = t.explain_retrieve(query_embedding=chunks("a", 1, seed=3)[0].embedding, top_k=5)
+    assert [b["plan"] for b in rep["branches"] if b["branch"] == "dense"] == ["HNSW index, ef_search 150"]
+
+
+def test_the_hnsw_build_takes_the_graph_density_settings_and_refuses_bad_ones(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        t.ingest(chunks("a", 5, seed=4))
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        def options() -> list[object]:
+            return [r[0] for r in admin.execute(
+                "SELECT DISTINCT c.reloptions FROM pg_class c WHERE c.oid = 'hybrid.chunk_embedding_hnsw'::regclass "
+                "OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'hybrid.chunk_embedding_hnsw'::regclass)")]
+
+        assert options() == [None]  # pgvector's defaults
+        for key, value, message in (("hnsw_m", "many", "setting hnsw_m must be an integer between 2 and 100, got 'many'"),
+                                    ("hnsw_m", "1", "setting hnsw_m must be an integer between 2 and 100, got '1'"),
+                                    ("hnsw_ef_construction", "40",
+                                     "setting hnsw_ef_construction must be an integer between 48 \\(2 x hnsw_m\\) and 1000, got '40'")):
+            admin.execute("DELETE FROM hybrid.setting WHERE key IN ('hnsw_m', 'hnsw_ef_construction')")
+            admin.execute("INSERT INTO hybrid.setting (key, value) VALUES (%s, %s)", (key, value))
+            if key == "hnsw_ef_construction":
+                admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_m', '24')")
+            admin.execute("SELECT hybrid.suspend_vector_index()")
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+                admin.execute("SELECT hybrid.resume_vector_index()")
+            assert admin.execute("SELECT to_regclass('hybrid.chunk_embedding_hnsw')").fetchone() == (None,)
+        admin.execute("DELETE FROM hybrid.setting WHERE key IN ('hnsw_m', 'hnsw_ef_construction')")
+        admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_m', '24'), ('hnsw_ef_construction', '100')")
+        assert admin.execute("SELECT hybrid.resume_vector_index()").fetchone() == (True,)
+        assert options() == [["m=24", "ef_construction=100"]]  # the parent's index and every partition's
+        admin.execute("SELECT hybrid.create_tenant('initech')")  # a new tenant's partition gets the same
+        assert options() == [["m=24", "ef_construction=100"]]

@@ -10,6 +10,8 @@ COMMENT ON FUNCTION hybrid.version() IS
 
 COMMENT ON SCHEMA hybrid IS
 'pyhybrid: hybrid retrieval (dense + lexical + graph, fused by RRF) under row-level security. Call public.hybrid_retrieve(...) or hybrid.retrieve(...); see COMMENT ON FUNCTION of each.';
+COMMENT ON TABLE hybrid.setting IS
+'Install-wide settings, one row a key: embedding_dim (the vector dimension, fixed at install), graph (the AGE graph''s name, where AGE is installed), version (the pyhybrid release the SQL comes from), sql_digest (a digest of sql/idempotent/, to re-apply it only when it changed), vector_index_suspended (present while hybrid.suspend_vector_index holds the HNSW index off for a bulk load), and the optional tuning keys exact_threshold (dense search is exact up to this many visible chunks, default 2,000), hnsw_ef_search (the HNSW search breadth; default: growing with the partition, 100 to 400, see hybrid._dense_plan), hnsw_m and hnsw_ef_construction (the HNSW graph''s density for hybrid.resume_vector_index''s next build; pgvector''s 16 and 64 without them).';
 COMMENT ON TABLE hybrid.tenant IS 'Tenants: the unit of isolation. Created by hybrid.create_tenant (admin).';
 COMMENT ON TABLE hybrid.tenant_grant IS
 'Binds a tenant login role to the tenants it may act for, and the ACL labels it may claim there (hybrid.grant_tenant).';
