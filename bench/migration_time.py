@@ -84,7 +84,8 @@ class Sampler:
         self.admin_dsn = admin_dsn
         self.interval = interval
         self.peak_rss = self.peak_pss = self.peak_disk = 0
-        self.builds: dict[tuple[int, int], dict[str, Any]] = {}
+        self.index_timeline: list[dict[str, Any]] = []
+        self.activity: list[dict[str, Any]] = []
         self.t0 = time.perf_counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -114,15 +115,31 @@ class Sampler:
                     if conn is None:
                         conn = psycopg.connect(self.admin_dsn, autocommit=True)
                     now = round(time.perf_counter() - self.t0, 1)
-                    for pid, relid, idx, cmd, phase, bt, bd, tt, td in conn.execute(
-                            "SELECT pid, relid::bigint, index_relid::bigint, command, phase, blocks_total, blocks_done, "
-                            "tuples_total, tuples_done FROM pg_stat_progress_create_index").fetchall():
-                        b = self.builds.setdefault((pid, idx), {"relid": relid, "command": cmd, "first_s": now,
-                                                                "phases": []})
-                        b["last_s"] = now
-                        if not b["phases"] or b["phases"][-1][0] != phase:
-                            b["phases"].append([phase, now])
-                        b["tuples_done"] = td
+                    for pid, relid, idx, cmd, phase, pt, pd, td in conn.execute(
+                            "SELECT pid, relid::bigint, index_relid::bigint, command, phase, partitions_total, "
+                            "partitions_done, tuples_done FROM pg_stat_progress_create_index").fetchall():
+                        key = [pid, cmd, relid, idx, phase, pt]
+                        last = next((e for e in reversed(self.index_timeline) if e["pid"] == pid), None)
+                        if last is not None and last["key"] == key and pd >= last["partitions_done_last"]:
+                            last.update(last_s=now, partitions_done_last=pd, tuples_done=td)
+                        else:
+                            self.index_timeline.append({"pid": pid, "key": key, "first_s": now, "last_s": now,
+                                                        "partitions_done_first": pd, "partitions_done_last": pd,
+                                                        "tuples_done": td})
+                    for pid, q, st, wt, we in conn.execute(
+                            "SELECT pid, left(query, 200), state, wait_event_type, wait_event FROM pg_stat_activity "
+                            "WHERE datname = %s AND backend_type = 'client backend' AND pid <> pg_backend_pid() "
+                            "AND state <> 'idle'", (DB,)).fetchall():
+                        first = next((ln.strip() for ln in q.splitlines() if ln.strip()), "")[:120]
+                        last = next((e for e in reversed(self.activity) if e["pid"] == pid), None)
+                        if last is not None and last["query"] == first:
+                            last["last_s"] = now
+                            last["samples"] += 1
+                            if wt:
+                                last["waits"][f"{wt}:{we}"] = last["waits"].get(f"{wt}:{we}", 0) + 1
+                        else:
+                            self.activity.append({"pid": pid, "query": first, "first_s": now, "last_s": now,
+                                                  "samples": 1, "waits": {f"{wt}:{we}": 1} if wt else {}})
             except Exception:
                 conn = None
             n += 1
@@ -444,7 +461,7 @@ def stage_upgrade(args: argparse.Namespace) -> dict[str, Any]:
         "data_dir_mb_before": round(dir_before / 1048576, 1), "data_dir_mb_after": round(dir_size(data_dir) / 1048576, 1),
         **s.report(),
         "slow_statements": slow,
-        "index_builds": [{"pid": k[0], "index_relid": k[1], **v} for k, v in sorted(s.builds.items(), key=lambda kv: kv[1]["first_s"])],
+        "index_builds": s.index_timeline, "activity": s.activity,
     }
     if proc.returncode != 0:
         return report
@@ -498,6 +515,28 @@ def markdown(rep: dict[str, Any]) -> str:
         "| seconds | statement |", "|---:|---|"]
     for st in u["slow_statements"]:
         lines.append(f"| {st['seconds']:.1f} | `{st['statement_starts'][:90].replace('|', '/')}` ... `{st['first_sql_line'][:60].replace('|', '/')}` |")
+    if u.get("activity"):
+        lines += ["", "Timeline (pg_stat_activity and pg_stat_progress_create_index, sampled every 0.5 s from the start "
+                  "of `pyhybrid migrate`; seconds first-last seen):", "", "| from | to | what |", "|---:|---:|---|"]
+        for a in u["activity"]:
+            lines.append(f"| {a['first_s']:.0f} | {a['last_s']:.0f} | statement `{a['query'][:90].replace('|', '/')}` |")
+        # one CREATE INDEX on the parent = consecutive samples whose partitions_done never goes down
+        runs: list[dict[str, Any]] = []
+        for ib in u["index_builds"]:
+            _pid, cmd, _rel, _idx, phase, pt = ib["key"]
+            r = runs[-1] if runs else None
+            if r is None or r["cmd"] != cmd or ib["partitions_done_first"] < r["done_last"]:
+                runs.append({"cmd": cmd, "first_s": ib["first_s"], "last_s": ib["last_s"], "pt": pt,
+                             "done_first": ib["partitions_done_first"], "done_last": ib["partitions_done_last"],
+                             "phases": [phase]})
+            else:
+                r.update(last_s=ib["last_s"], done_last=ib["partitions_done_last"])
+                if phase not in r["phases"]:
+                    r["phases"].append(phase)
+        for r in runs:
+            lines.append(f"| {r['first_s']:.0f} | {r['last_s']:.0f} | &nbsp;&nbsp;{r['cmd']} on the parent, partitions "
+                         f"{r['done_first']}-{r['done_last']} of {r['pt']} done while seen; phases: "
+                         f"{'; '.join(ph.replace('building index: ', '') for ph in r['phases'])[:140]} |")
     lines += ["", "Verification (old code before, this code after):", "",
               f"- rows per tenant (count, superseded, md5 of ids, checksum of id+document+content+embedding): "
               f"{'identical for every tenant' if v['tenant_rows_identical'] else 'DIFFER: ' + ', '.join(v['tenants_differing'])}",
