@@ -16,9 +16,12 @@ and first/last time seen) and, through log_min_duration_statement = 1 s, each st
 that took over a second (the 0004 file as one; the BM25 file; each sql/idempotent file, 045 building
 the HNSW indexes). Afterwards the same checks run against the upgraded database and are compared.
 
-    python bench/migration_time.py --chunks 1000000 --edges 100000 --old-tree /tmp/wt-old \
-        --out bench/results/migration_time.json
+    git worktree add --detach /tmp/wt-old 291dbad
+    PYTHONPATH=. python bench/migration_time.py --chunks 500000 --edges 50000 --old-tree /tmp/wt-old \
+        --drop-dependent-policies --build-maintenance-work-mem 1GB --out bench/results/migration_time.json
 
+(the run in bench/results/migration_time.*, on a loaded machine: 1M did not fit in the time left). Without
+--drop-dependent-policies the upgrade of a 291dbad install fails (see migration_time_asis_291dbad_3k.md).
 Stages can be run alone (--stage build | upgrade | all); the data dir is kept with --keep.
 """
 
