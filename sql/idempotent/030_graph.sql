@@ -245,6 +245,17 @@ BEGIN
     END LOOP;
     SELECT count(*) INTO nodes_added FROM pg_temp.hybrid_new_node;
     DROP TABLE pg_temp.hybrid_new_node;
+    -- the batch's nodes and their vertices, looked up one by one through graph_node's key (LATERAL:
+    -- a plan that cannot go quadratic) into an analyzed table of the call's own. Joined to graph_node
+    -- itself, whose statistics had not seen the nodes this call created, the planner expected one
+    -- node and nested-looped over all of them for each edge: 24 s for a new tenant's 30k-edge batch
+    -- at 1M chunks and 2M edges (1,240 edges/s, bench/results/edges_1m_23a5b3d.md)
+    CREATE TEMP TABLE hybrid_batch_vertex ON COMMIT DROP AS
+    SELECT x.node_id, g.vertex_id
+    FROM (SELECT src AS node_id FROM pg_temp.hybrid_edge_batch UNION SELECT dst FROM pg_temp.hybrid_edge_batch) x
+    CROSS JOIN LATERAL (SELECT n.vertex_id FROM hybrid.graph_node n
+                        WHERE n.tenant_id = v_tenant AND n.node_id = x.node_id) g;
+    ANALYZE pg_temp.hybrid_batch_vertex;
 
     edges_added := 0;
     FOR r IN SELECT DISTINCT s.rel FROM pg_temp.hybrid_edge_batch s ORDER BY 1 LOOP
@@ -253,8 +264,8 @@ BEGIN
             SELECT DISTINCT ON (a.vertex_id, b.vertex_id) a.vertex_id, b.vertex_id,
                    (coalesce(s.properties, '{}'::jsonb) || jsonb_build_object('tenant_id', $1))::text::ag_catalog.agtype
             FROM pg_temp.hybrid_edge_batch s
-            JOIN hybrid.graph_node a ON a.tenant_id = $1 AND a.node_id = s.src
-            JOIN hybrid.graph_node b ON b.tenant_id = $1 AND b.node_id = s.dst
+            JOIN pg_temp.hybrid_batch_vertex a ON a.node_id = s.src
+            JOIN pg_temp.hybrid_batch_vertex b ON b.node_id = s.dst
             WHERE s.rel = $2
               AND NOT EXISTS (SELECT 1 FROM hybrid_graph.%I e WHERE e.start_id = a.vertex_id AND e.end_id = b.vertex_id)
             ORDER BY a.vertex_id, b.vertex_id, s.ord
@@ -266,6 +277,7 @@ BEGIN
     edges_present := edges_present - edges_added;
     TRUNCATE pg_temp.hybrid_edge_stage;
     DROP TABLE pg_temp.hybrid_edge_batch;
+    DROP TABLE pg_temp.hybrid_batch_vertex;
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END
 $$;
