@@ -91,10 +91,11 @@ LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    -- Exact search up to exact_threshold chunks in scope (setting exact_threshold, default 2,000:
-    -- bench/results/dense_tuning.md measures where HNSW overtakes an exact scan)
+    -- Exact search up to exact_threshold chunks in scope (setting exact_threshold, default 500:
+    -- where HNSW overtook an exact scan on this project's machine, bench/results/dense_crossover_topn.md;
+    -- at 1,000 chunks HNSW was 1.2-1.4x faster at recall@10 1.000, at 5,000 2.7x at 0.996)
     v_threshold integer := coalesce(exact_threshold,
-        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 2000);
+        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 500);
     v_rows double precision;
     v_scope double precision;
     v_ef integer := (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search');
@@ -123,7 +124,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer) IS
-'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (setting exact_threshold, default 2,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 400, at least 2 x top_k and at most 1000.';
+'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 400, at least 2 x top_k and at most 1000.';
 
 CREATE OR REPLACE FUNCTION hybrid.search_dense(
     query_embedding vector, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
@@ -186,7 +187,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (setting exact_threshold, default 2,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan).';
+'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan).';
 
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
