@@ -270,9 +270,17 @@ def hnsw_plan(db_dsn: str, td: L.TenantData, v: str, top_k: int, force: bool) ->
             plan = c.execute("""EXPLAIN (COSTS OFF) SELECT c.chunk_id, (c.embedding <=> %s::vector)::double precision AS d
               FROM hybrid.chunk c WHERE c.tenant_key = %s AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, %s, %s, %s)
               ORDER BY c.embedding <=> %s::vector LIMIT %s""", (v, key, td.tenant_id, acl, al, v, top_k)).fetchall()
-    text = " ".join(r[0] for r in plan)
-    return "HNSW index scan" if "Index Scan using" in text and "embedding_idx" in text else (
-        "seq scan + sort" if "Seq Scan" in text else text[:200])
+    return plan_kind(" ".join(r[0] for r in plan))
+
+
+def plan_kind(text: str) -> str:
+    if "embedding_idx" in text:
+        return "HNSW index scan"
+    if "Seq Scan" in text:
+        return "seq scan + sort"
+    if "Sort" in text:
+        return "other scan + sort (not HNSW)"
+    return text[:200]
 
 
 def crossover_direct(db_dsn: str, app_dsn: str, td: L.TenantData, qs: list[L.Query], warm: list[L.Query],
@@ -465,6 +473,8 @@ def markdown(rep: dict[str, Any]) -> str:
              + " (latency.py's SERVER_SETTINGS with shared_buffers lowered to 1GB). The machine was shared with "
              "other benchmarks: methods are interleaved query by query, compare ratios. Load average at start "
              f"{rep['machine']['loadavg_start']}, at end {rep.get('loadavg_end')}.", ""]
+    if rep.get("note"):
+        lines += [rep["note"], ""]
     ld = rep.get("load")
     if ld:
         lines += [f"Loaded {ld['chunks']:,} chunks through TenantSession.ingest inside bulk_load(): load {ld['load_s']} s, "
@@ -510,15 +520,16 @@ def markdown(rep: dict[str, Any]) -> str:
                   "statements are also sent directly (RLS applies; the HNSW one with hnsw.ef_search 100, iterative_scan "
                   "relaxed_order and enable_seqscan off). Four methods interleaved query by query. "
                   "ratio = exact / HNSW p50.", "",
-                  "| chunks | top_k | n | fn exact p50 | fn HNSW-path p50 | its plan | direct exact p50 / p95 | direct HNSW p50 / p95 | direct ratio p50 | p95 | paired | direct HNSW recall@10 |",
+                  "| chunks | top_k | n | fn exact p50 | fn HNSW-path p50 | its plan | direct exact p50 / p95 | direct HNSW p50 / p95 | direct ratio p50 | p95 | paired | direct HNSW recall@10 (its plan) |",
                   "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
         for r in d["runs"]:
             lines.append(f"| {r['chunks']:,} | {r['top_k']} | {r['fn_exact']['n']} | {r['fn_exact']['p50_ms']:.2f} | "
-                         f"{r['fn_hnsw']['p50_ms']:.2f} | {r['search_dense_hnsw_path_plan']} | "
+                         f"{r['fn_hnsw']['p50_ms']:.2f} | {plan_kind(r['search_dense_hnsw_path_plan'])} | "
                          f"{r['direct_exact']['p50_ms']:.2f} / {r['direct_exact']['p95_ms']:.2f} | "
                          f"{r['direct_hnsw']['p50_ms']:.2f} / {r['direct_hnsw']['p95_ms']:.2f} | "
                          f"{r['direct_exact_over_direct_hnsw_p50']:.2f} | {r['direct_exact_over_direct_hnsw_p95']:.2f} | "
-                         f"{r['direct_exact_over_direct_hnsw_median_paired']:.2f} | {r['direct_hnsw']['recall_at_10_mean']:.4f} |")
+                         f"{r['direct_exact_over_direct_hnsw_median_paired']:.2f} | {r['direct_hnsw']['recall_at_10_mean']:.4f} "
+                         f"({plan_kind(r['direct_hnsw_plan'])}) |")
         lines.append("")
     b = rep.get("ef_search")
     if b:
@@ -584,6 +595,7 @@ def main(argv: list[str] | None = None) -> int:
                     "tenant_sizes(1,000,000)[0], the 1M run's 50%% tenant; another size is another tenant)")
     ap.add_argument("--shared-buffers", default="1GB")
     ap.add_argument("--out", type=Path, default=Path("bench/results/dense_tuning.json"))
+    ap.add_argument("--note", default=None, help="a line for the summary (e.g. what else ran meanwhile)")
     ap.add_argument("--keep", action="store_true", help="leave the server running and its data dir in place")
     args = ap.parse_args(argv)
 
@@ -610,6 +622,8 @@ def main(argv: list[str] | None = None) -> int:
                    "big_queries": args.big_queries, "warmup": args.warmup, "top_ks": args.top_ks, "efs": args.efs,
                    "builds": args.builds, "server_settings": dict(L.SERVER_SETTINGS)},
     }
+    if args.note:
+        rep["note"] = args.note
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:
