@@ -66,7 +66,8 @@ N_CLUSTERS = 200
 SUBSPACE = 16
 VOCAB = 30000
 TOPIC_WORDS = 300
-N_TENANTS = 100
+N_TENANTS = 100  # --tenants
+PICKS = [0.5, 0.01]  # --picks: the row shares whose nearest tenants are measured
 APP_ROLE = "bench_app"
 PER_SOURCE_K = 30
 TOP_K = 10
@@ -121,8 +122,9 @@ def zipf_cdf(n: int, s: float = 1.0, q: float = 2.7) -> np.ndarray:
     return c / c[-1]
 
 
-def tenant_sizes(total: int, n_tenants: int = N_TENANTS) -> list[int]:
-    """One tenant owns half the rows; the rest follow 1/rank (the 10th of them holds ~1%)."""
+def tenant_sizes(total: int, n_tenants: int | None = None) -> list[int]:
+    """One tenant owns half the rows; the rest follow 1/rank (with 100 tenants the 10th of them holds ~1%)."""
+    n_tenants = N_TENANTS if n_tenants is None else n_tenants
     shares = np.array([0.5] + list(0.5 * (1.0 / np.arange(1, n_tenants)) / np.sum(1.0 / np.arange(1, n_tenants))))
     raw = shares * total
     sizes = np.maximum(1, np.floor(raw)).astype(int)
@@ -131,6 +133,32 @@ def tenant_sizes(total: int, n_tenants: int = N_TENANTS) -> list[int]:
     for i in order[: max(0, rest)]:
         sizes[i] += 1
     return sizes.tolist()
+
+
+def tenant_name(i: int) -> str:
+    """t000, t001, ... (wider when there are more than 1,000 tenants)."""
+    return f"t{i:0{max(3, len(str(N_TENANTS - 1)))}d}"
+
+
+def pick_label(share: float) -> str:
+    """0.5 -> "50pct", 0.01 -> "1pct", 0.001 -> "0.1pct"."""
+    return f"{share * 100:g}pct"
+
+
+def choose_picks(sizes: list[int], pick_shares: list[float] | None = None,
+                 by_size: bool = True) -> list[tuple[str, int]]:
+    """(label, tenant index) of the tenant whose row share is nearest each of pick_shares (a tenant is
+    picked once; shares taken in the given order). by_size: listed by ascending tenant size, the order of
+    measurement (the default measures the ~1% tenant, then the 50% one); else in the given order."""
+    pick_shares = PICKS if pick_shares is None else pick_shares
+    total = sum(sizes)
+    shares = [n / total for n in sizes]
+    taken: list[tuple[str, int]] = []
+    for p in pick_shares:
+        used = {i for _, i in taken}
+        i = int(np.argmin([abs(s - p) if i not in used else 9 for i, s in enumerate(shares)]))
+        taken.append((pick_label(p), i))
+    return sorted(taken, key=lambda li: (sizes[li[1]], li[0])) if by_size else taken
 
 
 @dataclass
@@ -412,7 +440,9 @@ def installed_versions(db_dsn: str) -> dict[str, str]:
 EF_SEARCH: int | None = None  # --ef-search: hybrid.setting hnsw_ef_search for the run (None: the engine's default)
 
 
-def setup_database(admin_dsn: str, db: str) -> str:
+def setup_database(admin_dsn: str, db: str, create_ms: list[float] | None = None) -> str:
+    """A fresh database with the engine installed and N_TENANTS tenants; the time of each
+    hybrid.create_tenant call (ms) is appended to create_ms when given."""
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
@@ -422,7 +452,10 @@ def setup_database(admin_dsn: str, db: str) -> str:
     migrate.upgrade(db_dsn)
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         for i in range(N_TENANTS):
-            conn.execute("SELECT hybrid.create_tenant(%s)", (f"t{i:03d}",))
+            t_c = time.perf_counter()
+            conn.execute("SELECT hybrid.create_tenant(%s)", (tenant_name(i),))
+            if create_ms is not None:
+                create_ms.append((time.perf_counter() - t_c) * 1000.0)
         conn.execute("SELECT hybrid.grant_app(%s)", (APP_ROLE,))
         if EF_SEARCH is not None:
             conn.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_ef_search', %s) "
@@ -702,7 +735,14 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             if have != size:
                 raise RuntimeError(f"--resume {size}: {db} holds {have} live chunks, not {size}")
         else:
-            db_dsn = setup_database(admin_dsn, db)
+            create_ms: list[float] = []
+            t_c = time.perf_counter()
+            db_dsn = setup_database(admin_dsn, db, create_ms)
+            timings["create_tenants_s"] = time.perf_counter() - t_c
+            res["create_tenant"] = {"tenants": len(create_ms), "calls_total_s": round(sum(create_ms) / 1000.0, 3),
+                                    "p50_ms": round(pct(create_ms, 50), 2), "p95_ms": round(pct(create_ms, 95), 2),
+                                    "max_ms": round(max(create_ms), 2), "mean_ms": round(statistics.fmean(create_ms), 2),
+                                    "first_ms": round(create_ms[0], 2), "last_ms": round(create_ms[-1], 2)}
         timings["setup_s"] = time.perf_counter() - t0
         res["versions"] = installed_versions(db_dsn)
         app_dsn = dsn_for(admin_dsn, db, APP_ROLE)
@@ -712,7 +752,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         world = World(args.seed)
         rng = np.random.default_rng(args.seed + size)
         sizes = tenant_sizes(size)
-        tenants = [make_tenant(world, f"t{i:03d}", n, rng) for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
+        tenants = [make_tenant(world, tenant_name(i), n, rng) for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
         edges = {td.tenant_id: make_edges(td, rng) for td in tenants}
         timings["generate_s"] = time.perf_counter() - t0
         shares = [n / size for n in sizes]
@@ -725,6 +765,11 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             "smallest_chunks": min(sizes),
             "sizes": sizes,
         }
+        chosen = choose_picks(sizes)
+        res["tenants"]["picks"] = {label: {"tenant_id": tenants[i].tenant_id, "chunks": sizes[i],
+                                           "share": round(shares[i], 5)} for label, i in chosen}
+        # the measured tenants, in the order of --picks (the default: the 50% tenant, then the ~1% one)
+        measured = [tenants[i] for _, i in choose_picks(sizes, by_size=False)]
         n_edges = sum(len(e) for e in edges.values())
 
         # ingest through the API, as the app role: with every index present (the normal path), or for
@@ -752,8 +797,8 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             t0 = time.perf_counter()
             added = submitted = 0
             present = edges_present_by_tenant(db_dsn) if resume else {}
-            # the two measured tenants first, so that an edge budget never leaves them without their graph
-            order = [tenants[big], tenants[small]] + [td for i, td in enumerate(tenants) if i not in (big, small)]
+            # the measured tenants first, so that an edge budget never leaves them without their graph
+            order = measured + [td for td in tenants if td not in measured]
             skipped_complete: list[str] = []
             stopped: list[str] = []
             with tqdm(total=n_edges, desc=f"{size}: edges", unit="edge", leave=False) as bar:
@@ -763,7 +808,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                         skipped_complete.append(td.tenant_id)
                         bar.update(len(edges[td.tenant_id]))
                         continue
-                    if args.edge_budget_s and td not in (tenants[big], tenants[small]) \
+                    if args.edge_budget_s and td not in measured \
                             and time.perf_counter() - t0 > args.edge_budget_s:
                         stopped.append(td.tenant_id)
                         continue
@@ -783,7 +828,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                     "edges_wanted": sum(len({(e.src, e.dst, e.rel) for e in edges[td.tenant_id]}) for td in tenants),
                     "measured_tenants_complete": all(
                         after.get(td.tenant_id, 0) >= len({(e.src, e.dst, e.rel) for e in edges[td.tenant_id]})
-                        for td in (tenants[big], tenants[small])),
+                        for td in measured),
                 }
         res["ingest"] = {
             "chunks": size,
@@ -822,7 +867,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         qrng = np.random.default_rng(args.seed + 7 * size + 1)
         lat: dict[str, Any] = {}
         t0 = time.perf_counter()
-        picks = [("1pct", tenants[small]), ("50pct", tenants[big])]
+        picks = [(label, tenants[i]) for label, i in chosen]
         total_steps = sum(args.warmup + 2 * args.queries for _ in picks)
         with connect(app_dsn) as client, tqdm(total=total_steps, desc=f"{size}: queries", unit="q", leave=False) as bar:
             for label, td in picks:
@@ -1011,11 +1056,8 @@ def explain_only(args: argparse.Namespace, admin_dsn: str) -> None:
         world = World(args.seed)
         rng = np.random.default_rng(args.seed + size)
         sizes = tenant_sizes(size)
-        tenants = [make_tenant(world, f"t{i:03d}", n, rng) for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
-        shares = [n / size for n in sizes]
-        big = int(np.argmax(shares))
-        small = int(np.argmin([abs(s - 0.01) if i != big else 9 for i, s in enumerate(shares)]))
-        picks = [("1pct", tenants[small]), ("50pct", tenants[big])]
+        tenants = [make_tenant(world, tenant_name(i), n, rng) for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
+        picks = [(label, tenants[i]) for label, i in choose_picks(sizes)]
         app_dsn = dsn_for(admin_dsn, db, APP_ROLE)
         path = args.out.parent / f"{args.out.stem}_explain_{size}.txt"
         eng = engine_state()
@@ -1031,7 +1073,7 @@ def explain_only(args: argparse.Namespace, admin_dsn: str) -> None:
 
 def targets(res: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for label in ("1pct", "50pct"):
+    for label in res["latency"]:
         lat = res["latency"][label]
         hr = lat["hybrid_retrieve"]["p95_ms"]
         sum_p95 = lat["dense"]["p95_ms"] + lat["lexical_bm25"]["p95_ms"] + lat["graph"]["p95_ms"]
@@ -1058,7 +1100,7 @@ def targets(res: dict[str, Any]) -> dict[str, Any]:
     else:
         out["ingest_chunks_per_s"] = {"value": ing["chunks_per_s"], "met": ing["chunks_per_s"] >= 10000}
     if res["size"] >= 1_000_000:
-        worst = max(res["latency"][lb]["hybrid_retrieve"]["p95_ms"] for lb in ("1pct", "50pct"))
+        worst = max(res["latency"][lb]["hybrid_retrieve"]["p95_ms"] for lb in res["latency"])
         out["retrieve_p95_at_1m"] = {"value": worst, "met": worst <= 50}
     return out
 
@@ -1097,7 +1139,7 @@ def markdown(report: dict[str, Any]) -> str:
         "Synthetic data: 384-d vectors around 200 L2-normalised gaussian topic centres (each topic varying in its",
         "own 16-d subspace plus isotropic noise), text of 60 to 160 Zipf-distributed pseudo-words (30% from the",
         "topic's own 300 words), documents of ~5 chunks on one topic, ~3 edges per chunk within the tenant (NEXT",
-        "within a document, RELATED to chunks of the same topic), 100 tenants: one with 50% of the rows, the",
+        f"within a document, RELATED to chunks of the same topic), {report['config']['tenants']:,} tenants: one with 50% of the rows, the",
         "others 1/rank (one ~1%). Everything loaded through TenantSession.ingest / add_edges as the",
         f"non-superuser role {APP_ROLE} (member of hybrid_app), batches of {report['config']['batch']} chunks.",
         f"Queries: {report['config']['queries']} per tenant and method after {report['config']['warmup']} warm-up",
@@ -1109,6 +1151,7 @@ def markdown(report: dict[str, Any]) -> str:
     for run in report["runs"]:
         n = run["size"]
         t = run["tenants"]
+        labels = list(run["latency"])  # measured order: ascending tenant size
         lines += [
             f"## {n:,} chunks",
             "",
@@ -1133,22 +1176,32 @@ def markdown(report: dict[str, Any]) -> str:
             f"Tenants: largest {t['largest']['tenant_id']} {t['largest']['chunks']:,} chunks "
             f"({t['largest']['share']:.1%}), the ~1% tenant {t['one_percent']['tenant_id']} "
             f"{t['one_percent']['chunks']:,} chunks ({t['one_percent']['share']:.2%}), smallest {t['smallest_chunks']} chunks.",
+            *([("Measured tenants (nearest each share of --picks): "
+                + ", ".join(f"{lb[:-3]}% {pk['tenant_id']} {pk['chunks']:,} chunks ({pk['share']:.3%})"
+                            for lb, pk in t["picks"].items()) + ".")]
+              if set(t.get("picks", {})) - {"1pct", "50pct"} else []),
+            *([f"create_tenant: {ct['tenants']:,} calls in {tm0['create_tenants_s']:.2f} s (calls alone {ct['calls_total_s']:.2f} s); "
+               f"per call p50 {ct['p50_ms']:.1f} ms, p95 {ct['p95_ms']:.1f} ms, max {ct['max_ms']:.1f} ms "
+               f"(first {ct['first_ms']:.1f} ms, last {ct['last_ms']:.1f} ms)."]
+              if (ct := run.get("create_tenant")) and (tm0 := run["timings"]).get("create_tenants_s") is not None
+ else []),
             "",
             "### Query latency (ms)",
             "",
-            "| method | 1% p50 | 1% p95 | 1% p99 | 1% rows | 50% p50 | 50% p95 | 50% p99 | 50% rows |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| method | " + " | ".join(f"{lb[:-3]}% {c}" for lb in labels for c in ("p50", "p95", "p99", "rows")) + " |",
+            "|---|" + "---:|" * (4 * len(labels)),
         ]
         for mth in ["dense", "lexical_bm25", "graph", "branch_sum", "hybrid_retrieve", "client_fusion", "pgvector_rrf_cte"]:
-            a, b = run["latency"]["1pct"][mth], run["latency"]["50pct"][mth]
-            ra = f"{a['rows_mean']:.1f}" if mth != "branch_sum" else ""
-            rb = f"{b['rows_mean']:.1f}" if mth != "branch_sum" else ""
-            lines.append(f"| {METHOD_LABELS[mth]} | {a['p50_ms']:.2f} | {a['p95_ms']:.2f} | {a['p99_ms']:.2f} | {ra} "
-                         f"| {b['p50_ms']:.2f} | {b['p95_ms']:.2f} | {b['p99_ms']:.2f} | {rb} |")
-        short = [f"{METHOD_LABELS[m]} {lb}: n={run['latency'][lb][m]['n']}" for lb in ("1pct", "50pct") for m in METHODS
+            cells = []
+            for lb in labels:
+                a = run["latency"][lb][mth]
+                ra = f"{a['rows_mean']:.1f}" if mth != "branch_sum" else ""
+                cells.append(f"{a['p50_ms']:.2f} | {a['p95_ms']:.2f} | {a['p99_ms']:.2f} | {ra}")
+            lines.append(f"| {METHOD_LABELS[mth]} | " + " | ".join(cells) + " |")
+        short = [f"{METHOD_LABELS[m]} {lb}: n={run['latency'][lb][m]['n']}" for lb in labels for m in METHODS
                  if run["latency"][lb][m]["n"] < report["config"]["queries"]]
         short += [f"plain ORDER BY reference {lb}: n={run['latency'][lb]['recall_at_10']['naive_hnsw_queries']}"
-                  for lb in ("1pct", "50pct")
+                  for lb in labels
                   if run["latency"][lb]["recall_at_10"].get("naive_hnsw_queries", report["config"]["queries"])
                   < report["config"]["queries"]]
         lines += ["", "rows = mean rows returned (branches asked for 30, fused methods for 10)."
@@ -1156,7 +1209,7 @@ def markdown(report: dict[str, Any]) -> str:
                   "### Dense recall@10 vs exact (numpy over the tenant's vectors)", "",
                   "| tenant | search_dense mean | min | 5th pct | queries with recall 0 | plain `ORDER BY embedding <=> q LIMIT 10` under RLS | its mean rows | its queries with 0 rows |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for label in ("1pct", "50pct"):
+        for label in labels:
             r = run["latency"][label]["recall_at_10"]
             lines.append(f"| {label} ({run['latency'][label]['chunks']:,} chunks) | {r['search_dense_mean']:.3f} | "
                          f"{r['search_dense_min']:.2f} | {r['search_dense_p05']:.2f} | {r['search_dense_zero_recall_queries']} | "
@@ -1178,6 +1231,9 @@ def markdown(report: dict[str, Any]) -> str:
               f"| bulk load + rebuild | {ing['load_plus_rebuild_chunks_per_s']:,.0f} chunks/s ({tm['bulk_load_total_s']:.1f} s) |"]),
             f"| add_edges | {ing['edges_per_s'] or 0:,.0f} edges/s ({ing['edges_submitted']:,} edges, {tm['edges_s']:.1f} s) |",
             f"| VACUUM ANALYZE | {tm['vacuum_analyze_s']:.1f} s |",
+            *([f"| create_tenant x {run['create_tenant']['tenants']:,} (setup) | {tm['create_tenants_s']:.2f} s; per call p50 "
+               f"{run['create_tenant']['p50_ms']:.1f} ms, max {run['create_tenant']['max_ms']:.1f} ms |"]
+              if run.get("create_tenant") and "create_tenants_s" in tm else []),
         ]
         for name in ("hnsw", "bm25", "gin_tsv"):
             if f"reindex_{name}_s" in tm:
@@ -1194,7 +1250,7 @@ def markdown(report: dict[str, Any]) -> str:
             "",
         ]
         tg = run["targets"]
-        for label in ("1pct", "50pct"):
+        for label in labels:
             x = tg[f"{label}_retrieve_vs_branch_sum"]
             lines.append(f"- {label}: hybrid_retrieve p95 {x['hybrid_retrieve_p95_ms']:.2f} ms <= 1.2 x sum of branch p95s "
                          f"({x['sum_of_branch_p95_ms']:.2f} ms; ratio {x['ratio_to_sum_of_p95']:.2f}): {yn(x['met'])}; "
@@ -1267,11 +1323,19 @@ def main(argv: list[str] | None = None) -> int:
                          "coverage is reported")
     ap.add_argument("--ef-search", type=int, default=None,
                     help="set hybrid.setting hnsw_ef_search for the run (default: the engine's, 100)")
+    ap.add_argument("--tenants", type=int, default=100,
+                    help="tenants per database (one holds ~50%% of the rows, the rest 1/rank)")
+    ap.add_argument("--picks", type=float, nargs="+", default=[0.5, 0.01],
+                    help="row shares: the tenant nearest each is measured (labelled e.g. 50pct, 1pct, 0.1pct)")
     ap.add_argument("--bulk-above", type=int, default=0,
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     args = ap.parse_args(argv)
-    global EF_SEARCH
+    global EF_SEARCH, N_TENANTS, PICKS
     EF_SEARCH = args.ef_search
+    N_TENANTS = args.tenants
+    PICKS = list(args.picks)
+    if args.tenants < len(args.picks):
+        ap.error("--tenants must be at least the number of --picks")
     if args.queries < 1:
         ap.error("--queries must be >= 1")
     if args.resume and not args.resumed_ingest_s:
@@ -1289,7 +1353,7 @@ def main(argv: list[str] | None = None) -> int:
         "engine_at_start": engine_state(),
         "config": {"queries": args.queries, "warmup": args.warmup, "batch": args.batch, "seed": args.seed,
                    "per_source_k": PER_SOURCE_K, "top_k": TOP_K, "weights": [WEIGHTS.vector, WEIGHTS.keyword, WEIGHTS.graph],
-                   "rrf_k": RRF_K, "tenants": N_TENANTS, "dim": DIM, "clusters": N_CLUSTERS, "vocab": VOCAB},
+                   "rrf_k": RRF_K, "tenants": N_TENANTS, "picks": PICKS, "dim": DIM, "clusters": N_CLUSTERS, "vocab": VOCAB},
         "runs": [],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
