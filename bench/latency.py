@@ -189,7 +189,11 @@ class World:
     def vectors(self, clusters: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n = len(clusters)
         z = rng.standard_normal((n, SUBSPACE)).astype(np.float32) / math.sqrt(SUBSPACE)
-        local = np.einsum("ndk,nk->nd", self.bases[clusters], z)
+        # in blocks of rows: self.bases[clusters] is n x 384 x 16 floats (12 GB for a 500k-chunk tenant); the
+        # same draws and the same per-row arithmetic, so the same vectors as in one piece
+        local = np.empty((n, DIM), dtype=np.float32)
+        for lo in range(0, n, 20000):
+            local[lo:lo + 20000] = np.einsum("ndk,nk->nd", self.bases[clusters[lo:lo + 20000]], z[lo:lo + 20000])
         iso = rng.standard_normal((n, DIM)).astype(np.float32) / math.sqrt(DIM)
         v = self.centres[clusters] + 0.8 * local + 0.3 * iso
         return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
