@@ -76,19 +76,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--seed", type=int, default=20240501)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--wait-pid", type=int, default=None,
+                    help="after regenerating the data, wait for this process (e.g. the latency.py run building a "
+                         "layout) to end before connecting")
     args = ap.parse_args(argv)
     if len(args.layout) != 2:
         ap.error("--layout twice")
 
     t_all = time.perf_counter()
     layouts: list[dict[str, Any]] = []
+    generated: list[dict[str, L.TenantData]] = []
     for name, data_dir, n in args.layout:
+        t0 = time.perf_counter()
+        generated.append(regenerate(args.seed, args.size, int(n), args.picks))
+        print(f"{name}: regenerated {', '.join(f'{lb} {td.tenant_id} ({len(td.chunk_ids)})' for lb, td in generated[-1].items())}"
+              f" in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    if args.wait_pid:
+        print(f"waiting for pid {args.wait_pid}", file=sys.stderr)
+        while True:
+            try:
+                os.kill(args.wait_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(5)
+    for (name, data_dir, n), tds in zip(args.layout, generated):
         admin = start_embedded(Path(data_dir))
         db = f"bench_latency_{args.size}"
-        t0 = time.perf_counter()
-        tds = regenerate(args.seed, args.size, int(n), args.picks)
-        print(f"{name}: regenerated {', '.join(f'{lb} {td.tenant_id} ({len(td.chunk_ids)})' for lb, td in tds.items())}"
-              f" in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         import psycopg
         with psycopg.connect(L.dsn_for(admin, db)) as conn:
             live = dict(conn.execute("SELECT tenant_id, count(*) FROM hybrid.chunk WHERE NOT superseded "
