@@ -1,7 +1,7 @@
 """Time hybrid.create_tenant for 1,000 tenants (latency.setup_database, the code path of latency.py --tenants 1000) in a scratch database on the embedded server at argv[1], then drop it; prints JSON."""
 import sys, time, json, statistics
 from pathlib import Path
-sys.path.insert(0, "/tmp/wt-tenants1k/bench")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import latency as L
 import psycopg
 from psycopg import sql
