@@ -12,6 +12,7 @@ DECLARE
     -- large partition more often (bench/results/dense_tuning.md)
     v_m text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_m');
     v_efc text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_ef_construction');
+    v_efc_min integer;
     v_with text := '';
 BEGIN
     IF to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL THEN
@@ -21,10 +22,10 @@ BEGIN
         RAISE EXCEPTION 'setting hnsw_m must be an integer between 2 and 100, got %', quote_literal(v_m)
             USING ERRCODE = '22023';
     END IF;
-    IF v_efc IS NOT NULL AND (v_efc !~ '^[0-9]{1,4}$'
-                              OR v_efc::integer NOT BETWEEN greatest(4, 2 * coalesce(v_m, '16')::integer) AND 1000) THEN
+    v_efc_min := greatest(4, 2 * coalesce(v_m, '16')::integer);  -- pgvector: ef_construction >= 2 x m
+    IF v_efc IS NOT NULL AND (v_efc !~ '^[0-9]{1,4}$' OR v_efc::integer NOT BETWEEN v_efc_min AND 1000) THEN
         RAISE EXCEPTION 'setting hnsw_ef_construction must be an integer between % (2 x hnsw_m) and 1000, got %',
-            greatest(4, 2 * coalesce(v_m, '16')::integer), quote_literal(v_efc) USING ERRCODE = '22023';
+            v_efc_min, quote_literal(v_efc) USING ERRCODE = '22023';
     END IF;
     IF v_m IS NOT NULL OR v_efc IS NOT NULL THEN
         v_with := format('WITH (m = %s, ef_construction = %s)', coalesce(v_m, '16'), coalesce(v_efc, '64'));
