@@ -1,23 +1,22 @@
 -- The HNSW index, defined once: created here at install, dropped and rebuilt around bulk loads.
 
--- hybrid.resume_vector_index: build the HNSW index if missing (admin)
-CREATE OR REPLACE FUNCTION hybrid.resume_vector_index() RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
-SET client_min_messages = warning
+-- hybrid._hnsw_density: the HNSW graph's density for a partition of so many rows (admin)
+CREATE OR REPLACE FUNCTION hybrid._hnsw_density(live_rows double precision, OUT m integer, OUT ef_construction integer)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    -- the graph's density (pgvector's m and ef_construction; its defaults 16 and 64 without the
-    -- settings): a denser graph costs build and insert time and finds the true neighbours of a
-    -- large partition more often (bench/results/dense_tuning.md)
+    -- pgvector's m and ef_construction. The settings hnsw_m and hnsw_ef_construction, where present,
+    -- fix them for every partition. Otherwise a partition gets pgvector's defaults (16, 64) below
+    -- hnsw_dense_rows live chunks (setting, default 100,000) and (24, 128) from there: on the
+    -- synthetic benchmark's vectors (bench/results/dense_tuning.md) recall@10 with (16, 64) was
+    -- 0.991 at 100,000 chunks (ef_search 300) but at most 0.967 at 500,000 whatever the ef_search;
+    -- (24, 128) reached 0.992 / 0.998 there at ef_search 200 / 400, for 2.2x the build time.
     v_m text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_m');
     v_efc text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_ef_construction');
+    v_dense text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_dense_rows');
     v_efc_min integer;
-    v_with text := '';
 BEGIN
-    IF to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL THEN
-        RETURN false;
-    END IF;
     IF v_m IS NOT NULL AND (v_m !~ '^[0-9]{1,3}$' OR v_m::integer NOT BETWEEN 2 AND 100) THEN
         RAISE EXCEPTION 'setting hnsw_m must be an integer between 2 and 100, got %', quote_literal(v_m)
             USING ERRCODE = '22023';
@@ -27,21 +26,94 @@ BEGIN
         RAISE EXCEPTION 'setting hnsw_ef_construction must be an integer between % (2 x hnsw_m) and 1000, got %',
             v_efc_min, quote_literal(v_efc) USING ERRCODE = '22023';
     END IF;
+    IF v_dense IS NOT NULL AND v_dense !~ '^[0-9]{1,12}$' THEN
+        RAISE EXCEPTION 'setting hnsw_dense_rows must be a non-negative integer, got %', quote_literal(v_dense)
+            USING ERRCODE = '22023';
+    END IF;
     IF v_m IS NOT NULL OR v_efc IS NOT NULL THEN
-        v_with := format('WITH (m = %s, ef_construction = %s)', coalesce(v_m, '16'), coalesce(v_efc, '64'));
+        m := coalesce(v_m, '16')::integer;
+        ef_construction := coalesce(v_efc, '64')::integer;
+    ELSIF coalesce(live_rows, 0) >= coalesce(v_dense, '100000')::bigint THEN
+        m := 24;
+        ef_construction := 128;
+    ELSE
+        m := 16;
+        ef_construction := 64;
     END IF;
-    -- at least 1GB for the build (a larger server setting is kept): past it HNSW builds slow ~4x
-    IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
-        PERFORM set_config('maintenance_work_mem', '1GB', true);
+END
+$$;
+COMMENT ON FUNCTION hybrid._hnsw_density(double precision) IS
+'The HNSW graph density (m, ef_construction) for a partition of live_rows chunks: the settings hnsw_m and hnsw_ef_construction where present (for every partition); otherwise pgvector''s 16 and 64, and 24 and 128 from hnsw_dense_rows live chunks (setting, default 100,000). Raises 22023 for a malformed setting.';
+REVOKE ALL ON FUNCTION hybrid._hnsw_density(double precision) FROM PUBLIC;
+
+-- hybrid._build_partition_hnsw: one partition's HNSW index, as dense as its size calls for (admin)
+CREATE OR REPLACE FUNCTION hybrid._build_partition_hnsw(part regclass, index_name text) RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    v_rows bigint;
+    v_m integer;
+    v_efc integer;
+    v_with text := '';
+    v_mem bigint;
+BEGIN
+    EXECUTE format('SELECT count(*) FROM %s WHERE NOT superseded AND embedding IS NOT NULL', part) INTO v_rows;
+    SELECT d.m, d.ef_construction INTO v_m, v_efc FROM hybrid._hnsw_density(v_rows) d;
+    IF (v_m, v_efc) <> (16, 64) THEN
+        v_with := format('WITH (m = %s, ef_construction = %s)', v_m, v_efc);
     END IF;
-    EXECUTE format('CREATE INDEX chunk_embedding_hnsw ON hybrid.chunk USING hnsw (embedding vector_cosine_ops) %s '
-                   'WHERE NOT superseded', v_with);
+    -- the graph in memory for the build: past maintenance_work_mem pgvector builds ~4x slower
+    -- (measured); at least 1GB, or what the graph takes (its vector, ~200 bytes and 40 per unit of
+    -- m a row: the "no longer fits" notices of bench/results/dense_tuning.md), at most 8GB; a larger
+    -- server setting is kept
+    v_mem := least(pg_size_bytes('8GB'), greatest(pg_size_bytes('1GB'),
+        v_rows * (4 * hybrid.embedding_dim() + 200 + 40 * v_m)));
+    IF pg_size_bytes(current_setting('maintenance_work_mem')) < v_mem THEN
+        PERFORM set_config('maintenance_work_mem', (v_mem / 1024) || 'kB', true);
+    END IF;
+    EXECUTE format('CREATE INDEX %I ON %s USING hnsw (embedding vector_cosine_ops) %s WHERE NOT superseded',
+                   index_name, part, v_with);
+    RETURN format('m %s, ef_construction %s, %s rows', v_m, v_efc, v_rows);
+END
+$$;
+COMMENT ON FUNCTION hybrid._build_partition_hnsw(regclass, text) IS
+'Builds index_name, the HNSW index of one partition of hybrid.chunk (not attached to hybrid.chunk_embedding_hnsw), with the density hybrid._hnsw_density gives its live rows and enough maintenance_work_mem for the graph (1GB to 8GB); returns the density and rows. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._build_partition_hnsw(regclass, text) FROM PUBLIC;
+
+-- hybrid.resume_vector_index: build the HNSW index if missing (admin)
+CREATE OR REPLACE FUNCTION hybrid.resume_vector_index() RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    v_base record;
+    v_part regclass;
+BEGIN
+    SELECT * INTO v_base FROM hybrid._hnsw_density(0);  -- raises for malformed settings before anything is built
+    IF to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    -- the parent's index holds the density a new (empty) partition gets when create_tenant attaches
+    -- it; each existing partition gets its own index, as dense as its rows call for, attached to it
+    EXECUTE format('CREATE INDEX chunk_embedding_hnsw ON ONLY hybrid.chunk USING hnsw (embedding vector_cosine_ops) %s '
+                   'WHERE NOT superseded',
+                   CASE WHEN (v_base.m, v_base.ef_construction) <> (16, 64)
+                        THEN format('WITH (m = %s, ef_construction = %s)', v_base.m, v_base.ef_construction) ELSE '' END);
+    FOR v_part IN SELECT i.inhrelid::regclass FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk'::regclass
+                  ORDER BY i.inhrelid LOOP
+        PERFORM hybrid._build_partition_hnsw(v_part, (SELECT c.relname FROM pg_class c WHERE c.oid = v_part) || '_embedding_idx');
+        EXECUTE format('ALTER INDEX hybrid.chunk_embedding_hnsw ATTACH PARTITION hybrid.%I',
+                       (SELECT c.relname FROM pg_class c WHERE c.oid = v_part) || '_embedding_idx');
+    END LOOP;
     DELETE FROM hybrid.setting WHERE key = 'vector_index_suspended';
     RETURN true;
 END
 $$;
 COMMENT ON FUNCTION hybrid.resume_vector_index() IS
-'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load), with the settings hnsw_m and hnsw_ef_construction where present (pgvector''s defaults 16 and 64 otherwise); returns whether it built one. Admin only.';
+'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load): one index per partition, as dense as hybrid._hnsw_density gives for its live rows (settings hnsw_m and hnsw_ef_construction for all where present; pgvector''s 16 and 64 below hnsw_dense_rows, default 100,000, and 24 and 128 from there); returns whether it built one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.resume_vector_index() FROM PUBLIC;
 
 -- hybrid.suspend_vector_index: drop the HNSW index for a bulk load (admin)
