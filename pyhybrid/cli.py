@@ -212,6 +212,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     target = Target(args)
     if args.heal:
         _heal(target.admin)
+    if args.densify:
+        if not maintenance.densify_vector_indexes(target.admin, report=print):
+            print("no HNSW index is due for a denser graph")
     with psycopg.connect(target.admin) as c:
         findings = list(check(c))
     for f in findings:
@@ -399,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("doctor", help="check the server, extensions, schema, indexes and RLS")
     s.add_argument("--heal", action="store_true",
                    help="rebuild the BM25 indexes a server restart left stale before checking")
+    s.add_argument("--densify", action="store_true",
+                   help="rebuild, with a denser graph, the HNSW index of each tenant grown past hnsw_dense_rows "
+                        "(REINDEX CONCURRENTLY: reads and writes go on) before checking")
     s.set_defaults(func=cmd_doctor)
 
     s = sub.add_parser("tenant", help="create, grant, drop, export and import tenants (admin)",

@@ -106,6 +106,13 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                           f"{maintenance.HEAL_COMMAND}  (or, as the schema owner: {maintenance.HEAL_SQL};)")
         else:
             yield Finding(f"BM25 index {st.index_name}", f"{st.state} ({st.total_docs} documents in its statistics)")
+    for d in maintenance.vector_index_density(conn):
+        if d.due:  # recall, not correctness: a hint, not a failure
+            yield Finding(f"HNSW density, tenant {d.tenant_id}",
+                          f"m {d.m}, ef_construction {d.ef_construction} for ~{d.live_rows:,} chunks: a denser graph "
+                          f"(m {d.due_m}, ef_construction {d.due_ef_construction}) is due for recall", False,
+                          f"{maintenance.DENSIFY_COMMAND}  (REINDEX CONCURRENTLY: reads and writes go on; "
+                          f"maintenance_work_mem {d.build_memory})")
     tenants, chunks = conn.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.chunk)"
                                    ).fetchone() or (0, 0)
     yield Finding("data", f"{tenants} tenants, {chunks} chunks (as seen by this role)")

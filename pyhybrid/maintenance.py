@@ -1,4 +1,4 @@
-"""Server maintenance: find the BM25 indexes a restart left stale and rebuild them."""
+"""Server maintenance: rebuild the BM25 indexes a restart left stale, and HNSW graphs a tenant outgrew."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import psycopg
-from psycopg import conninfo
+from psycopg import conninfo, sql
+
+from . import _base
+from .errors import SchemaError
 
 logger = logging.getLogger("pyhybrid")
 
@@ -78,4 +81,87 @@ def heal_bm25_everywhere(admin_dsn: str, report: Callable[[str], None] | None = 
             done[name] = actions
             for a in actions:
                 say(f"pyhybrid: BM25 index {a.index_name} in database {name}: {a.action} ({a.reason})")
+    return done
+
+
+@dataclass(frozen=True)
+class VectorIndexDensity:
+    """One tenant's partition HNSW index as hybrid.vector_index_density() sees it.
+
+    m and ef_construction: the graph density it was built with; due_m and due_ef_construction: the
+    one its live rows call for now (a tenant grown by online ingest past the setting hnsw_dense_rows).
+    """
+
+    tenant_id: str
+    index_name: str
+    live_rows: int
+    m: int
+    ef_construction: int
+    due_m: int
+    due_ef_construction: int
+    build_memory: str
+
+    @property
+    def due(self) -> bool:
+        """Whether a rebuild would give this index a denser graph."""
+        return (self.due_m, self.due_ef_construction) > (self.m, self.ef_construction)
+
+
+DENSIFY_COMMAND = "pyhybrid doctor --densify"
+
+
+def vector_index_density(conn: psycopg.Connection[Any]) -> list[VectorIndexDensity]:
+    """Every tenant's HNSW index density (admin; empty without the schema or while the index is suspended)."""
+    if not _has_function(conn, "hybrid.vector_index_density()") or conn.execute(
+            "SELECT has_function_privilege('hybrid.vector_index_density()', 'EXECUTE')").fetchone() != (True,):
+        return []
+    rows = conn.execute(
+        "SELECT tenant_id, index_name, live_rows, m, ef_construction, due_m, due_ef_construction, build_memory "
+        "FROM hybrid.vector_index_density()"
+    ).fetchall()
+    return [VectorIndexDensity(*row) for row in rows]
+
+
+def densify_vector_indexes(dsn: str, tenants: list[str] | None = None,
+                           report: Callable[[str], None] | None = None) -> list[VectorIndexDensity]:
+    """Rebuild, with the density its rows call for, the HNSW index of each due tenant (of tenants, when given).
+
+    Each index gets ALTER INDEX ... SET (m, ef_construction) and REINDEX INDEX CONCURRENTLY: the
+    tenant's reads and writes go on meanwhile (the old index serves until the swap). A rebuild that
+    fails gets its old density back and leaves no half-built index. Returns the indexes rebuilt
+    (with the density they had before).
+    """
+    done: list[VectorIndexDensity] = []
+    with psycopg.connect(dsn, autocommit=True) as conn, _base.translate_errors():
+        for d in vector_index_density(conn):
+            if not d.due or (tenants is not None and d.tenant_id not in tenants):
+                continue
+            idx = sql.Identifier("hybrid", d.index_name)
+            conn.execute(sql.SQL("SELECT set_config('maintenance_work_mem', {}, false) "
+                                 "WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes({})"
+                                 ).format(sql.Literal(d.build_memory), sql.Literal(d.build_memory)))
+            conn.execute(sql.SQL("ALTER INDEX {} SET (m = {}, ef_construction = {})").format(
+                idx, sql.Literal(d.due_m), sql.Literal(d.due_ef_construction)))
+            try:
+                conn.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(idx))
+            except psycopg.Error as failed:
+                # the old graph still serves: give it back its own density, drop the half-built copy
+                # (REINDEX CONCURRENTLY leaves it behind, invalid, named <index>_ccnew)
+                conn.execute(sql.SQL("ALTER INDEX {} RESET (m, ef_construction)").format(idx))
+                if (d.m, d.ef_construction) != (16, 64):  # pgvector's defaults
+                    conn.execute(sql.SQL("ALTER INDEX {} SET (m = {}, ef_construction = {})").format(
+                        idx, sql.Literal(d.m), sql.Literal(d.ef_construction)))
+                leftover = sql.Identifier("hybrid", d.index_name + "_ccnew")
+                try:
+                    conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(leftover))
+                except psycopg.Error as also:
+                    raise SchemaError(
+                        f"densifying the HNSW index of tenant {d.tenant_id} failed ({failed}) and its half-built "
+                        f"copy hybrid.{d.index_name}_ccnew could not be dropped ({also}): drop it with "
+                        f"DROP INDEX CONCURRENTLY hybrid.{d.index_name}_ccnew", sqlstate=also.sqlstate) from failed
+                raise
+            done.append(d)
+            (report or logger.info)(f"HNSW index of tenant {d.tenant_id} ({d.live_rows:,} chunks): m {d.m}, "
+                                    f"ef_construction {d.ef_construction} -> m {d.due_m}, "
+                                    f"ef_construction {d.due_ef_construction}")
     return done

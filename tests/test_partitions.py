@@ -280,3 +280,76 @@ def test_a_large_partition_gets_a_denser_hnsw_graph_and_a_small_one_the_defaults
         hits = t.conn.execute("SELECT chunk_id FROM hybrid.search_dense(%s::vector, 3, exact_threshold => 0)",
                               ("[" + ",".join(map(str, chunks("a", 6, seed=5)[2].embedding)) + "]",)).fetchall()
     assert hits[0]["chunk_id"] == chunks("a", 6, seed=5)[2].chunk_id
+
+
+def test_doctor_flags_a_tenant_grown_past_its_graph_density_and_densify_rebuilds_it_online(
+        db: Db, capsys: pytest.CaptureFixture[str]) -> None:
+    from pyhybrid.cli import main
+    from pyhybrid.doctor import check
+
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_dense_rows', '4')")
+    # online ingest into the partition's existing index: it keeps the density it was built with
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        t.ingest(chunks("a", 8, seed=7))
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("ANALYZE hybrid.chunk")
+        part = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('acme'))::text").fetchone()[0]  # type: ignore[index]
+        assert _hnsw_options(admin)[part] is None
+        findings = {f.subject: f for f in check(admin)}
+    due = findings["HNSW density, tenant acme"]
+    assert "m 16, ef_construction 64 for ~8 chunks" in due.state and "(m 24, ef_construction 128) is due" in due.state
+    assert due.fix is not None and due.fix.startswith("pyhybrid doctor --densify") and not due.problem
+    assert "HNSW density, tenant globex" not in findings  # no rows: nothing due
+    # the printed fix: rebuilt concurrently, still attached to the parent's index, and no longer due
+    assert main(["--dsn", db.dsn(), "doctor", "--densify"]) == 0
+    out = capsys.readouterr().out
+    assert "HNSW index of tenant acme (8 chunks): m 16, ef_construction 64 -> m 24, ef_construction 128" in out, out
+    assert "HNSW density" not in out
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        assert _hnsw_options(admin)[part] == ["m=24", "ef_construction=128"]
+        assert admin.execute("SELECT count(*) FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+                             "WHERE c.relnamespace = 'hybrid'::regnamespace AND NOT x.indisvalid").fetchone() == (0,)
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        hits = t.conn.execute("SELECT chunk_id FROM hybrid.search_dense(%s::vector, 3, exact_threshold => 0)",
+                              ("[" + ",".join(map(str, chunks("a", 8, seed=7)[5].embedding)) + "]",)).fetchall()
+    assert hits[0]["chunk_id"] == chunks("a", 8, seed=7)[5].chunk_id
+    assert main(["--dsn", db.dsn(), "doctor", "--densify"]) == 0
+    assert "no HNSW index is due for a denser graph" in capsys.readouterr().out
+
+
+def test_a_densify_that_fails_keeps_the_old_index_and_leaves_no_half_built_one(db: Db) -> None:
+    import threading
+
+    from psycopg import conninfo
+
+    from pyhybrid.errors import ConflictError
+    from pyhybrid.maintenance import densify_vector_indexes
+
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_dense_rows', '4')")
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        t.ingest(chunks("a", 8, seed=8))
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("ANALYZE hybrid.chunk")
+        part = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('acme'))::text").fetchone()[0]  # type: ignore[index]
+    # an open snapshot: REINDEX CONCURRENTLY builds its copy, then waits for it, past lock_timeout
+    holder = psycopg.connect(db.dsn())
+    holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    holder.execute("SELECT count(*) FROM hybrid.tenant")
+    release = threading.Timer(4.0, holder.rollback)
+    release.start()
+    try:
+        with pytest.raises(ConflictError):
+            densify_vector_indexes(conninfo.make_conninfo(db.dsn(), options="-c lock_timeout=3000"))
+    finally:
+        release.join()
+        holder.close()
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        assert _hnsw_options(admin)[part] is None  # its own density back
+        assert admin.execute("SELECT count(*) FROM pg_class WHERE relnamespace = 'hybrid'::regnamespace "
+                             "AND relname LIKE '%ccnew%'").fetchone() == (0,)
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        hits = t.conn.execute("SELECT chunk_id FROM hybrid.search_dense(%s::vector, 3, exact_threshold => 0)",
+                              ("[" + ",".join(map(str, chunks("a", 8, seed=8)[1].embedding)) + "]",)).fetchall()
+    assert hits[0]["chunk_id"] == chunks("a", 8, seed=8)[1].chunk_id

@@ -46,6 +46,19 @@ COMMENT ON FUNCTION hybrid._hnsw_density(double precision) IS
 'The HNSW graph density (m, ef_construction) for a partition of live_rows chunks: the settings hnsw_m and hnsw_ef_construction where present (for every partition); otherwise pgvector''s 16 and 64, and 24 and 128 from hnsw_dense_rows live chunks (setting, default 100,000). Raises 22023 for a malformed setting.';
 REVOKE ALL ON FUNCTION hybrid._hnsw_density(double precision) FROM PUBLIC;
 
+-- hybrid._hnsw_build_memory: maintenance_work_mem for an HNSW build of so many rows
+CREATE OR REPLACE FUNCTION hybrid._hnsw_build_memory(live_rows double precision, m integer) RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+-- the graph in memory for the build: past maintenance_work_mem pgvector builds ~4x slower
+-- (measured); at least 1GB, or what the graph takes (its vector, ~200 bytes and 40 per unit of m a
+-- row: the "no longer fits" notices of bench/results/dense_tuning.md), at most 8GB
+AS $$ SELECT least(pg_size_bytes('8GB'), greatest(pg_size_bytes('1GB'),
+          (greatest(coalesce(live_rows, 0), 0) * (4 * hybrid.embedding_dim() + 200 + 40 * m))::bigint)) $$;
+COMMENT ON FUNCTION hybrid._hnsw_build_memory(double precision, integer) IS
+'Bytes of maintenance_work_mem an HNSW build of live_rows chunks at density m needs to keep its graph in memory: 1GB to 8GB.';
+REVOKE ALL ON FUNCTION hybrid._hnsw_build_memory(double precision, integer) FROM PUBLIC;
+
 -- hybrid._build_partition_hnsw: one partition's HNSW index, as dense as its size calls for (admin)
 CREATE OR REPLACE FUNCTION hybrid._build_partition_hnsw(part regclass, index_name text) RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -64,12 +77,7 @@ BEGIN
     IF (v_m, v_efc) <> (16, 64) THEN
         v_with := format('WITH (m = %s, ef_construction = %s)', v_m, v_efc);
     END IF;
-    -- the graph in memory for the build: past maintenance_work_mem pgvector builds ~4x slower
-    -- (measured); at least 1GB, or what the graph takes (its vector, ~200 bytes and 40 per unit of
-    -- m a row: the "no longer fits" notices of bench/results/dense_tuning.md), at most 8GB; a larger
-    -- server setting is kept
-    v_mem := least(pg_size_bytes('8GB'), greatest(pg_size_bytes('1GB'),
-        v_rows * (4 * hybrid.embedding_dim() + 200 + 40 * v_m)));
+    v_mem := hybrid._hnsw_build_memory(v_rows, v_m);
     IF pg_size_bytes(current_setting('maintenance_work_mem')) < v_mem THEN
         PERFORM set_config('maintenance_work_mem', (v_mem / 1024) || 'kB', true);
     END IF;
@@ -137,6 +145,33 @@ $$;
 COMMENT ON FUNCTION hybrid.suspend_vector_index() IS
 'Drops the HNSW index for a bulk load (rebuild it with hybrid.resume_vector_index); returns whether it dropped one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.suspend_vector_index() FROM PUBLIC;
+
+-- hybrid.vector_index_density: each tenant's HNSW graph density, and the one its size calls for (admin)
+CREATE OR REPLACE FUNCTION hybrid.vector_index_density()
+RETURNS TABLE (tenant_id text, index_name text, live_rows bigint, m integer, ef_construction integer,
+               due_m integer, due_ef_construction integer, build_memory text)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- a partition's index keeps the density it was built with while its tenant grows by online
+    -- ingest: those whose rows now call for a denser graph are due for a rebuild (pyhybrid doctor
+    -- --densify: REINDEX CONCURRENTLY, reads and writes go on). Rows from the statistics (no scan).
+    SELECT t.tenant_id, i.relname::text, greatest(p.reltuples, 0)::bigint,
+           coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(i.reloptions) o WHERE o LIKE 'm=%'), 16),
+           coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(i.reloptions) o WHERE o LIKE 'ef_construction=%'), 64),
+           d.m, d.ef_construction,
+           pg_size_pretty(hybrid._hnsw_build_memory(p.reltuples, d.m))
+    FROM hybrid.tenant t
+    JOIN pg_class p ON p.oid = hybrid._chunk_partition(t.tenant_key)
+    JOIN pg_inherits h ON h.inhparent = to_regclass('hybrid.chunk_embedding_hnsw')
+    JOIN pg_index x ON x.indexrelid = h.inhrelid AND x.indrelid = p.oid
+    JOIN pg_class i ON i.oid = x.indexrelid
+    CROSS JOIN LATERAL hybrid._hnsw_density(p.reltuples) d
+    ORDER BY p.reltuples DESC, t.tenant_id
+$$;
+COMMENT ON FUNCTION hybrid.vector_index_density() IS
+'Each tenant''s partition HNSW index (its name in schema hybrid): its live rows (the partition''s statistics), the density it was built with (m, ef_construction) and the one hybrid._hnsw_density gives for its rows now (due_m, due_ef_construction), with the maintenance_work_mem a rebuild needs. A tenant grown by online ingest past hnsw_dense_rows is due: ALTER INDEX ... SET (m, ef_construction) and REINDEX INDEX CONCURRENTLY (pyhybrid doctor --densify). Admin only.';
+REVOKE ALL ON FUNCTION hybrid.vector_index_density() FROM PUBLIC;
 
 -- at install, and after an upgrade that found it missing, unless a bulk load holds it off
 SELECT hybrid.resume_vector_index()
