@@ -857,13 +857,21 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             conn.execute("VACUUM (ANALYZE) hybrid.chunk")
             conn.execute("VACUUM (ANALYZE) hybrid.graph_node")
             conn.execute("ANALYZE")
+            # summed over the partition tree: a partitioned table or index has no storage of its own
             res["storage"] = dict(conn.execute("""
-                SELECT 'table_mb', pg_table_size('hybrid.chunk') / 1048576.0
-                UNION ALL SELECT 'hnsw_mb', pg_relation_size('hybrid.chunk_embedding_hnsw') / 1048576.0
-                UNION ALL SELECT 'bm25_mb', pg_relation_size('hybrid.chunk_content_bm25') / 1048576.0
-                UNION ALL SELECT 'gin_mb', pg_relation_size('hybrid.chunk_tsv_gin') / 1048576.0
+                SELECT 'table_mb', (SELECT sum(pg_table_size(relid)) FROM pg_partition_tree('hybrid.chunk')) / 1048576.0
+                UNION ALL SELECT 'hnsw_mb', (SELECT sum(pg_relation_size(relid))
+                    FROM pg_partition_tree(to_regclass('hybrid.chunk_embedding_hnsw'))) / 1048576.0
+                UNION ALL SELECT 'bm25_mb', (SELECT sum(pg_relation_size(relid))
+                    FROM pg_partition_tree(to_regclass('hybrid.chunk_content_bm25'))) / 1048576.0
+                UNION ALL SELECT 'gin_mb', (SELECT sum(pg_relation_size(relid))
+                    FROM pg_partition_tree(to_regclass('hybrid.chunk_tsv_gin'))) / 1048576.0
                 UNION ALL SELECT 'database_mb', pg_database_size(current_database()) / 1048576.0""").fetchall())
-            res["storage"] = {k: round(float(v), 1) for k, v in res["storage"].items()}
+            res["storage"] = {k: round(float(v or 0), 1) for k, v in res["storage"].items()}
+            if conn.execute("SELECT to_regprocedure('hybrid.vector_index_density()') IS NOT NULL").fetchone() == (True,):
+                # the HNSW graph density of the largest partitions (engines from 98f644e build it by size)
+                res["hnsw_density"] = [dict(zip(("tenant_id", "live_rows", "m", "ef_construction"), r)) for r in conn.execute(
+                    "SELECT tenant_id, live_rows, m, ef_construction FROM hybrid.vector_index_density() LIMIT 5").fetchall()]
         timings["vacuum_analyze_s"] = time.perf_counter() - t0
 
         # queries, as the app role acting for a tenant (RLS applies)
@@ -1245,6 +1253,9 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [
             f"| data generation (not in ingest) | {tm['generate_s']:.1f} s |",
             f"| storage | table {run['storage']['table_mb']:.0f} MB, HNSW {run['storage']['hnsw_mb']:.0f} MB, BM25 {run['storage']['bm25_mb']:.0f} MB, GIN {run['storage']['gin_mb']:.0f} MB |",
+            *(["| HNSW density of the largest partitions | " + ", ".join(
+                f"{d['live_rows']:,} rows: m {d['m']}, ef_construction {d['ef_construction']}" for d in run["hnsw_density"]) + " |"]
+              if run.get("hnsw_density") else []),
             f"| server peak memory (sum of RSS of postgres processes) | {mem['peak_rss_mb']:,.0f} MB |",
             f"| server peak memory (sum of PSS, shared pages counted once) | {mem['peak_pss_mb']:,.0f} MB |",
             f"| peak RSS by phase | " + ", ".join(f"{k} {v:,.0f}" for k, v in mem["by_phase_rss_mb"].items()) + " MB |",
