@@ -116,9 +116,10 @@ BEGIN
     -- synthetic benchmark's clustered vectors (bench/results/dense_tuning.md, m 16, ef_construction
     -- 64), recall@10 at ef_search 100 fell from 0.996 (10,000 chunks) to 0.989 (50,000) and 0.976
     -- (100,000); this rule gives 212 at 50,000 (0.999) and 300 at 100,000 (0.991). At 500,000 the
-    -- graph, not the breadth, bounds it: 0.938 at 100, 0.956 at 400 (p50 x1.7), 0.967 at 1000 (x3.3),
-    -- so the breadth stops at 400; a denser graph (settings hnsw_m, hnsw_ef_construction) is the lever
-    -- there. At least 2 x top_k, at most 1000 (pgvector's limit).
+    -- graph (16, 64), not the breadth, bounded it: 0.938 at 100, 0.956 at 400 (p50 x1.7), 0.967 at
+    -- 1000 (x3.3), so the breadth stops at 400 and such a partition gets a denser graph instead
+    -- (hybrid._hnsw_density: (24, 128) from 100,000 rows, 0.998 at 400 on a copy). At least
+    -- 2 x top_k, at most 1000 (pgvector's limit).
     v_ef := coalesce(v_ef, least(400, greatest(100, round(100 * sqrt(greatest(coalesce(v_rows, 0), 0) / 11111.0))))::integer);
     RETURN least(1000, greatest(v_ef, top_k * 2));
 END
