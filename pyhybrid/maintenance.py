@@ -137,9 +137,9 @@ def densify_vector_indexes(dsn: str, tenants: list[str] | None = None,
             if not d.due or (tenants is not None and d.tenant_id not in tenants):
                 continue
             idx = sql.Identifier("hybrid", d.index_name)
-            conn.execute(sql.SQL("SELECT set_config('maintenance_work_mem', {}, false) "
-                                 "WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes({})"
-                                 ).format(sql.Literal(d.build_memory), sql.Literal(d.build_memory)))
+            conn.execute("SELECT set_config('maintenance_work_mem', %(mem)s, false) "
+                         "WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes(%(mem)s)",
+                         {"mem": d.build_memory})
             conn.execute(sql.SQL("ALTER INDEX {} SET (m = {}, ef_construction = {})").format(
                 idx, sql.Literal(d.due_m), sql.Literal(d.due_ef_construction)))
             try:
