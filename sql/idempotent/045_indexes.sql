@@ -11,7 +11,9 @@ DECLARE
     -- hnsw_dense_rows live chunks (setting, default 100,000) and (24, 128) from there: on the
     -- synthetic benchmark's vectors (bench/results/dense_tuning.md) recall@10 with (16, 64) was
     -- 0.991 at 100,000 chunks (ef_search 300) but at most 0.967 at 500,000 whatever the ef_search;
-    -- (24, 128) reached 0.992 / 0.998 there at ef_search 200 / 400, for 2.2x the build time.
+    -- (24, 128) reached 0.992 / 0.998 there at ef_search 200 / 400, for 2.2x the build time (on
+    -- the product path at 1M chunks: 0.995 at the ef_search 671 of hybrid._dense_plan,
+    -- bench/results/density_ab_1m_breadth.md).
     v_m text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_m');
     v_efc text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_ef_construction');
     v_dense text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_dense_rows');

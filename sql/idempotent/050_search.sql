@@ -112,20 +112,20 @@ BEGIN
         RETURN 0;
     END IF;
     -- the search breadth: setting hnsw_ef_search, or by default growing with the square root of
-    -- the partition's rows, from 100 (up to ~11,000 chunks) to 400 (from ~180,000). Measured on the
-    -- synthetic benchmark's clustered vectors (bench/results/dense_tuning.md, m 16, ef_construction
-    -- 64), recall@10 at ef_search 100 fell from 0.996 (10,000 chunks) to 0.989 (50,000) and 0.976
-    -- (100,000); this rule gives 212 at 50,000 (0.999) and 300 at 100,000 (0.991). At 500,000 the
-    -- graph (16, 64), not the breadth, bounded it: 0.938 at 100, 0.956 at 400 (p50 x1.7), 0.967 at
-    -- 1000 (x3.3), so the breadth stops at 400 and such a partition gets a denser graph instead
-    -- (hybrid._hnsw_density: (24, 128) from 100,000 rows, 0.998 at 400 on a copy). At least
-    -- 2 x top_k, at most 1000 (pgvector's limit).
-    v_ef := coalesce(v_ef, least(400, greatest(100, round(100 * sqrt(greatest(coalesce(v_rows, 0), 0) / 11111.0))))::integer);
+    -- the partition's rows, from 100 (up to ~11,000 chunks) to 1000 (pgvector's limit, from ~1.1M).
+    -- Measured on the synthetic benchmark's clustered vectors (bench/results/dense_tuning.md, m 16,
+    -- ef_construction 64), recall@10 at ef_search 100 fell from 0.996 (10,000 chunks) to 0.989
+    -- (50,000) and 0.976 (100,000); this rule gives 212 at 50,000 (0.999) and 300 at 100,000 (0.991).
+    -- At 500,000 chunks (the denser graph of hybrid._hnsw_density, 300 queries through search_dense,
+    -- bench/results/density_ab_1m_breadth.md) it gives 671: recall@10 0.995 and no query without its
+    -- true neighbours, where 400 gave 0.988 with 2 queries at 0 (a beam stuck in the wrong cluster),
+    -- for dense p50 x1.26 and hybrid_retrieve p50 x1.13, p95 x1.10. At least 2 x top_k.
+    v_ef := coalesce(v_ef, least(1000, greatest(100, round(100 * sqrt(greatest(coalesce(v_rows, 0), 0) / 11111.0))))::integer);
     RETURN least(1000, greatest(v_ef, top_k * 2));
 END
 $$;
 COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer) IS
-'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 400, at least 2 x top_k and at most 1000.';
+'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 1000, at least 2 x top_k and at most 1000 (pgvector''s limit).';
 
 CREATE OR REPLACE FUNCTION hybrid.search_dense(
     query_embedding vector, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
