@@ -448,7 +448,7 @@ def stage_upgrade(args: argparse.Namespace) -> dict[str, Any]:
                          "statement_starts": stmt.splitlines()[0][:120], "first_sql_line": first[:160],
                          "chars": len(stmt)})
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        (Path(args.out).parent / "migration_time_server_log.txt").write_text(
+        Path(args.out).with_name(Path(args.out).stem + "_server_log.txt").write_text(
             "\n".join(ln[:400] for ln in text.splitlines()) + "\n")
 
     with psycopg.connect(db_dsn) as conn:
