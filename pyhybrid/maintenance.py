@@ -56,11 +56,22 @@ def bm25_status(conn: psycopg.Connection[Any]) -> list[Bm25IndexState]:
     return [Bm25IndexState(*row) for row in rows]
 
 
+BM25_INDEXES_SQL = (
+    "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_am a ON a.oid = c.relam "
+    "WHERE a.amname = 'bm25' AND c.relkind = 'i' ORDER BY c.oid"
+)
+
+
 def heal_bm25(dsn: str) -> list[HealAction]:
     """Rebuild every stale BM25 index of the database at dsn (as its owner); returns what was done."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         if not _has_function(conn, "hybrid.heal_bm25()"):
             return []
+        # pg_textsearch 1.0's first access to an index after a restart holds LWLocks until the
+        # transaction ends (200 at most): summarizing ~70 tenants' indexes in one transaction failed
+        # with "too many LWLocks taken". Touch each index in a transaction of its own first.
+        for (index_name,) in conn.execute(BM25_INDEXES_SQL).fetchall():
+            conn.execute("SELECT hybrid._bm25_summary(%s::regclass)", (index_name,))
         rows = conn.execute("SELECT index_name, action, reason FROM hybrid.heal_bm25()").fetchall()
     return [HealAction(*row) for row in rows]
 
