@@ -62,18 +62,35 @@ BM25_INDEXES_SQL = (
 )
 
 
+def _touch_bm25_indexes(conn: psycopg.Connection[Any]) -> None:
+    # pg_textsearch 1.0's first access to an index after a restart holds LWLocks until the
+    # transaction ends (200 at most): the hybrid.heal_bm25() of schemas before 0.3 failed past ~70
+    # tenants' indexes with "too many LWLocks taken". One statement per index, in autocommit.
+    for (index_name,) in conn.execute(BM25_INDEXES_SQL).fetchall():
+        conn.execute("SELECT hybrid._bm25_summary(to_regclass(%s))", (index_name,))
+
+
 def heal_bm25(dsn: str) -> list[HealAction]:
-    """Rebuild every stale BM25 index of the database at dsn (as its owner); returns what was done."""
+    """Rebuild every stale BM25 index of the database at dsn (as its owner); returns what was done.
+
+    Each index is checked, and rebuilt if stale, in a transaction of its own, so that what was
+    rebuilt stays rebuilt and no lock is held longer than one rebuild; then hybrid.heal_bm25() finds
+    nothing left and forgets dropped indexes.
+    """
     with psycopg.connect(dsn, autocommit=True) as conn:
         if not _has_function(conn, "hybrid.heal_bm25()"):
             return []
-        # pg_textsearch 1.0's first access to an index after a restart holds LWLocks until the
-        # transaction ends (200 at most): summarizing ~70 tenants' indexes in one transaction failed
-        # with "too many LWLocks taken". Touch each index in a transaction of its own first.
-        for (index_name,) in conn.execute(BM25_INDEXES_SQL).fetchall():
-            conn.execute("SELECT hybrid._bm25_summary(%s::regclass)", (index_name,))
+        actions: list[HealAction] = []
+        if _has_function(conn, "hybrid._bm25_heal_index(regclass, boolean)"):
+            conn.execute("SELECT hybrid._bm25_begin_generation()")
+            for (index_name,) in conn.execute("SELECT index_name::text FROM hybrid._bm25_indexes()").fetchall():
+                actions += [HealAction(*row) for row in conn.execute(
+                    "SELECT index_name, action, reason FROM hybrid._bm25_heal_index(to_regclass(%s))",
+                    (index_name,)).fetchall()]
+        elif _has_function(conn, "hybrid._bm25_summary(regclass)"):  # a schema older than per-index healing
+            _touch_bm25_indexes(conn)
         rows = conn.execute("SELECT index_name, action, reason FROM hybrid.heal_bm25()").fetchall()
-    return [HealAction(*row) for row in rows]
+    return actions + [HealAction(*row) for row in rows]
 
 
 def heal_bm25_everywhere(admin_dsn: str, report: Callable[[str], None] | None = None) -> dict[str, list[HealAction]]:

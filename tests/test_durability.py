@@ -24,7 +24,7 @@ from psycopg import conninfo
 from pyhybrid import HybridClient, migrate
 from pyhybrid.cli import main
 from pyhybrid.errors import RetrievalError
-from pyhybrid.maintenance import bm25_status
+from pyhybrid.maintenance import bm25_status, heal_bm25
 from pyhybrid.server import embedded_status, start_embedded, start_embedded_standby, stop_embedded
 
 DEMO = Path(__file__).resolve().parent.parent / "pyhybrid" / "demo_data" / "acme_chunks.jsonl"
@@ -120,8 +120,20 @@ class Server:
         return out
 
     def states(self) -> dict[str, str]:
-        with psycopg.connect(self.admin) as c:
+        with psycopg.connect(self.admin, autocommit=True) as c:
             return {s.index_name: s.state for s in bm25_status(c)}
+
+    def many_tenants(self, n: int) -> list[str]:
+        """n more tenants, each with one document in its BM25 index's in-memory part."""
+        tenants = [f"many{i:02d}" for i in range(n)]
+        with psycopg.connect(self.admin, autocommit=True) as c:
+            for t in tenants:
+                c.execute("SELECT hybrid.create_tenant(%s)", (t,))
+        with HybridClient(self.app) as client:
+            for i, t in enumerate(tenants):
+                with client.tenant(t) as s:
+                    s.ingest([{"chunk_id": f"{t}#0", "document_id": t, "content": f"occlusion alarm note {i}"}])
+        return tenants
 
     @property
     def bm25(self) -> str:
@@ -166,14 +178,7 @@ def test_a_restart_heals_the_bm25_indexes_of_many_tenants_that_held_unspilled_do
     # of the transaction: one transaction over ~70 such indexes failed ("too many LWLocks taken"),
     # and with it pyhybrid's start path
     baseline = server.load()
-    tenants = [f"many{i:02d}" for i in range(80)]
-    with psycopg.connect(server.admin, autocommit=True) as c:
-        for t in tenants:
-            c.execute("SELECT hybrid.create_tenant(%s)", (t,))
-    with HybridClient(server.app) as client:
-        for i, t in enumerate(tenants):
-            with client.tenant(t) as s:
-                s.ingest([{"chunk_id": f"{t}#0", "document_id": t, "content": f"occlusion alarm note {i}"}])
+    server.many_tenants(80)
     stop_embedded(server.data_dir)
     start_embedded(server.data_dir)
     states = server.states()
@@ -181,6 +186,103 @@ def test_a_restart_heals_the_bm25_indexes_of_many_tenants_that_held_unspilled_do
     same(server.lexical(), baseline)
     with HybridClient(server.app) as client, client.tenant("many79") as s:
         assert [r.chunk_id for r in s.retrieve(query_text="occlusion alarm", top_k=5)] == ["many79#0"]
+
+
+def test_after_a_restart_outside_pyhybrid_a_tenants_first_search_rebuilds_its_own_bm25_index_alone(
+        server: Server) -> None:
+    # the first search after a restart used to heal every tenant's index in its own transaction:
+    # past ~70 indexes with documents in memory pg_textsearch failed it ("too many LWLocks taken",
+    # the lexical branch lost), and below that the one search waited for every tenant's rebuild
+    baseline = server.load()
+    tenants = server.many_tenants(80)
+    stop_embedded(server.data_dir)
+    server.start_raw()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failed branch is a RetrievalWarning
+        with HybridClient(server.app) as client, client.tenant("many79") as s:
+            hits = s.retrieve(query_text="occlusion alarm", top_k=5)
+    assert [(r.chunk_id, r.keyword_rank) for r in hits] == [("many79#0", 1)]
+    states = server.states()
+    assert list(states.values()).count("ok") == 1, "only many79's index was rebuilt"
+    with psycopg.connect(server.admin) as c:
+        mine = c.execute("SELECT hybrid._bm25_partition_index(hybrid._tenant_key('many79'))").fetchone()
+        assert mine is not None and states[mine[0]] == "ok"
+        before = c.execute("SELECT relfilenode FROM pg_class WHERE oid = %s::regclass", mine).fetchone()
+    with HybridClient(server.app) as client, client.tenant("many79") as s:  # another session: no second rebuild
+        assert [r.chunk_id for r in s.retrieve(query_text="occlusion alarm", top_k=5)] == ["many79#0"]
+    with psycopg.connect(server.admin) as c:
+        assert c.execute("SELECT relfilenode FROM pg_class WHERE oid = %s::regclass", mine).fetchone() == before
+    same(server.lexical(), baseline)  # acme's own first search heals acme's
+    healed = heal_bm25(server.admin)
+    assert len(healed) == len(tenants) - 1 and {a.action for a in healed} == {"rebuilt"}
+    assert not {mine[0], server.bm25} & {a.index_name for a in healed}
+    assert set(server.states().values()) == {"ok"}
+
+
+def test_one_session_that_serves_every_tenants_first_search_after_a_restart_heals_them_all(
+        server: Server) -> None:
+    # a first access to a BM25 index after a restart and its REINDEX in one transaction left an
+    # LWLock held for the rest of the session: a pooled connection failed with "too many LWLocks
+    # taken" at the ~78th tenant it healed
+    server.load()
+    tenants = server.many_tenants(90)
+    stop_embedded(server.data_dir)
+    server.start_raw()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with HybridClient(server.app) as client:
+            for t in tenants:
+                with client.tenant(t) as s:
+                    assert [r.chunk_id for r in s.retrieve(query_text="occlusion alarm", top_k=5)] == [f"{t}#0"], t
+    assert list(server.states().values()).count("ok") == len(tenants)
+
+
+def test_heal_bm25_in_one_transaction_rebuilds_the_indexes_of_many_tenants_after_a_restart(
+        server: Server) -> None:
+    # the first access to each index after a restart held LWLocks to the end of the transaction:
+    # SELECT * FROM hybrid.heal_bm25() failed past ~70 tenants with "too many LWLocks taken"
+    baseline = server.load()
+    tenants = server.many_tenants(90)
+    stop_embedded(server.data_dir)
+    server.start_raw()
+    with psycopg.connect(server.admin) as c:
+        healed = c.execute("SELECT index_name, action FROM hybrid.heal_bm25()").fetchall()
+    assert len(healed) == len(tenants) + 1 and {a for _, a in healed} == {"rebuilt"}
+    assert set(server.states().values()) == {"ok"}
+    same(server.lexical(), baseline)
+
+
+def test_a_tenants_first_search_heals_its_large_bm25_index_when_no_parallel_worker_can_start(
+        server: Server) -> None:
+    # pg_textsearch 1.0 builds an index of 100,000 rows or more with parallel workers and fails
+    # (53000, "could not launch any workers") when none can start, where PostgreSQL's own builds go
+    # on alone; the search's heal failed with it, and so did the whole hybrid_retrieve call
+    server.load()
+    with psycopg.connect(server.admin, autocommit=True) as c:
+        c.execute("SELECT hybrid.create_tenant('large')")
+        c.execute("INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES ('large', 'bulk')")
+        # as the superuser, without embeddings: 110,000 rows in seconds (the API would take minutes)
+        c.execute("INSERT INTO hybrid.chunk (tenant_id, chunk_id, corpus_id, document_id, content, content_hash, tenant_key) "
+                  "SELECT 'large', 'c' || g, 'bulk', 'd' || g / 5, 'word' || g % 997 || ' alarm ' || md5(g::text), "
+                  "md5(g::text), hybrid._tenant_key('large') FROM generate_series(1, 110000) g")
+        c.execute("ANALYZE hybrid.chunk")
+
+    def search(dsn: str) -> list[tuple[str, int | None, float | None]]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with HybridClient(dsn) as client, client.tenant("large") as t:
+                return [(r.chunk_id, r.keyword_rank, r.keyword_score) for r in t.retrieve(query_text="word5 alarm", top_k=10)]
+
+    baseline = search(server.app)
+    assert len(baseline) == 10 and all(r[1] is not None for r in baseline)
+    stop_embedded(server.data_dir)
+    server.start_raw()
+    no_workers = conninfo.make_conninfo(server.app, options="-c max_parallel_workers=0")
+    same(search(no_workers), baseline)
+    same(search(server.app), baseline)
+    with psycopg.connect(server.admin) as c:
+        large = c.execute("SELECT hybrid._bm25_partition_index(hybrid._tenant_key('large'))").fetchone()
+    assert large is not None and server.states()[large[0]] == "ok"
 
 
 def test_bm25_results_identical_after_kill_9_of_the_whole_server(server: Server) -> None:

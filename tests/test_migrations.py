@@ -228,7 +228,7 @@ def test_a_released_database_with_data_upgraded_to_head_equals_a_fresh_install_a
         assert counts(old) == before_counts
         assert results(old, ", fusion => 'rrf'") == before_results
         with psycopg.connect(old) as c:
-            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0006",)
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0007",)
             # 0.1's client-side hashes were recomputed: re-ingesting the same chunks changes nothing
             assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE content_hash <> hybrid.content_hash("
                              "document_id, position, content, acl_labels, metadata, corpus_id)").fetchone() == (0,)
@@ -314,7 +314,7 @@ def test_an_object_depending_on_the_unpartitioned_table_stops_the_0_2_upgrade_be
             c.execute("DROP POLICY notes_by_chunk ON public.notes")
         migrate.upgrade(dsn)
         with psycopg.connect(dsn) as c:
-            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0006",)
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0007",)
             assert c.execute("SELECT relkind FROM pg_class WHERE oid = 'hybrid.chunk'::regclass").fetchone() == ("p",)
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as c:

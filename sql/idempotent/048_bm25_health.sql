@@ -29,7 +29,18 @@ BEGIN
     IF v_schema IS NULL THEN
         RETURN;
     END IF;
-    EXECUTE format('SELECT %I.bm25_summarize_index($1)', v_schema) INTO v_text USING index_name::text;
+    -- pg_textsearch 1.0's first access to an index after a restart (the summary included) takes the
+    -- index's LWLock until the end of the transaction (a transaction over ~70 such indexes failed
+    -- with "too many LWLocks taken"), and a REINDEX of that index in the same transaction leaves it
+    -- held for the rest of the session (one session healing ~78 indexes failed so). Ending the read
+    -- in an error rolls its subtransaction back, which releases every LWLock (pg_textsearch's own
+    -- bookkeeping checks LWLockHeldByMe before it releases).
+    BEGIN
+        EXECUTE format('SELECT %I.bm25_summarize_index($1)', v_schema) INTO v_text USING index_name::text;
+        RAISE SQLSTATE 'HYB25';
+    EXCEPTION WHEN SQLSTATE 'HYB25' THEN
+        NULL;
+    END;
     total_docs := (regexp_match(v_text, 'total_docs:\s*(\d+)'))[1]::bigint;
     memtable_docs := (regexp_match(v_text, 'Memtable:\s*terms:\s*\d+\s*documents:\s*(\d+)'))[1]::bigint;
     recovery_docids := (regexp_match(v_text, 'Recovery Pages:\s*pages:\s*\d+\s*docids:\s*(\d+)'))[1]::bigint;
@@ -99,6 +110,156 @@ COMMENT ON FUNCTION hybrid._bm25_sentinel_reset(boolean) IS
 '(Re)creates the BM25 sentinel in its healthy state; fresh => true makes a new table. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._bm25_sentinel_reset(boolean) FROM PUBLIC;
 
+-- hybrid._bm25_generation: the current generation (each shared-memory reset the sentinel revealed)
+CREATE OR REPLACE FUNCTION hybrid._bm25_generation() RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(max(g.generation), 0) FROM hybrid.bm25_generation g $$;
+COMMENT ON FUNCTION hybrid._bm25_generation() IS
+'The current BM25 generation: 0 at install, one more at each pg_textsearch shared-memory reset (restart or crash) the sentinel revealed. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._bm25_generation() FROM PUBLIC;
+
+-- hybrid._bm25_begin_generation: record a reset the sentinel shows, once
+CREATE OR REPLACE FUNCTION hybrid._bm25_begin_generation() RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    v_kind text := hybrid._bm25_restart_kind();
+BEGIN
+    IF v_kind IS NULL OR v_kind NOT IN ('restart', 'crash') THEN
+        RETURN NULL;
+    END IF;
+    -- one session opens the generation; the others wait for it, then find the sentinel healthy
+    -- (reading it waits for the reset's REINDEX anyway)
+    PERFORM pg_advisory_xact_lock(hashtext('hybrid.heal_bm25'));
+    v_kind := hybrid._bm25_restart_kind();
+    IF v_kind IS NULL OR v_kind NOT IN ('restart', 'crash') THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO hybrid.bm25_generation (generation, kind) VALUES (hybrid._bm25_generation() + 1, v_kind);
+    PERFORM hybrid._bm25_sentinel_reset(false);
+    RETURN v_kind;
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_begin_generation() IS
+'When the BM25 sentinel shows a shared-memory reset (restart or crash), opens a new generation and resets the sentinel: from then on every BM25 index not checked in this generation is checked (and rebuilt if stale) at its next use or heal. Returns the kind of reset, or NULL. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._bm25_begin_generation() FROM PUBLIC;
+
+-- hybrid._bm25_check: one index's counts and state (read only)
+CREATE OR REPLACE FUNCTION hybrid._bm25_check(index_name regclass, pending text DEFAULT NULL,
+    OUT total_docs bigint, OUT memtable_docs bigint, OUT segment_docs bigint, OUT state text, OUT reason text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_checked bigint := coalesce((SELECT c.generation FROM hybrid.bm25_index_checked c
+                                  WHERE c.index_oid = _bm25_check.index_name), 0);
+    v_since text;  -- the worst reset since the index was last checked: crash, restart or NULL
+    s record;
+BEGIN
+    -- pending: a reset the sentinel shows that no generation records yet (a read-only caller)
+    SELECT CASE WHEN bool_or(k = 'crash') THEN 'crash' WHEN bool_or(k = 'restart') THEN 'restart' END
+    INTO v_since
+    FROM (SELECT g.kind AS k FROM hybrid.bm25_generation g WHERE g.generation > v_checked
+          UNION ALL SELECT pending) x;
+    s := hybrid._bm25_summary(index_name);
+    total_docs := s.total_docs;
+    memtable_docs := s.memtable_docs;
+    segment_docs := s.segment_docs;
+    IF s.total_docs IS NULL OR s.memtable_docs IS NULL THEN
+        state := 'unknown';
+        reason := 'bm25_summarize_index gave no document counts (another pg_textsearch version?)';
+    ELSIF s.total_docs < s.memtable_docs + s.segment_docs THEN
+        state := 'stale';
+        reason := format('its statistics count %s documents but it holds %s (state lost at a server restart)',
+                         s.total_docs, s.memtable_docs + s.segment_docs);
+    ELSIF v_since = 'crash' AND (s.total_docs > 0 OR s.memtable_docs > 0 OR s.segment_docs > 0
+                                 OR pg_relation_size((SELECT i.indrelid FROM pg_index i WHERE i.indexrelid = index_name)) > 0) THEN
+        -- what was only in memory is gone, and nothing on disk says how much: rebuild from the table
+        state := 'stale';
+        reason := 'the server crashed since this index was last checked: documents held only in memory were lost';
+    ELSIF v_since IS NOT NULL AND (s.memtable_docs > 0 OR s.recovery_docids > 0) THEN
+        state := 'stale';
+        reason := 'the server restarted since this index was last checked, and its in-memory part was reloaded from disk without its statistics';
+    ELSE
+        state := 'ok';
+        reason := NULL;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_check(regclass, text) IS
+'One BM25 index''s document counts and state (ok, stale, unknown) from its summary and the resets since it was last checked; pending: a reset the sentinel shows that no generation records yet. Changes nothing. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._bm25_check(regclass, text) FROM PUBLIC;
+
+-- hybrid._bm25_heal_index: check one index in the current generation, rebuild it if stale
+CREATE OR REPLACE FUNCTION hybrid._bm25_heal_index(target regclass, unchecked_only boolean DEFAULT false)
+RETURNS TABLE (index_name text, action text, reason text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    v_index regclass := target;
+    v_gen bigint := hybrid._bm25_generation();
+    v_workers text;
+    s record;
+BEGIN
+    IF v_index IS NULL THEN  -- dropped meanwhile
+        RETURN;
+    END IF;
+    -- one healer per index; a second one waits, then finds it checked
+    PERFORM pg_advisory_xact_lock(hashtext('hybrid.heal_bm25:' || v_index::oid::text));
+    IF unchecked_only AND coalesce((SELECT c.generation FROM hybrid.bm25_index_checked c
+                                    WHERE c.index_oid = v_index), 0) >= v_gen THEN
+        RETURN;
+    END IF;
+    s := hybrid._bm25_check(v_index);
+    IF s.state = 'stale' THEN
+        index_name := v_index::text;
+        reason := s.reason;
+        IF NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = v_index), 'USAGE') THEN
+            action := format('skipped: %I does not own it', current_user);
+            RETURN NEXT;
+            RETURN;
+        END IF;
+        BEGIN
+            EXECUTE format('REINDEX INDEX %s', v_index);
+        EXCEPTION WHEN SQLSTATE '53000' THEN
+            -- pg_textsearch builds an index of 100,000 rows or more in parallel and fails when no
+            -- worker can start ("could not launch any workers": every slot taken, or
+            -- max_parallel_workers 0), where PostgreSQL's own builds go on alone: build it alone
+            v_workers := current_setting('max_parallel_maintenance_workers');
+            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
+            EXECUTE format('REINDEX INDEX %s', v_index);
+            PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
+        END;
+        action := 'rebuilt';
+        RETURN NEXT;
+    END IF;
+    INSERT INTO hybrid.bm25_index_checked AS c (index_oid, generation) VALUES (v_index, v_gen)
+    ON CONFLICT (index_oid) DO UPDATE SET generation = excluded.generation, checked_at = now();
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_heal_index(regclass, boolean) IS
+'Checks one BM25 index and rebuilds (REINDEX) it if stale, then records it as checked in the current generation; unchecked_only: do nothing if it was checked in this generation already. Returns a row only for a stale index (rebuilt, or skipped with the reason). Admin only.';
+REVOKE ALL ON FUNCTION hybrid._bm25_heal_index(regclass, boolean) FROM PUBLIC;
+
+-- hybrid._bm25_indexes: every BM25 index but the sentinel's
+CREATE OR REPLACE FUNCTION hybrid._bm25_indexes() RETURNS TABLE (index_name regclass, table_name regclass)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT i.indexrelid::regclass, i.indrelid::regclass
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+    WHERE a.amname = 'bm25' AND c.relkind = 'i' AND i.indexrelid <> coalesce(to_regclass('hybrid.bm25_sentinel_bm25'), 0)
+    ORDER BY 1::text
+$$;
+COMMENT ON FUNCTION hybrid._bm25_indexes() IS
+'Every BM25 (pg_textsearch) index of the database, partitions included, but the sentinel''s. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._bm25_indexes() FROM PUBLIC;
+
 -- hybrid.bm25_status: every BM25 index and whether it is stale (admin)
 CREATE OR REPLACE FUNCTION hybrid.bm25_status()
 RETURNS TABLE (index_name text, table_name text, total_docs bigint, memtable_docs bigint, segment_docs bigint,
@@ -107,47 +268,25 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_restart text := hybrid._bm25_restart_kind();
+    v_pending text := hybrid._bm25_restart_kind();
     r record;
     s record;
 BEGIN
-    FOR r IN
-        SELECT i.indexrelid::regclass AS idx, i.indrelid::regclass AS tbl
-        FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
-        WHERE a.amname = 'bm25' AND c.relkind = 'i' AND i.indexrelid <> to_regclass('hybrid.bm25_sentinel_bm25')
-        ORDER BY 1::text
-    LOOP
-        s := hybrid._bm25_summary(r.idx);
-        index_name := r.idx::text;
-        table_name := r.tbl::text;
+    FOR r IN SELECT * FROM hybrid._bm25_indexes() LOOP
+        s := hybrid._bm25_check(r.index_name, CASE WHEN v_pending IN ('restart', 'crash') THEN v_pending END);
+        index_name := r.index_name::text;
+        table_name := r.table_name::text;
         total_docs := s.total_docs;
         memtable_docs := s.memtable_docs;
         segment_docs := s.segment_docs;
-        IF s.total_docs IS NULL OR s.memtable_docs IS NULL THEN
-            state := 'unknown';
-            reason := 'bm25_summarize_index gave no document counts (another pg_textsearch version?)';
-        ELSIF s.total_docs < s.memtable_docs + s.segment_docs THEN
-            state := 'stale';
-            reason := format('its statistics count %s documents but it holds %s (state lost at a server restart)',
-                             s.total_docs, s.memtable_docs + s.segment_docs);
-        ELSIF v_restart = 'restart' AND (s.memtable_docs > 0 OR s.recovery_docids > 0) THEN
-            state := 'stale';
-            reason := 'the server restarted since the last check and this index''s in-memory part was reloaded from disk without its statistics';
-        ELSIF v_restart = 'crash' AND (s.total_docs > 0 OR s.memtable_docs > 0 OR s.segment_docs > 0
-                                       OR pg_relation_size(r.tbl) > 0) THEN
-            -- what was only in memory is gone, and nothing on disk says how much: rebuild from the table
-            state := 'stale';
-            reason := 'the server crashed since the last check: documents held only in memory were lost';
-        ELSE
-            state := 'ok';
-            reason := NULL;
-        END IF;
+        state := s.state;
+        reason := s.reason;
         RETURN NEXT;
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION hybrid.bm25_status() IS
-'Every BM25 (pg_textsearch) index of the database, partitions included, with its document counts and state: ok, stale (lost its statistics at a server restart: rebuild with hybrid.heal_bm25()) or unknown. Admin only.';
+'Every BM25 (pg_textsearch) index of the database, partitions included, with its document counts and state: ok, stale (lost its statistics at a server restart: rebuilt at its next search, or by hybrid.heal_bm25()) or unknown. Changes nothing. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.bm25_status() FROM PUBLIC;
 
 -- hybrid.heal_bm25: rebuild the stale BM25 indexes (admin)
@@ -162,65 +301,69 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_textsearch') THEN
         RETURN;
     END IF;
-    -- one healer at a time; readers that find the sentinel healthy wait for it to commit (hybrid._bm25_ready)
-    PERFORM pg_advisory_xact_lock(hashtext('hybrid.heal_bm25'));
-    FOR r IN SELECT * FROM hybrid.bm25_status() s WHERE s.state = 'stale' LOOP
-        index_name := r.index_name;
-        reason := r.reason;
-        IF pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = r.index_name::regclass), 'USAGE') THEN
-            EXECUTE format('REINDEX INDEX %s', r.index_name::regclass);
-            action := 'rebuilt';
-        ELSE
-            action := format('skipped: %I does not own it', current_user);
-        END IF;
-        RETURN NEXT;
+    PERFORM hybrid._bm25_begin_generation();
+    FOR r IN SELECT x.index_name FROM hybrid._bm25_indexes() x LOOP
+        RETURN QUERY SELECT * FROM hybrid._bm25_heal_index(r.index_name);
     END LOOP;
-    -- last, so that a reader never finds the sentinel healthy before the indexes are
-    IF hybrid._bm25_restart_kind() IS NOT NULL THEN
-        PERFORM hybrid._bm25_sentinel_reset(false);
-    END IF;
+    DELETE FROM hybrid.bm25_index_checked c WHERE NOT EXISTS (SELECT 1 FROM hybrid._bm25_indexes() x WHERE x.index_name = c.index_oid);
 END
 $$;
 COMMENT ON FUNCTION hybrid.heal_bm25() IS
-'Rebuilds (REINDEX) every BM25 index that hybrid.bm25_status() finds stale and resets the sentinel; returns what it rebuilt and why. Runs on its own at the first lexical search after a restart; pyhybrid server start, migrate and doctor --heal call it too. Admin only.';
+'Rebuilds (REINDEX) every BM25 index that a server restart left stale and is not rebuilt yet; returns what it rebuilt and why. Each tenant''s first lexical search after a restart rebuilds that tenant''s index on its own; pyhybrid server start, migrate and doctor --heal heal them all, one transaction per index. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.heal_bm25() FROM PUBLIC;
 
--- hybrid._bm25_ready: the query-time check: heal once per session after a restart
-CREATE OR REPLACE FUNCTION hybrid._bm25_ready() RETURNS boolean
+-- hybrid._bm25_ready: the query-time check of one index, rebuilt here if a restart left it stale
+DROP FUNCTION IF EXISTS hybrid._bm25_ready();
+CREATE OR REPLACE FUNCTION hybrid._bm25_ready(index_name regclass) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_stale boolean;
+    v_read_only boolean := current_setting('transaction_read_only') = 'on';
+    v_pending text;
+    r record;
 BEGIN
-    -- no backend outlives a restart or a crash, so one check per session is enough
-    IF current_setting('hybrid.bm25_checked', true) = 'on' THEN
-        RETURN true;
-    END IF;
     -- pg_textsearch 1.0 keeps an index's newest documents and its statistics in memory, which WAL
     -- does not carry: a hot standby's BM25 answers from what it last read from disk, and a standby
     -- cannot rebuild. Never trust it there (the lexical branch ranks by ts_rank, with a WARNING).
-    IF pg_is_in_recovery() THEN
+    IF pg_is_in_recovery() OR index_name IS NULL THEN
         RETURN false;
     END IF;
-    v_stale := hybrid._bm25_restart_kind() IS NOT NULL
-               AND EXISTS (SELECT 1 FROM hybrid.bm25_status() s WHERE s.state = 'stale');
-    IF v_stale THEN
-        IF current_setting('transaction_read_only') = 'on' THEN
+    -- no backend outlives a restart or a crash: the sentinel is read once per session
+    IF current_setting('hybrid.bm25_checked', true) IS DISTINCT FROM 'on' THEN
+        v_pending := hybrid._bm25_restart_kind();
+        IF v_pending IN ('restart', 'crash') AND NOT v_read_only THEN
+            PERFORM hybrid._bm25_begin_generation();
+            v_pending := NULL;
+        END IF;
+        IF v_pending IN ('restart', 'crash') THEN
+            -- a read-only transaction cannot record the reset: judge this index with it in mind
+            RETURN (SELECT s.state <> 'stale' FROM hybrid._bm25_check(index_name, v_pending) s);
+        END IF;
+        PERFORM set_config('hybrid.bm25_checked', 'on', false);
+    END IF;
+    -- the common case: the index was checked since the last reset (two index lookups). A session
+    -- that found the sentinel reset by another one reads the new generation once that one commits
+    -- (the reset's REINDEX of the sentinel holds readers until then); under REPEATABLE READ a
+    -- snapshot taken before that commit still shows the old generation, for that one transaction.
+    IF coalesce((SELECT c.generation FROM hybrid.bm25_index_checked c WHERE c.index_oid = _bm25_ready.index_name), 0)
+       >= hybrid._bm25_generation() THEN
+        RETURN true;
+    END IF;
+    IF v_read_only THEN
+        RETURN (SELECT s.state <> 'stale' FROM hybrid._bm25_check(index_name) s);
+    END IF;
+    FOR r IN SELECT * FROM hybrid._bm25_heal_index(index_name, unchecked_only => true) LOOP
+        IF r.action <> 'rebuilt' THEN
             RETURN false;
         END IF;
-        PERFORM hybrid.heal_bm25();
-    ELSE
-        -- a healer that has reset the sentinel may not have committed its rebuilds yet
-        PERFORM pg_advisory_xact_lock_shared(hashtext('hybrid.heal_bm25'));
-    END IF;
-    PERFORM set_config('hybrid.bm25_checked', 'on', false);
+    END LOOP;
     RETURN true;
 END
 $$;
-COMMENT ON FUNCTION hybrid._bm25_ready() IS
-'Whether the BM25 indexes can be trusted in this session: after a server restart, the first call rebuilds the stale ones (as the schema owner, one session at a time); false where that cannot be done (a read-only transaction, a standby).';
-REVOKE ALL ON FUNCTION hybrid._bm25_ready() FROM PUBLIC;
+COMMENT ON FUNCTION hybrid._bm25_ready(regclass) IS
+'Whether one BM25 index can be trusted: after a server restart, the first call for it rebuilds it if stale (as the schema owner, one session at a time, that index alone); false where that cannot be done (a read-only transaction, a standby).';
+REVOKE ALL ON FUNCTION hybrid._bm25_ready(regclass) FROM PUBLIC;
 
 DO $sentinel$
 BEGIN

@@ -207,6 +207,18 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL $$;
 COMMENT ON FUNCTION hybrid.bm25_available() IS 'True when the pg_textsearch BM25 index on chunk content exists.';
 
+-- hybrid._bm25_partition_index: the BM25 index of a tenant's partition
+CREATE OR REPLACE FUNCTION hybrid._bm25_partition_index(tenant_key integer) RETURNS text
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT i.inhrelid::regclass::text FROM pg_inherits i JOIN pg_index x ON x.indexrelid = i.inhrelid
+    WHERE i.inhparent = to_regclass('hybrid.chunk_content_bm25') AND x.indrelid = hybrid._chunk_partition(tenant_key)
+$$;
+COMMENT ON FUNCTION hybrid._bm25_partition_index(integer) IS
+'The name of the BM25 index of the partition of a tenant key (its partition of hybrid.chunk_content_bm25), NULL without one.';
+REVOKE ALL ON FUNCTION hybrid._bm25_partition_index(integer) FROM PUBLIC;
+
 -- hybrid.search_lexical: the lexical branch (BM25 or ts_rank)
 CREATE OR REPLACE FUNCTION hybrid.search_lexical(
     query_text text, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
@@ -236,7 +248,10 @@ BEGIN
     END IF;
     -- pg_textsearch 1.0 loses its statistics at a server restart (sql/idempotent/048_bm25_health.sql):
     -- never answer from a stale index
-    IF v_method = 'bm25' AND v_bm25 AND NOT hybrid._bm25_ready() THEN
+    IF v_method = 'bm25' AND v_bm25 THEN
+        v_index := hybrid._bm25_partition_index(v_key);
+    END IF;
+    IF v_method = 'bm25' AND v_index IS NOT NULL AND NOT hybrid._bm25_ready(v_index::regclass) THEN
         IF lexical IS NOT NULL THEN
             RAISE EXCEPTION 'lexical => ''bm25'': the BM25 index is stale (lost at a server restart, or on a hot standby, which pg_textsearch 1.0 does not keep current) and cannot be rebuilt here (read-only transaction or standby)'
                 USING ERRCODE = '55000',
@@ -283,8 +298,6 @@ BEGIN
     -- partition's index on the parent's column is refused. The partition's own policies (the
     -- parent's, tenant and ACL) apply to hybrid_definer here.
     v_part := hybrid._chunk_partition(v_key);
-    v_index := (SELECT i.inhrelid::regclass::text FROM pg_inherits i JOIN pg_index x ON x.indexrelid = i.inhrelid
-                WHERE i.inhparent = 'hybrid.chunk_content_bm25'::regclass AND x.indrelid = v_part);
     IF v_index IS NULL THEN
         RAISE EXCEPTION 'the tenant''s partition has no BM25 index' USING ERRCODE = '55000',
             HINT = 'Run pyhybrid migrate --reapply as the schema owner.';

@@ -215,7 +215,7 @@ BEGIN
                 v_report := v_report || hybrid._explain_branch('lexical', v_t, l_ids, l_scores, keyword_weight, v_k,
                     CASE WHEN coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END) = 'ts_rank'
                          THEN 'ts_rank over the GIN index'
-                         WHEN hybrid._bm25_ready() THEN 'BM25 index (the tenant''s statistics)'
+                         WHEN hybrid._bm25_ready(hybrid._bm25_partition_index(hybrid._tenant_key(hybrid._current_tenant()))::regclass) THEN 'BM25 index (the tenant''s statistics)'
                          ELSE 'ts_rank over the GIN index (the BM25 index is stale)' END);
             END IF;
         EXCEPTION
