@@ -1051,7 +1051,8 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                     for name, value in gucs.items():
                         conn.execute("SELECT set_config(%s, %s, true)", (name, value))
                     try:
-                        plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()]
+                        with conn.transaction():  # a savepoint: a statement that cannot be bound here fails alone
+                            plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()]
                     except psycopg.Error as exc:
                         plan = [f"ERROR: {exc}"]
                 text = "\n".join(plan)
