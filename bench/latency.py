@@ -734,6 +734,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         res["engine"] = engine_state()  # what migrate just installed
         if resume:  # the database an interrupted run left: chunks loaded, edges partly
             db_dsn = dsn_for(admin_dsn, db)
+            migrate.upgrade(db_dsn)  # the engine measured is the checkout's, not the one the database was built with
             with psycopg.connect(db_dsn) as conn:
                 have = conn.execute("SELECT count(*) FROM hybrid.chunk WHERE NOT superseded").fetchone()[0]
             if have != size:
@@ -893,7 +894,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             mem.phase = "explain"
             path = args.out.parent / f"{args.out.stem}_explain_{size}.txt"
             path.write_text(f"# EXPLAIN (ANALYZE, BUFFERS) as {APP_ROLE} under RLS, {size:,} chunks\n\n"
-                            + explain_report(app_dsn, picks, world, args.seed + 3))
+                            + explain_report(app_dsn, picks, world, args.seed + 3, db_dsn))
             res["explain_file"] = str(path)
 
         # index build times (after the queries, which ran on the incrementally built index)
@@ -967,7 +968,7 @@ ENGINE_VARIABLES = {
     "top_k": "%(k)s", "corpus_ids": "NULL::text[]", "filter": "NULL::jsonb", "cap": "%(threshold)s",
     "v_tenant": "%(tenant)s", "v_acl": "%(acl)s::text[]", "v_all": "%(all)s",
     "v_key": "%(key)s::integer", "_scope_size.tenant_key": "%(key)s::integer",
-    "v_front": "%(seeds)s::text[]", "v_pos": "%(pos)s::integer[]", "v_visited": "%(seeds)s::text[]",
+    "v_types": "NULL::oid[]", "v_front": "%(seeds)s::text[]", "v_pos": "%(pos)s::integer[]", "v_visited": "%(seeds)s::text[]",
     "d_ids": "%(d)s::text[]", "l_ids": "%(l)s::text[]", "g_ids": "%(g)s::text[]",
     "d_scores": "%(dv)s::float8[]", "l_scores": "%(lv)s::float8[]", "g_dist": "%(gv)s::integer[]",
     "vector_weight": "1.0::float8", "keyword_weight": "1.0::float8", "graph_weight": "0.5::float8",
@@ -991,7 +992,18 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         return pattern.sub(lambda m: names[m.group(1)], stmt).strip().rstrip(";")
 
     def returned(fn: str) -> list[str]:
-        return re.findall(r"RETURN QUERY\s+(.*?);\s*\n", source(fn), re.S)
+        return re.findall(r"RETURN QUERY\s+(.*?);\s*\n", re.sub(r"--[^\n]*", "", source(fn)), re.S)
+
+    def unwrap(stmt: str) -> str:
+        # EXECUTE format($sql$ ... $sql$, a, b, ...) USING x, y, ...: the statement it runs, the
+        # format arguments as %(name)s parameters and $n as the USING expressions
+        m = re.match(r"EXECUTE format\(\$sql\$(.*)\$sql\$,(.*?)\)\s+USING\s+(.*)$", stmt, re.S)
+        if m is None:
+            return stmt
+        body, fargs, using = m.group(1), [a.strip() for a in m.group(2).split(",")], [u.strip() for u in m.group(3).split(",")]
+        it = iter(fargs)
+        body = re.sub(r"%[LsI]", lambda _: {"v_index": "__BM25_INDEX__", "v_part": "__PARTITION__"}[next(it)], body)
+        return re.sub(r"\$(\d+)", lambda g: using[int(g.group(1)) - 1], body)
 
     dense = returned("hybrid.search_dense")
     lexical = returned("hybrid.search_lexical")
@@ -1001,11 +1013,11 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
     return [
         ("_scope_size (run by search_dense)", bind(source("hybrid._scope_size")), {}),
         ("search_dense, exact path (scope <= exact_threshold)", bind(dense[0]), {}),
-        ("search_dense, HNSW path (scope > exact_threshold; iterative_scan relaxed_order, ef_search 100)",
-         bind(dense[1]), {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "100"}),
+        ("search_dense, HNSW path (scope > exact_threshold; iterative_scan relaxed_order, ef_search of hybrid._dense_plan)",
+         bind(dense[1]), {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "%(ef)s"}),
         ("search_lexical ts_rank (GIN)", bind(lexical[0]), {"enable_sort": "off"}),
-        ("search_lexical bm25 (the BM25 index's ordered scan; enable_sort off as the function sets it)",
-         bind(lexical[1]), {"enable_sort": "off"}),
+        ("search_lexical bm25 (the partition's BM25 index's ordered scan, as hybrid_definer reads it; enable_sort off "
+         "as the function sets it)", bind(unwrap(lexical[1])), {"enable_sort": "off", "role": "hybrid_definer"}),
         ("search_graph, one hop from the seeds (the loop body)", bind(hop), {}),
         ("hybrid.retrieve, fusion + hydration of the fused ids", bind(returned("hybrid.retrieve")[0],
                                                                      {"top_k": "10"}), {}),
@@ -1014,12 +1026,30 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
     ]
 
 
-def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: World, seed: int) -> str:
-    """EXPLAIN (ANALYZE, BUFFERS) of each branch statement as the app role, for each picked tenant."""
+def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: World, seed: int,
+                   admin_dsn: str | None = None) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of each branch statement as the app role, for each picked tenant.
+
+    With admin_dsn (the database's superuser), the HNSW statement runs at the ef_search that
+    hybrid._dense_plan gives the tenant, and the BM25 statement, which reads the tenant's partition
+    by name, runs as hybrid_definer, as hybrid.search_lexical does.
+    """
     import re
 
     rng = np.random.default_rng(seed)
     out: list[str] = []
+    admin = psycopg.connect(admin_dsn, autocommit=True) if admin_dsn else None
+    if admin is not None:
+        # the BM25 statement reads the partition by name, which only the engine's definer may, with
+        # the caller's tenant rules (hybrid._caller): run it inside a function owned by hybrid_definer
+        admin.execute("DROP SCHEMA IF EXISTS bench_explain CASCADE")
+        admin.execute("CREATE SCHEMA bench_explain")
+        admin.execute("CREATE FUNCTION bench_explain.run(q text) RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER "
+                      "SET search_path = pg_catalog, public, ag_catalog, pg_temp "
+                      "AS $f$ DECLARE r record; BEGIN FOR r IN EXECUTE q LOOP RETURN NEXT r.\"QUERY PLAN\"; END LOOP; END $f$")
+        admin.execute("ALTER FUNCTION bench_explain.run(text) OWNER TO hybrid_definer")
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA bench_explain TO {}").format(sql.Identifier(APP_ROLE)))
+        admin.execute(sql.SQL("GRANT EXECUTE ON FUNCTION bench_explain.run(text) TO {}").format(sql.Identifier(APP_ROLE)))
     with psycopg.connect(app_dsn) as conn:
         for label, td in picks:
             q = make_queries(world, td, 1, rng)[0]
@@ -1037,7 +1067,14 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                                    (td.tenant_id,)).fetchone()[0]
                 scope = conn.execute("SELECT hybrid._scope_size(%s, NULL, NULL, %s)", (key, threshold)).fetchone()[0]
                 acl = conn.execute("SELECT hybrid._current_acl(), hybrid._acl_all()").fetchone()
+            ef, bm25_index, partition = 100, None, None
+            if admin is not None:
+                ef, bm25_index, partition = admin.execute(
+                    "SELECT greatest(hybrid._dense_plan(%s::integer, NULL, NULL, NULL, %s), 100), "
+                    "hybrid._bm25_partition_index(%s::integer), hybrid._chunk_partition(%s::integer)::text",
+                    (key, PER_SOURCE_K, key, key)).fetchone()
             params = {"v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)),
+                      "ef": str(ef),
                       "tenant": td.tenant_id, "key": key, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
                       "threshold": threshold, "k": PER_SOURCE_K, "dv": [0.0] * len(d), "lv": [0.0] * len(lx),
                       "gv": [1] * len(g)}
@@ -1045,20 +1082,36 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                        f"{scope}: search_dense takes the {'exact' if scope <= threshold else 'HNSW'} path)")
             out.append(f"query text: {q.text!r}; seeds: {q.seeds}")
             for title, stmt, gucs in engine_statements(conn):
-                with conn.transaction():
-                    conn.execute(SET_TENANT, (td.tenant_id,))
-                    conn.execute("SET LOCAL search_path = pg_catalog, public, ag_catalog, pg_temp")
+                gucs = dict(gucs)
+                role = gucs.pop("role", None)
+                c = conn
+                if role is not None and admin is None:
+                    out += ["", f"== {title}", f"(not run: needs the superuser's DSN to run as {role})"]
+                    continue
+                with c.transaction():
+                    c.execute(SET_TENANT, (td.tenant_id,))
+                    c.execute("SET LOCAL search_path = pg_catalog, public, ag_catalog, pg_temp")
                     for name, value in gucs.items():
-                        conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+                        c.execute("SELECT set_config(%s, %s, true)", (name, value % params if "%(" in value else value))
                     try:
-                        with conn.transaction():  # a savepoint: a statement that cannot be bound here fails alone
-                            plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()]
+                        with c.transaction():  # a savepoint: a statement that cannot be bound here fails alone
+                            cur = c.cursor()
+                            # engine-made names (regclass text), spliced as the function's format() does
+                            stmt = stmt.replace("__BM25_INDEX__", f"'{bm25_index}'").replace("__PARTITION__", str(partition))
+                            if role is None:
+                                plan = [r[0] for r in cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()]
+                            else:
+                                text = psycopg.ClientCursor(c).mogrify("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params)
+                                plan = [r[0] for r in cur.execute("SELECT * FROM bench_explain.run(%s)", (text,)).fetchall()]
                     except psycopg.Error as exc:
                         plan = [f"ERROR: {exc}"]
                 text = "\n".join(plan)
                 text = re.sub(r"'\[[-0-9.,e]+\]'::vector", "'<query vector>'::vector", text)
                 out += ["", f"== {title}", text]
             out.append("")
+    if admin is not None:
+        admin.execute("DROP SCHEMA IF EXISTS bench_explain CASCADE")
+        admin.close()
     return "\n".join(out)
 
 
@@ -1077,7 +1130,7 @@ def explain_only(args: argparse.Namespace, admin_dsn: str) -> None:
         path.write_text(f"# EXPLAIN (ANALYZE, BUFFERS) as {APP_ROLE} under RLS, {size:,} chunks "
                         f"(engine git {eng['git_head']}, digest {eng['sql_and_pyhybrid_sha256']}; written by --explain-only "
                         f"on the database of the latency run)\n\n"
-                        + explain_report(app_dsn, picks, world, args.seed + 3))
+                        + explain_report(app_dsn, picks, world, args.seed + 3, dsn_for(admin_dsn, db)))
         print(path, file=sys.stderr)
 
 
