@@ -973,6 +973,7 @@ ENGINE_VARIABLES = {
     "d_scores": "%(dv)s::float8[]", "l_scores": "%(lv)s::float8[]", "g_dist": "%(gv)s::integer[]",
     "vector_weight": "1.0::float8", "keyword_weight": "1.0::float8", "graph_weight": "0.5::float8",
     "rrf_k": "60::float8", "per_document": "false", "with_graph_context": "false",
+    "fusion": "'convex'::text", "skip": "0", "siblings": "0",
 }
 
 
