@@ -73,24 +73,24 @@ def _touch_bm25_indexes(conn: psycopg.Connection[Any]) -> None:
 def heal_bm25(dsn: str) -> list[HealAction]:
     """Rebuild every stale BM25 index of the database at dsn (as its owner); returns what was done.
 
-    Each index is checked, and rebuilt if stale, in a transaction of its own, so that what was
-    rebuilt stays rebuilt and no lock is held longer than one rebuild; then hybrid.heal_bm25() finds
-    nothing left and forgets dropped indexes.
+    Each index is checked, and rebuilt if stale, in a transaction of its own (what hybrid.heal_bm25()
+    does in one), so that what was rebuilt stays rebuilt and no lock is held longer than one rebuild.
     """
     with psycopg.connect(dsn, autocommit=True) as conn:
         if not _has_function(conn, "hybrid.heal_bm25()"):
             return []
+        if not _has_function(conn, "hybrid._bm25_heal_index(regclass, boolean)"):  # a schema before 0.3
+            if _has_function(conn, "hybrid._bm25_summary(regclass)"):
+                _touch_bm25_indexes(conn)
+            return [HealAction(*row) for row in conn.execute(
+                "SELECT index_name, action, reason FROM hybrid.heal_bm25()").fetchall()]
+        conn.execute("SELECT hybrid._bm25_begin_generation()")
         actions: list[HealAction] = []
-        if _has_function(conn, "hybrid._bm25_heal_index(regclass, boolean)"):
-            conn.execute("SELECT hybrid._bm25_begin_generation()")
-            for (index_name,) in conn.execute("SELECT index_name::text FROM hybrid._bm25_indexes()").fetchall():
-                actions += [HealAction(*row) for row in conn.execute(
-                    "SELECT index_name, action, reason FROM hybrid._bm25_heal_index(to_regclass(%s))",
-                    (index_name,)).fetchall()]
-        elif _has_function(conn, "hybrid._bm25_summary(regclass)"):  # a schema older than per-index healing
-            _touch_bm25_indexes(conn)
-        rows = conn.execute("SELECT index_name, action, reason FROM hybrid.heal_bm25()").fetchall()
-    return actions + [HealAction(*row) for row in rows]
+        for (index_name,) in conn.execute("SELECT index_name::text FROM hybrid._bm25_indexes()").fetchall():
+            actions += [HealAction(*row) for row in conn.execute(
+                "SELECT index_name, action, reason FROM hybrid._bm25_heal_index(to_regclass(%s))",
+                (index_name,)).fetchall()]
+    return actions
 
 
 def heal_bm25_everywhere(admin_dsn: str, report: Callable[[str], None] | None = None) -> dict[str, list[HealAction]]:

@@ -139,6 +139,8 @@ BEGIN
         RETURN NULL;
     END IF;
     INSERT INTO hybrid.bm25_generation (generation, kind) VALUES (hybrid._bm25_generation() + 1, v_kind);
+    -- indexes dropped since (a tenant dropped) are forgotten here, once per reset
+    DELETE FROM hybrid.bm25_index_checked c WHERE NOT EXISTS (SELECT 1 FROM hybrid._bm25_indexes() x WHERE x.index_name = c.index_oid);
     PERFORM hybrid._bm25_sentinel_reset(false);
     RETURN v_kind;
 END
@@ -305,7 +307,6 @@ BEGIN
     FOR r IN SELECT x.index_name FROM hybrid._bm25_indexes() x LOOP
         RETURN QUERY SELECT * FROM hybrid._bm25_heal_index(r.index_name);
     END LOOP;
-    DELETE FROM hybrid.bm25_index_checked c WHERE NOT EXISTS (SELECT 1 FROM hybrid._bm25_indexes() x WHERE x.index_name = c.index_oid);
 END
 $$;
 COMMENT ON FUNCTION hybrid.heal_bm25() IS
