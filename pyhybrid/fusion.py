@@ -9,6 +9,7 @@ import warnings
 from typing import Any, Sequence
 
 from .errors import InvalidParameterError, RetrievalError
+from .types import _check_rrf_k, _check_weight
 from .types import ChunkRef
 
 
@@ -22,11 +23,8 @@ def check_fusion_args(n_lists: int, weights: Sequence[float] | None, rrf_k: floa
             raise InvalidParameterError(
                 f"weights has {len(ws)} entries but rankings has {n_lists} lists; they must match"
             )
-    for i, w in enumerate(ws, start=1):
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or math.isnan(w) or math.isinf(w) or w < 0:
-            raise InvalidParameterError(f"weights[{i}] must be a finite number >= 0, got {w!r}")
-    if isinstance(rrf_k, bool) or not isinstance(rrf_k, (int, float)) or not math.isfinite(rrf_k) or rrf_k <= 0:
-        raise InvalidParameterError(f"rrf_k must be a finite number > 0, got {rrf_k!r}")
+    ws = [_check_weight(f"weights[{i}]", w) for i, w in enumerate(ws, start=1)]
+    _check_rrf_k(rrf_k)
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000):
         raise InvalidParameterError(f"top_k must be between 1 and 1000, got {top_k!r}")
     return [float(w) for w in ws]

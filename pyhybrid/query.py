@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -17,6 +16,8 @@ import numpy as np
 
 from .errors import InvalidParameterError
 from .types import HybridWeights
+from .types import _check_rrf_k as _rrf_k
+from .types import _check_weight as _weight
 
 
 MAX_QUERY_TEXT = 20000
@@ -38,8 +39,8 @@ class RetrieveQuery:
     query_embedding: the dense query (1-D, finite, non-zero; the install's dimension). query_text: the
     lexical query. graph_seeds: chunk or entity ids to start the graph branch from. corpus_ids: restrict
     to these corpora. top_k: rows returned (1..1000). per_source_k: each branch's cut (top_k..10000,
-    default greatest(top_k*3, 30)). vector_weight, keyword_weight, graph_weight: RRF weights (>= 0; 0
-    disables a branch). rrf_k: the RRF constant (> 0). filter: a JSON object the chunk metadata must
+    default greatest(top_k*3, 30)). vector_weight, keyword_weight, graph_weight: the branches' fusion weights (0 to 1,000,000;
+    0 disables a branch). rrf_k: the RRF constant (> 0, at most 1,000,000). filter: a JSON object the chunk metadata must
     contain. graph_hops: 1..3. lexical: 'bm25', 'ts_rank' or None (BM25 where installed).
     graph_expand: seed the graph branch with the best N dense/lexical hits (0..100).
     with_graph_context: add each row's graph neighbourhood. per_document: the best chunk per document.
@@ -293,22 +294,6 @@ def _str_list(name: str, values: Any) -> tuple[str, ...] | None:
 def _int_between(name: str, value: Any, low: int, high: int, *, low_name: str | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidParameterError(f"{name} must be between {low_name or low} and {high}, got {value!r}")
-
-
-def _finite(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def _weight(name: str, value: Any) -> float:
-    if not _finite(value) or value < 0:
-        raise InvalidParameterError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
-def _rrf_k(value: Any) -> float:
-    if not _finite(value) or value <= 0:
-        raise InvalidParameterError(f"rrf_k must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 def _filter(value: Any) -> Mapping[str, Any] | None:

@@ -31,13 +31,14 @@ _CHUNKS_SQL = """SELECT chunk_id, document_id, corpus_id, content, embedding::te
        metadata, acl_labels
 FROM hybrid.chunk WHERE tenant_id = %s AND NOT superseded
 ORDER BY corpus_id, document_id, position, chunk_id"""
-# edges join two nodes of one tenant; the label table an edge lives in is its type
-_EDGES_SQL = """SELECT a.node_id AS src, b.node_id AS dst, l.relname AS rel, e.properties::text AS properties
+# edges join two nodes of one tenant; the opaque label table an edge lives in is one of the
+# tenant's edge types (hybrid.edge_type)
+_EDGES_SQL = """SELECT a.node_id AS src, b.node_id AS dst, et.name AS rel, e.properties::text AS properties
 FROM hybrid_graph._ag_label_edge e
 JOIN hybrid.graph_node a ON a.tenant_id = %(t)s AND a.vertex_id OPERATOR(ag_catalog.=) e.start_id
 JOIN hybrid.graph_node b ON b.tenant_id = %(t)s AND b.vertex_id OPERATOR(ag_catalog.=) e.end_id
-JOIN pg_catalog.pg_class l ON l.oid = e.tableoid
-ORDER BY a.node_id, b.node_id, l.relname"""
+JOIN hybrid.edge_type et ON et.tenant_id = %(t)s AND e.tableoid = to_regclass('hybrid_graph.rel_' || et.slot)
+ORDER BY a.node_id, b.node_id, et.name"""
 _HAS_GRAPH_SQL = "SELECT to_regclass('hybrid.graph_node') IS NOT NULL AS has_graph"
 _VERSION_SQL = "SELECT hybrid.version() AS v"
 _COUNT_SQL = "SELECT count(*) AS n FROM hybrid.chunk WHERE tenant_id = %s"

@@ -65,11 +65,25 @@ def _number(name: str, value: str, text: str) -> float:
         raise InvalidParameterError(f"{name} must be numbers, got {value.strip()!r} in {text!r}") from None
 
 
-def _check_weight(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidParameterError(f"{name} must be a number >= 0, got {value!r}")
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise InvalidParameterError(f"{name} must be a finite number >= 0, got {value!r}")
+# the accepted ranges of fusion weights and rrf_k, as SQL's hybrid._check_number: every fusion sum
+# stays finite
+MAX_WEIGHT = 1_000_000
+MAX_RRF_K = 1_000_000
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _check_weight(name: str, value: Any) -> float:
+    if not _finite(value) or not 0 <= value <= MAX_WEIGHT:
+        raise InvalidParameterError(f"{name} must be a finite number between 0 and {MAX_WEIGHT}, got {value!r}")
+    return float(value)
+
+
+def _check_rrf_k(value: Any) -> float:
+    if not _finite(value) or not 0 < value <= MAX_RRF_K:
+        raise InvalidParameterError(f"rrf_k must be a finite number > 0 and <= {MAX_RRF_K}, got {value!r}")
     return float(value)
 
 

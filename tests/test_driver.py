@@ -127,9 +127,9 @@ def test_rrf_fuse_rules() -> None:
     a = ChunkRef("x", "t1")
     with pytest.raises(RetrievalError, match="one tenant_id"):
         rrf_fuse([[a], [ChunkRef("y", "t2")]])
-    with pytest.raises(InvalidParameterError, match="rrf_k must be a finite number > 0"):
+    with pytest.raises(InvalidParameterError, match="rrf_k must be a finite number > 0 and <= 1000000"):
         rrf_fuse([[a]], rrf_k=0)
-    with pytest.raises(InvalidParameterError, match=r"weights\[1\] must be a finite number >= 0"):
+    with pytest.raises(InvalidParameterError, match=r"weights\[1\] must be a finite number between 0 and 1000000"):
         rrf_fuse([[a]], weights=[-1])
     with pytest.raises(InvalidParameterError, match="weights has 2 entries but rankings has 1 lists"):
         rrf_fuse([[a]], weights=[1, 1])

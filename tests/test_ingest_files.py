@@ -152,7 +152,7 @@ def test_ingest_edges_errors_name_the_file_the_line_and_the_format(db: Db, tmp_p
 @pytest.mark.parametrize("flags, message", [
     (["--filter", "{lang: en}"], "--filter must be a JSON object such as"),
     (["--weights", "1,1"], "weights must be three numbers 'vector,keyword,graph' (or 'vector=1,graph=0'), got 2"),
-    (["--weights", "-1,1,1"], "vector_weight must be a finite number >= 0, got -1.0"),
+    (["--weights", "-1,1,1"], "vector_weight must be a finite number between 0 and 1000000, got -1.0"),
     (["--weights", "1,x,1"], "weights must be numbers, got 'x' in '1,x,1'"),
     (["--weights", "dense=1"], "weights: unknown source 'dense'"),
 ])

@@ -41,12 +41,16 @@ def _corpus(api: Api) -> None:
 
 # (SQL arguments, the same in Python, the message both give)
 VALIDATION = [
-    ("rrf_k => 0", {"rrf_k": 0}, "rrf_k must be a finite number > 0"),
-    ("rrf_k => 'NaN'", {"rrf_k": float("nan")}, "rrf_k must be a finite number > 0"),
-    ("rrf_k => 'Infinity'", {"rrf_k": float("inf")}, "rrf_k must be a finite number > 0"),
-    ("vector_weight => -1", {"vector_weight": -1}, "vector_weight must be a finite number >= 0"),
-    ("keyword_weight => 'NaN'", {"keyword_weight": float("nan")}, "keyword_weight must be a finite number >= 0"),
-    ("graph_weight => -0.5", {"graph_weight": -0.5}, "graph_weight must be a finite number >= 0"),
+    ("rrf_k => 0", {"rrf_k": 0}, "rrf_k must be a finite number > 0 and <= 1000000"),
+    ("rrf_k => 'NaN'", {"rrf_k": float("nan")}, "rrf_k must be a finite number > 0 and <= 1000000"),
+    ("rrf_k => 'Infinity'", {"rrf_k": float("inf")}, "rrf_k must be a finite number > 0 and <= 1000000"),
+    ("vector_weight => -1", {"vector_weight": -1}, "vector_weight must be a finite number between 0 and 1000000"),
+    ("keyword_weight => 'NaN'", {"keyword_weight": float("nan")}, "keyword_weight must be a finite number between 0 and 1000000"),
+    ("graph_weight => -0.5", {"graph_weight": -0.5}, "graph_weight must be a finite number between 0 and 1000000"),
+    # once a bare 22003 overflow deep in the fusion SQL
+    ("vector_weight => 1e308, rrf_k => 1e-300", {"vector_weight": 1e308, "rrf_k": 1e-300},
+     r"vector_weight must be a finite number between 0 and 1000000, got 1e\+?308"),
+    ("rrf_k => 1e7", {"rrf_k": 1e7}, "rrf_k must be a finite number > 0 and <= 1000000"),
     ("top_k => 0", {"top_k": 0}, "top_k must be between 1 and 1000"),
     ("top_k => 1001", {"top_k": 1001}, "top_k must be between 1 and 1000"),
     ("top_k => NULL", {"top_k": None}, "top_k must be between 1 and 1000"),
@@ -92,7 +96,7 @@ def test_all_inputs_null_is_an_error(db: Db) -> None:
 
 
 def test_hybrid_weights_name_the_weight() -> None:
-    with pytest.raises(InvalidParameterError, match=r"vector_weight must be a finite number >= 0"):
+    with pytest.raises(InvalidParameterError, match=r"vector_weight must be a finite number between 0 and 1000000"):
         HybridWeights(vector=-1)
 
 

@@ -67,3 +67,13 @@ SELECT hybrid._create_partition(t.tenant_key) FROM hybrid.tenant t
 WHERE hybrid._chunk_partition(t.tenant_key) IS NULL;
 SELECT hybrid._secure_chunks('hybrid.chunk');
 SELECT hybrid._secure_chunks(i.inhrelid::regclass) FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk'::regclass;
+
+-- edge type names are tenant data: the loaders (hybrid_definer) read and register the caller's
+-- tenant's; app roles may read them; nobody else sees a row
+DROP POLICY IF EXISTS edge_type_definer ON hybrid.edge_type;
+DROP POLICY IF EXISTS edge_type_app ON hybrid.edge_type;
+CREATE POLICY edge_type_definer ON hybrid.edge_type TO hybrid_definer
+    USING (tenant_id = (SELECT hybrid._current_tenant()))
+    WITH CHECK (tenant_id = (SELECT hybrid._current_tenant()));
+CREATE POLICY edge_type_app ON hybrid.edge_type FOR SELECT TO hybrid_app
+    USING (tenant_id = (SELECT hybrid._current_tenant()));

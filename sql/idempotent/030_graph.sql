@@ -19,15 +19,17 @@ BEGIN
     -- visibility themselves, hop by hop against hybrid.chunk) gets the tenant rule alone, so its
     -- plans carry nothing more. Trusted app roles reading the graph tables directly also get the ACL
     -- rule: a chunk's node only where they see the chunk (hybrid.chunk's own policy, tenant and ACL,
-    -- applies inside the EXISTS), a vertex only where they see its node, an edge only where they see
-    -- both ends. Any other role matches no policy and sees nothing.
+    -- applies inside the EXISTS), an entity's node only where they see a chunk linked to it
+    -- (hybrid._entity_seen), a vertex only where they see its node, an edge only where they see both
+    -- ends. Any other role matches no policy and sees nothing.
     EXECUTE 'DROP POLICY IF EXISTS graph_node_tenant ON hybrid.graph_node';
     EXECUTE 'DROP POLICY IF EXISTS graph_node_app ON hybrid.graph_node';
     EXECUTE 'CREATE POLICY graph_node_tenant ON hybrid.graph_node TO hybrid_definer '
             'USING (tenant_id = (SELECT hybrid._current_tenant())) WITH CHECK (tenant_id = (SELECT hybrid._current_tenant()))';
     EXECUTE 'CREATE POLICY graph_node_app ON hybrid.graph_node FOR SELECT TO hybrid_app '
-            'USING (tenant_id = (SELECT hybrid._current_tenant()) AND (kind = ''entity'' OR '
-            'EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_id = graph_node.tenant_id AND c.chunk_id = graph_node.node_id)))';
+            'USING (tenant_id = (SELECT hybrid._current_tenant()) AND CASE WHEN kind = ''entity'' '
+            'THEN hybrid._entity_seen(node_id) '
+            'ELSE EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_id = graph_node.tenant_id AND c.chunk_id = graph_node.node_id) END)';
     FOR tbl IN
         SELECT l.relation
         FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
@@ -67,13 +69,21 @@ COMMENT ON FUNCTION hybrid._secure_graph() IS
 'Enables and forces RLS with the tenant policy on every label table of hybrid_graph (AGE parent tables included) and grants hybrid_user what it needs.';
 REVOKE ALL ON FUNCTION hybrid._secure_graph() FROM PUBLIC;
 
--- hybrid._ensure_edge_label: create an edge type's label table if missing
-CREATE OR REPLACE FUNCTION hybrid._ensure_edge_label(rel text) RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+-- hybrid._edge_label: the opaque label of one of the caller's tenant's edge types
+CREATE OR REPLACE FUNCTION hybrid._edge_label(rel text, register boolean) RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by the installer: creates AGE labels
 SET search_path = ag_catalog, pg_catalog, pg_temp  -- create_elabel names AGE's opclass unqualified
 SET client_min_messages = warning
 AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();  -- the caller's (hybrid._caller), never a parameter
+    v_slot integer;
+    v_label text;
 BEGIN
+    IF v_tenant IS NULL THEN
+        RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
+            USING ERRCODE = '42501';
+    END IF;
     IF rel IS NULL OR rel !~ '^[A-Z][A-Z0-9_]{0,62}$' THEN
         RAISE EXCEPTION 'rel must be an UPPER_SNAKE_CASE name matching ^[A-Z][A-Z0-9_]{0,62}$, got %', coalesce(quote_literal(rel), 'NULL')
             USING ERRCODE = '22023';
@@ -81,25 +91,41 @@ BEGIN
     IF rel IN ('CHUNK', 'ENTITY') THEN
         RAISE EXCEPTION 'rel % is reserved', rel USING ERRCODE = '22023';
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
-                   WHERE g.name = 'hybrid_graph' AND l.name = rel) THEN
-        -- edge type names are global (catalog names every role can read, at most 65,535 per graph):
-        -- admins and app roles register them, tenant login roles cannot
-        IF NOT (pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER')
-                OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = hybrid._caller())) THEN
-            RAISE EXCEPTION 'edge type % is not registered', rel
-                USING ERRCODE = '42501', HINT = 'An admin or app role registers it: SELECT hybrid.register_edge_type(...).';
+    -- edge types are the tenant's own names (hybrid.edge_type, under RLS); the label that holds a
+    -- type's edges is named by its slot alone, the same slot numbers in every tenant
+    SELECT et.slot INTO v_slot FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant AND et.name = rel;
+    IF NOT FOUND THEN
+        IF NOT register THEN
+            RETURN NULL;
         END IF;
-        PERFORM ag_catalog.create_elabel('hybrid_graph'::cstring, rel::cstring);
-        PERFORM hybrid._secure_graph();
+        PERFORM pg_advisory_xact_lock(hashtext('hybrid.edge_type'), hashtext(v_tenant));
+        SELECT et.slot INTO v_slot FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant AND et.name = rel;
+        IF NOT FOUND THEN
+            SELECT coalesce(max(et.slot) + 1, 0) INTO v_slot FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant;
+            IF v_slot >= 1000 THEN
+                RAISE EXCEPTION 'a tenant has at most 1000 edge types; % would be one more', rel
+                    USING ERRCODE = '54000', HINT = 'Reuse a type and tell the relations apart by an edge property.';
+            END IF;
+            INSERT INTO hybrid.edge_type (tenant_id, name, slot) VALUES (v_tenant, rel, v_slot);
+        END IF;
     END IF;
+    v_label := 'rel_' || v_slot;
+    IF to_regclass('hybrid_graph.' || v_label) IS NULL THEN
+        -- the first tenant to use this many types creates the label, under the tenant policy
+        PERFORM pg_advisory_xact_lock(hashtext('hybrid._edge_label'));
+        IF to_regclass('hybrid_graph.' || v_label) IS NULL THEN
+            PERFORM ag_catalog.create_elabel('hybrid_graph'::cstring, v_label::cstring);
+            PERFORM hybrid._secure_graph();
+        END IF;
+    END IF;
+    RETURN v_label;
 END
 $$;
-COMMENT ON FUNCTION hybrid._ensure_edge_label(text) IS
-'Creates the AGE edge label rel in hybrid_graph if missing, under the tenant policy; only admins and app roles may create one.';
-REVOKE ALL ON FUNCTION hybrid._ensure_edge_label(text) FROM PUBLIC;
+COMMENT ON FUNCTION hybrid._edge_label(text, boolean) IS
+'The opaque AGE edge label (rel_<slot>) holding the current tenant''s edges of type rel; with register, registers rel for the tenant first if it is new (at most 1,000 types a tenant) and creates the label if no tenant used that slot yet; without, NULL for a name the tenant has not registered.';
+REVOKE ALL ON FUNCTION hybrid._edge_label(text, boolean) FROM PUBLIC;
 
--- hybrid.register_edge_type: make an edge type available to every tenant (admin, app roles)
+-- hybrid.register_edge_type: register an edge type for the caller's tenant
 CREATE OR REPLACE FUNCTION hybrid.register_edge_type(rel text) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -109,12 +135,122 @@ BEGIN
         RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
     END IF;
-    PERFORM hybrid._ensure_edge_label(rel);
+    PERFORM hybrid._edge_label(rel, true);
 END
 $$;
 COMMENT ON FUNCTION hybrid.register_edge_type(text) IS
-'Registers the edge type rel (UPPER_SNAKE_CASE) so that every tenant''s add_edges may use it. For admins and app roles (add_edges run by an app role registers what it meets); tenant login roles get 42501.';
+'Registers the edge type rel (UPPER_SNAKE_CASE) for the current tenant, idempotent. Loading an edge of a new type registers it too: types are each tenant''s own names, invisible to other tenants.';
 REVOKE ALL ON FUNCTION hybrid.register_edge_type(text) FROM PUBLIC;
+
+-- hybrid.edge_type_label: the AGE label to name one of the tenant's edge types in Cypher
+CREATE OR REPLACE FUNCTION hybrid.edge_type_label(rel text) RETURNS text
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by hybrid_definer: tenant login roles read no table
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_label text;
+BEGIN
+    IF to_regclass('hybrid.graph_node') IS NULL THEN
+        RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
+            USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
+    END IF;
+    SELECT 'rel_' || et.slot INTO v_label FROM hybrid.edge_type et
+    WHERE et.tenant_id = hybrid._current_tenant() AND et.name = rel;
+    IF v_label IS NULL THEN
+        -- another tenant's type and a name nobody uses get the same answer
+        RAISE EXCEPTION 'rel % is not an edge type of this tenant', coalesce(quote_literal(rel), 'NULL')
+            USING ERRCODE = '22023', HINT = 'SELECT name FROM hybrid.edge_types() lists them.';
+    END IF;
+    RETURN v_label;
+END
+$$;
+COMMENT ON FUNCTION hybrid.edge_type_label(text) IS
+'The opaque AGE label (rel_<slot>) of the current tenant''s edge type rel, for app roles that name a type in a Cypher MATCH (-[:rel_3]->). 22023 for a name the tenant does not use, whoever else uses it.';
+REVOKE ALL ON FUNCTION hybrid.edge_type_label(text) FROM PUBLIC;
+
+-- hybrid.edge_types: the tenant's edge types
+CREATE OR REPLACE FUNCTION hybrid.edge_types() RETURNS TABLE (name text, label text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by hybrid_definer: tenant login roles read no table
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY SELECT et.name, 'rel_' || et.slot FROM hybrid.edge_type et
+                 WHERE et.tenant_id = hybrid._current_tenant() ORDER BY et.name;
+END
+$$;
+COMMENT ON FUNCTION hybrid.edge_types() IS
+'The current tenant''s edge types (name) and the opaque AGE label holding each one''s edges (label).';
+
+-- hybrid._entities_seen: which entity nodes of a tenant the caller may see
+CREATE OR REPLACE FUNCTION hybrid._entities_seen(tenant_key integer, ids text[], tenant text, acl text[],
+                                                 acl_all boolean) RETURNS text[]
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, ag_catalog, public, pg_temp  -- graphid operators live in ag_catalog
+SET plan_cache_mode = force_custom_plan  -- tenant_key a constant: the tenant's partition alone is planned
+AS $$
+BEGIN
+    IF ids IS NULL OR cardinality(ids) = 0 THEN
+        RETURN '{}';
+    END IF;
+    -- an entity is the tenant's name for something its chunks mention: the caller sees it exactly
+    -- when at least one chunk the caller can see links to it (in either direction)
+    RETURN (
+        SELECT coalesce(array_agg(g.node_id), '{}') FROM hybrid.graph_node g
+        WHERE g.tenant_id = tenant AND g.node_id = ANY (ids) AND g.kind = 'entity'
+          AND EXISTS (
+              SELECT 1 FROM (SELECT e.end_id AS vid FROM hybrid_graph._ag_label_edge e WHERE e.start_id = g.vertex_id
+                             UNION ALL
+                             SELECT e.start_id FROM hybrid_graph._ag_label_edge e WHERE e.end_id = g.vertex_id) nb
+              JOIN hybrid.graph_node n ON n.vertex_id = nb.vid AND n.tenant_id = tenant AND n.kind = 'chunk'
+              JOIN hybrid.chunk c ON c.tenant_key = _entities_seen.tenant_key AND c.tenant_id = tenant
+                                 AND c.chunk_id = n.node_id
+              WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, tenant, acl, acl_all)));
+END
+$$;
+COMMENT ON FUNCTION hybrid._entities_seen(integer, text[], text, text[], boolean) IS
+'The ids among ids of the tenant''s entity nodes that the caller may see: those linked to at least one live chunk the caller can see. Every graph path (seeds, hops, graph_context, classify_ids, the app roles'' graph_node policy) asks it.';
+
+-- hybrid._entity_seen: the app roles' graph_node policy for an entity
+CREATE OR REPLACE FUNCTION hybrid._entity_seen(node_id text) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by hybrid_definer, whose graph policies are the tenant's alone:
+-- reading graph_node and the edges as the app role would recurse through their own policies (42P17)
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+BEGIN
+    RETURN node_id = ANY (hybrid._entities_seen(hybrid._tenant_key(v_tenant), ARRAY[node_id], v_tenant,
+                                                hybrid._current_acl(), hybrid._acl_all()));
+END
+$$;
+COMMENT ON FUNCTION hybrid._entity_seen(text) IS
+'Whether the caller may see the current tenant''s entity node_id (hybrid._entities_seen): the app roles'' policy on hybrid.graph_node.';
+
+-- hybrid._hidden_chunk_ids: which ids name chunks of the caller's tenant that the caller cannot see
+CREATE OR REPLACE FUNCTION hybrid._hidden_chunk_ids(ids text[]) RETURNS text[]
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by the installer (bypasses RLS): finds what RLS hides
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
+BEGIN
+    IF v_tenant IS NULL OR v_key IS NULL OR ids IS NULL OR v_all THEN
+        RETURN '{}';
+    END IF;
+    -- the writers use it to leave such chunks alone, answering as for an id nobody uses
+    RETURN (SELECT coalesce(array_agg(DISTINCT c.chunk_id), '{}') FROM hybrid.chunk c
+            WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.chunk_id = ANY (ids)
+              AND NOT (c.acl_labels = '{}' OR c.acl_labels && v_acl));
+END
+$$;
+COMMENT ON FUNCTION hybrid._hidden_chunk_ids(text[]) IS
+'The ids among ids of chunks (live or superseded) of the current tenant whose ACL labels hide them from the caller: what a write must leave untouched and answer for as if the id were unused. Only the writers (hybrid_definer) call it.';
+REVOKE ALL ON FUNCTION hybrid._hidden_chunk_ids(text[]) FROM PUBLIC;
 
 -- hybrid._check_stage: refuse a staging table the caller rigged, before a definer reads it
 CREATE OR REPLACE FUNCTION hybrid._check_stage(stage text, columns text, maker text) RETURNS void
@@ -175,7 +311,12 @@ DECLARE
     bad record;
     r text;
     n bigint;
+    i integer;
     v_labels text;
+    v_hidden text[] := '{}';
+    v_skipped bigint := 0;
+    v_rels text[] := '{}';
+    v_rel_labels text[] := '{}';
 BEGIN
     IF v_tenant IS NULL THEN
         RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
@@ -217,8 +358,15 @@ BEGIN
     -- and the tenant's partition, if the batch outnumbers what its statistics describe (a new
     -- tenant's partition looked empty to the planner: the chunk lookup below went quadratic)
     PERFORM hybrid._analyze_partition(v_key, (SELECT count(*) FROM pg_temp.hybrid_edge_batch));
-    FOR r IN SELECT DISTINCT s.rel FROM pg_temp.hybrid_edge_batch s LOOP
-        PERFORM hybrid._ensure_edge_label(r);
+    -- an endpoint that is a chunk the caller cannot see (a tenant login role without its label) is
+    -- never linked, nor made an entity: its edges are left out and answered for as if its id were
+    -- unused (a new node, an edge added), so the counts tell a hidden chunk from an unknown id no more
+    v_hidden := hybrid._hidden_chunk_ids(ARRAY(SELECT s.src FROM pg_temp.hybrid_edge_batch s
+                                                UNION SELECT s.dst FROM pg_temp.hybrid_edge_batch s));
+    -- each type's opaque label, registering the tenant's new types
+    FOR r IN SELECT DISTINCT s.rel FROM pg_temp.hybrid_edge_batch s ORDER BY 1 LOOP  -- slots in name order
+        v_rels := v_rels || r;
+        v_rel_labels := v_rel_labels || hybrid._edge_label(r, true);
     END LOOP;
 
     -- vertices for nodes seen for the first time: chunks of this tenant are Chunk, the rest Entity
@@ -228,7 +376,8 @@ BEGIN
                              AND c.chunk_id = x.node_id)
                 THEN 'chunk' ELSE 'entity' END AS kind
     FROM (SELECT src AS node_id FROM pg_temp.hybrid_edge_batch UNION SELECT dst FROM pg_temp.hybrid_edge_batch) x
-    WHERE NOT EXISTS (SELECT 1 FROM hybrid.graph_node g WHERE g.tenant_id = v_tenant AND g.node_id = x.node_id);
+    WHERE NOT EXISTS (SELECT 1 FROM hybrid.graph_node g WHERE g.tenant_id = v_tenant AND g.node_id = x.node_id)
+      AND NOT x.node_id = ANY (v_hidden);
     ANALYZE pg_temp.hybrid_new_node;
 
     FOR r IN SELECT unnest(ARRAY['chunk', 'entity']) LOOP
@@ -243,8 +392,13 @@ BEGIN
             SELECT $1, v.properties OPERATOR(ag_catalog.->>) 'node_id'::text, $2, v.id FROM v
         $sql$, initcap(r)) USING v_tenant, r;
     END LOOP;
-    SELECT count(*) INTO nodes_added FROM pg_temp.hybrid_new_node;
+    SELECT count(*) + cardinality(v_hidden) INTO nodes_added FROM pg_temp.hybrid_new_node;
     DROP TABLE pg_temp.hybrid_new_node;
+    IF cardinality(v_hidden) > 0 THEN
+        WITH gone AS (DELETE FROM pg_temp.hybrid_edge_batch s WHERE s.src = ANY (v_hidden) OR s.dst = ANY (v_hidden)
+                      RETURNING s.src, s.dst, s.rel)
+        SELECT count(DISTINCT (g.src, g.dst, g.rel)) INTO v_skipped FROM gone g;
+    END IF;
     -- the batch's nodes and their vertices, looked up one by one through graph_node's key (LATERAL:
     -- a plan that cannot go quadratic) into an analyzed table of the call's own. Joined to graph_node
     -- itself, whose statistics had not seen the nodes this call created, the planner expected one
@@ -257,8 +411,8 @@ BEGIN
                         WHERE n.tenant_id = v_tenant AND n.node_id = x.node_id) g;
     ANALYZE pg_temp.hybrid_batch_vertex;
 
-    edges_added := 0;
-    FOR r IN SELECT DISTINCT s.rel FROM pg_temp.hybrid_edge_batch s ORDER BY 1 LOOP
+    edges_added := v_skipped;
+    FOR i IN 1..coalesce(cardinality(v_rels), 0) LOOP
         EXECUTE format($sql$
             INSERT INTO hybrid_graph.%I (start_id, end_id, properties)
             SELECT DISTINCT ON (a.vertex_id, b.vertex_id) a.vertex_id, b.vertex_id,
@@ -269,12 +423,12 @@ BEGIN
             WHERE s.rel = $2
               AND NOT EXISTS (SELECT 1 FROM hybrid_graph.%I e WHERE e.start_id = a.vertex_id AND e.end_id = b.vertex_id)
             ORDER BY a.vertex_id, b.vertex_id, s.ord
-        $sql$, r, r) USING v_tenant, r;
+        $sql$, v_rel_labels[i], v_rel_labels[i]) USING v_tenant, v_rels[i];
         GET DIAGNOSTICS n = ROW_COUNT;
         edges_added := edges_added + n;
     END LOOP;
     SELECT count(*) INTO edges_present FROM pg_temp.hybrid_edge_batch;
-    edges_present := edges_present - edges_added;
+    edges_present := edges_present - (edges_added - v_skipped);
     TRUNCATE pg_temp.hybrid_edge_stage;
     DROP TABLE pg_temp.hybrid_edge_batch;
     DROP TABLE pg_temp.hybrid_batch_vertex;
@@ -282,4 +436,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.finish_edges() IS
-'Loads the staged edges into hybrid_graph for the current tenant: validates every row (naming the first bad one, SQLSTATE 22023), creates missing edge labels and vertices (a node that is a chunk of the tenant becomes a Chunk vertex, any other an Entity), and inserts edges straight into the label tables, skipping ones already present. Returns counts.';
+'Loads the staged edges into hybrid_graph for the current tenant: validates every row (naming the first bad one, SQLSTATE 22023), registers the tenant''s new edge types (hybrid.edge_type; their edges go to opaque labels rel_<slot>), creates missing vertices (a node that is a chunk of the tenant becomes a Chunk vertex, any other an Entity), and inserts edges straight into the label tables, skipping ones already present. An edge to a chunk the caller cannot see is left out and counted as an unknown id''s would be. Returns counts.';

@@ -26,7 +26,7 @@ BEGIN
     ) ON COMMIT DROP;
     TRUNCATE pg_temp.hybrid_chunk_stage;
     -- hybrid.finish_ingest reads and empties it as hybrid_definer
-    GRANT SELECT, TRUNCATE ON pg_temp.hybrid_chunk_stage TO hybrid_definer;
+    GRANT SELECT, DELETE, TRUNCATE ON pg_temp.hybrid_chunk_stage TO hybrid_definer;
 END
 $$;
 COMMENT ON FUNCTION hybrid.begin_ingest() IS
@@ -48,6 +48,7 @@ DECLARE
     v_dim integer := hybrid.embedding_dim();
     v_existing bigint;
     v_labels text;
+    v_hidden text[] := '{}';
     bad record;
 BEGIN
     IF v_tenant IS NULL THEN
@@ -85,7 +86,22 @@ BEGIN
         FROM pg_temp.hybrid_chunk_stage s) q
     WHERE q.rule IS NOT NULL
     ORDER BY q.ord LIMIT 1;
-    IF FOUND THEN
+    IF NOT FOUND THEN
+        -- PostgreSQL refuses a tsvector over 1 MB (the chunk's generated tsv column): content well under
+        -- the content limit can pass it, with many distinct words. Only long contents can, so only
+        -- they are tried here (to_tsvector of 200,000 bytes of one-letter words stays under 1 MB).
+        FOR bad IN SELECT s.ord, s.chunk_id FROM pg_temp.hybrid_chunk_stage s
+                   WHERE octet_length(s.content) > 200000 ORDER BY s.ord LOOP
+            BEGIN
+                PERFORM to_tsvector('english'::regconfig, s.content) FROM pg_temp.hybrid_chunk_stage s WHERE s.ord = bad.ord;
+            EXCEPTION WHEN program_limit_exceeded THEN
+                RAISE EXCEPTION 'chunk row % (chunk_id %): content makes a text-search vector over PostgreSQL''s 1 MB limit',
+                    bad.ord, coalesce(quote_literal(bad.chunk_id), 'NULL')
+                    USING ERRCODE = '22023',
+                          HINT = 'Nothing was written; split the content into smaller chunks and ingest the batch again.';
+            END;
+        END LOOP;
+    ELSE
         RAISE EXCEPTION 'chunk row % (chunk_id %): %', bad.ord, coalesce(quote_literal(bad.chunk_id), 'NULL'), bad.rule
             USING ERRCODE = CASE WHEN bad.rule LIKE 'tenant_id%' THEN '42501' ELSE '22023' END,
                   HINT = 'Nothing was written; fix the row and ingest the batch again.';
@@ -93,6 +109,13 @@ BEGIN
 
     -- an app role writes chunks whatever their ACL labels (RLS would hide rows it upserts)
     v_labels := hybrid._with_all_labels();
+    -- a tenant login role writing the id of a chunk its labels hide must learn nothing of it: the row
+    -- is left out of the write (never overwritten nor superseded) and counted as an insert, as an
+    -- unused id would be (SECURITY.md: what reading it back still tells)
+    v_hidden := hybrid._hidden_chunk_ids(ARRAY(SELECT s.chunk_id FROM pg_temp.hybrid_chunk_stage s));
+    IF cardinality(v_hidden) > 0 THEN
+        DELETE FROM pg_temp.hybrid_chunk_stage s WHERE s.chunk_id = ANY (v_hidden);
+    END IF;
 
     INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES (v_tenant, finish_ingest.corpus_id)
     ON CONFLICT ON CONSTRAINT corpus_pkey DO NOTHING;
@@ -135,13 +158,14 @@ BEGIN
     SELECT count(*) - v_existing INTO inserted FROM pg_temp.hybrid_chunk_stage;
     updated := updated - inserted;
     SELECT count(*) - inserted - updated INTO unchanged FROM pg_temp.hybrid_chunk_stage;
+    inserted := inserted + cardinality(v_hidden);  -- the rows left out, counted as an unused id's would be
     PERFORM hybrid._analyze_partition(v_key, inserted);
     TRUNCATE pg_temp.hybrid_chunk_stage;
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END
 $$;
 COMMENT ON FUNCTION hybrid.finish_ingest(text) IS
-'Loads the staged chunks into corpus_id for the current tenant, atomically: validates every row first (the first bad row is named, SQLSTATE 22023, or 42501 for another tenant''s row), supersedes chunks of re-ingested documents that the batch no longer carries, and upserts by chunk id (unchanged rows are not rewritten). Returns counts.';
+'Loads the staged chunks into corpus_id for the current tenant, atomically: validates every row first (the first bad row is named, SQLSTATE 22023, or 42501 for another tenant''s row; content whose text-search vector would pass PostgreSQL''s 1 MB limit is a bad row), supersedes chunks of re-ingested documents that the batch no longer carries, and upserts by chunk id (unchanged rows are not rewritten). Returns counts.';
 
 -- hybrid.unchanged_documents: which documents of a batch are stored exactly so (nothing to embed)
 CREATE OR REPLACE FUNCTION hybrid.unchanged_documents(corpus_id text, chunks jsonb) RETURNS SETOF text
@@ -207,9 +231,8 @@ BEGIN
         RETURN;
     END IF;
     IF to_regclass('hybrid.graph_node') IS NOT NULL THEN
-        EXECUTE 'SELECT coalesce(array_agg(g.node_id), ''{}'') FROM hybrid.graph_node g '
-                'WHERE g.tenant_id = $1 AND g.kind = ''entity'' AND g.node_id = ANY ($2)'
-            INTO v_entities USING v_tenant, ids;
+        -- an entity only where a chunk the caller can see links to it
+        v_entities := hybrid._entities_seen(v_key, ids, v_tenant, v_acl, v_all);
     END IF;
     RETURN QUERY
     SELECT u.id, array_remove(ARRAY[
@@ -226,7 +249,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.classify_ids(text[]) IS
-'For each distinct id, what it names in the current tenant: chunk (a live chunk the caller can see), document (the document id of such chunks), entity (an entity node of the graph); an empty array: nothing yet (an edge to it creates an entity node). pyhybrid ingest-edges uses it to refuse document ids and report new entities before loading edges.';
+'For each distinct id, what it names in the current tenant: chunk (a live chunk the caller can see), document (the document id of such chunks), entity (an entity node of the graph that a chunk the caller can see links to); an empty array: nothing yet (an edge to it creates an entity node). pyhybrid ingest-edges uses it to refuse document ids and report new entities before loading edges.';
 
 -- hybrid.delete_document: delete a document's chunks
 CREATE OR REPLACE FUNCTION hybrid.delete_document(document_id text, corpus_id text DEFAULT NULL) RETURNS bigint

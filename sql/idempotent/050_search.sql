@@ -49,16 +49,19 @@ $$;
 COMMENT ON FUNCTION hybrid._check_range(text, integer, integer, integer, text) IS
 'Raises 22023 "<name> must be between <low> and <high>, got <value>" unless low <= value <= high (NULL fails).';
 
--- hybrid._check_number: validate a finite number parameter
+-- hybrid._check_number: validate a weight or rrf_k
 CREATE OR REPLACE FUNCTION hybrid._check_number(name text, value double precision, positive boolean) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- PostgreSQL's NaN equals itself and sorts above every number: test for it by name
+    -- PostgreSQL's NaN equals itself and sorts above every number: test for it by name. The upper
+    -- bound keeps every fusion sum finite (three weights of 1e6 over ranks >= 1 stay far from
+    -- float8's overflow); pyhybrid/query.py states the same ranges.
     IF value IS NULL OR value IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)
-       OR value < 0 OR (positive AND value = 0) THEN
-        RAISE EXCEPTION '% must be a finite number %, got %', name, CASE WHEN positive THEN '> 0' ELSE '>= 0' END,
+       OR value < 0 OR (positive AND value = 0) OR value > 1000000 THEN
+        RAISE EXCEPTION '% must be a finite number %, got %', name,
+            CASE WHEN positive THEN '> 0 and <= 1000000' ELSE 'between 0 and 1000000' END,
             coalesce(value::text, 'NULL')
             USING ERRCODE = '22023', HINT = CASE WHEN positive THEN 'The usual value of rrf_k is 60.'
                                                  ELSE 'A weight of 0 disables that source.' END;
@@ -66,7 +69,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._check_number(text, double precision, boolean) IS
-'Raises 22023 "<name> must be a finite number > 0" (positive) or ">= 0" unless value is such a number (NULL, NaN and infinities fail).';
+'Raises 22023 "<name> must be a finite number > 0 and <= 1000000" (positive: rrf_k) or "between 0 and 1000000" (a weight) unless value is such a number (NULL, NaN and infinities fail).';
 
 -- hybrid._check_flag: validate a boolean parameter
 CREATE OR REPLACE FUNCTION hybrid._check_flag(name text, value boolean) RETURNS void
@@ -383,30 +386,29 @@ BEGIN
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
     END IF;
     IF graph_edge_types IS NOT NULL THEN
-        -- edge types are global names (registered by admins), not tenant data: naming an unknown one is an error
-        -- (an edge type's label table inherits AGE's _ag_label_edge and bears the type's name)
-        SELECT array_agg(i.inhrelid) INTO v_types
-        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-        WHERE i.inhparent = 'hybrid_graph._ag_label_edge'::regclass AND c.relname = ANY (graph_edge_types);
+        -- edge types are the tenant's own names (hybrid.edge_type): another tenant's type and a name
+        -- nobody uses get the same answer; each type's edges live in its opaque label table
         SELECT t INTO v_unknown FROM unnest(graph_edge_types) t
-        WHERE t IS NULL OR NOT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-                                       WHERE i.inhparent = 'hybrid_graph._ag_label_edge'::regclass AND c.relname = t)
+        WHERE t IS NULL OR NOT EXISTS (SELECT 1 FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant AND et.name = t)
         LIMIT 1;
         IF FOUND THEN
-            RAISE EXCEPTION 'graph_edge_types: % is not a registered edge type', coalesce(quote_literal(v_unknown), 'NULL')
-                USING ERRCODE = '22023', HINT = 'Edge types are registered with hybrid.register_edge_type (UPPER_SNAKE_CASE names).';
+            RAISE EXCEPTION 'graph_edge_types: % is not an edge type of this tenant', coalesce(quote_literal(v_unknown), 'NULL')
+                USING ERRCODE = '22023', HINT = 'Loading an edge registers its type; SELECT name FROM hybrid.edge_types() lists them.';
         END IF;
-        v_types := coalesce(v_types, '{}');
+        SELECT coalesce(array_agg(to_regclass('hybrid_graph.rel_' || et.slot)::oid), '{}') INTO v_types
+        FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant AND et.name = ANY (graph_edge_types);
     END IF;
     -- seeds the caller cannot see start no path: a chunk seed must be a visible live chunk
     SELECT array_agg(s.id ORDER BY s.p), array_agg(s.p ORDER BY s.p), array_agg(g.kind ORDER BY s.p)
     INTO v_front, v_pos, v_kind
     FROM (SELECT u.id, min(u.p)::integer AS p FROM unnest(graph_seeds) WITH ORDINALITY AS u(id, p) GROUP BY u.id) s
     JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = s.id;
-    v_ok := hybrid._visible_chunk_ids(v_key, v_front, NULL, NULL, v_tenant, v_acl, v_all);
+    -- and an entity seed only if a chunk the caller can see links to it
+    v_ok := hybrid._visible_chunk_ids(v_key, v_front, NULL, NULL, v_tenant, v_acl, v_all)
+            || hybrid._entities_seen(v_key, v_front, v_tenant, v_acl, v_all);
     SELECT array_agg(x.id ORDER BY x.o), array_agg(x.p ORDER BY x.o) INTO v_front, v_pos
     FROM unnest(v_front, v_pos, v_kind) WITH ORDINALITY AS x(id, p, kind, o)
-    WHERE x.kind = 'entity' OR x.id = ANY (v_ok);
+    WHERE x.id = ANY (v_ok);
     v_visited := coalesce(graph_seeds, '{}');
     FOR h IN 1..graph_hops LOOP
         EXIT WHEN v_front IS NULL OR cardinality(v_front) = 0;
@@ -433,12 +435,14 @@ BEGIN
             GROUP BY g.node_id, g.kind
         ) n;
         EXIT WHEN v_next_ids IS NULL;
-        -- no path crosses a chunk the caller cannot see (nor one outside corpus_ids / filter)
-        v_ok := hybrid._visible_chunk_ids(v_key, v_next_ids, corpus_ids, filter, v_tenant, v_acl, v_all);
+        -- no path crosses a chunk the caller cannot see (nor one outside corpus_ids / filter), nor an
+        -- entity that no chunk the caller can see links to
+        v_ok := hybrid._visible_chunk_ids(v_key, v_next_ids, corpus_ids, filter, v_tenant, v_acl, v_all)
+                || hybrid._entities_seen(v_key, v_next_ids, v_tenant, v_acl, v_all);
         SELECT array_agg(x.id ORDER BY x.o), array_agg(x.p ORDER BY x.o), array_agg(x.kind ORDER BY x.o)
         INTO v_next_ids, v_next_pos, v_next_kind
         FROM unnest(v_next_ids, v_next_pos, v_next_kind) WITH ORDINALITY AS x(id, p, kind, o)
-        WHERE x.kind = 'entity' OR x.id = ANY (v_ok);
+        WHERE x.id = ANY (v_ok);
         EXIT WHEN v_next_ids IS NULL;
         v_visited := v_visited || v_next_ids;
         SELECT v_found_ids || coalesce(array_agg(x.id ORDER BY x.o), '{}'),
@@ -458,7 +462,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]) IS
-'Graph branch: live chunks reachable from graph_seeds (chunk or entity ids) in 1..graph_hops edges of hybrid_graph (of the types graph_edge_types only, where given), either direction, hop by hop under RLS (no path crosses a vertex or chunk the caller cannot see); the top_k nearest, ranked by hop distance (value), then by the position of the seed they came from. Seeds themselves are not returned.';
+'Graph branch: live chunks reachable from graph_seeds (chunk or entity ids) in 1..graph_hops edges of hybrid_graph (of the tenant''s edge types graph_edge_types only, where given: 22023 for a name the tenant does not use), either direction, hop by hop under RLS (no path crosses a chunk the caller cannot see, or an entity no such chunk links to); the top_k nearest, ranked by hop distance (value), then by the position of the seed they came from. Seeds themselves are not returned.';
 
 -- hybrid._rrf_term: the weighted RRF arithmetic, one list's term
 CREATE OR REPLACE FUNCTION hybrid._rrf_term(weight double precision, rrf_k double precision, rank integer)

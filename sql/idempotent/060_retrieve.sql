@@ -11,40 +11,57 @@ DECLARE
     v_key integer := hybrid._tenant_key(v_tenant);
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
+    v_chunk_hits text[];
 BEGIN
     IF v_tenant IS NULL OR to_regclass('hybrid.graph_node') IS NULL THEN
         RETURN;
     END IF;
+    v_chunk_hits := hybrid._visible_chunk_ids(v_key, chunk_ids, NULL, NULL, v_tenant, v_acl, v_all);
     RETURN QUERY
     WITH hit AS (
-        -- a chunk the caller cannot see has no neighbourhood to show
+        -- a chunk the caller cannot see, or an entity no such chunk links to, has no neighbourhood to show
         SELECT u.id, g.vertex_id FROM unnest(chunk_ids) AS u(id)
         JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = u.id
-        WHERE g.kind = 'entity'
-           OR EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_key = v_key AND c.chunk_id = u.id
-                      AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all))
+        WHERE CASE WHEN g.kind = 'entity' THEN u.id = ANY (hybrid._entities_seen(v_key, chunk_ids, v_tenant, v_acl, v_all))
+                   ELSE EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_key = v_key AND c.chunk_id = u.id
+                                AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)) END
     ), nb AS (
         SELECT hit.id, e.tableoid, 'out'::text AS direction, e.end_id AS vid
         FROM hit JOIN hybrid_graph._ag_label_edge e ON e.start_id = hit.vertex_id
         UNION ALL
         SELECT hit.id, e.tableoid, 'in', e.start_id
         FROM hit JOIN hybrid_graph._ag_label_edge e ON e.end_id = hit.vertex_id
+    ), rel AS (
+        -- the tenant's names of its edge types, by the opaque label holding each one's edges
+        SELECT to_regclass('hybrid_graph.rel_' || et.slot)::oid AS tableoid, et.name
+        FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant
+    ), seen AS (
+        SELECT nb.id, nb.direction, r.name AS rel, g.node_id, g.kind, c.document_id, c.metadata->>'title' AS title
+        FROM nb
+        JOIN rel r ON r.tableoid = nb.tableoid
+        JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
+        LEFT JOIN hybrid.chunk c ON g.kind = 'chunk' AND c.tenant_key = v_key AND c.chunk_id = g.node_id
+              AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
+        WHERE g.kind = 'entity' OR c.chunk_id IS NOT NULL
+    ), entity_seen AS (
+        SELECT unnest(hybrid._entities_seen(v_key, ARRAY(SELECT DISTINCT s.node_id FROM seen s WHERE s.kind = 'entity'
+                                                             AND NOT s.id = ANY (v_chunk_hits)),
+                                            v_tenant, v_acl, v_all)) AS node_id
     )
-    SELECT nb.id,
-           jsonb_agg(jsonb_build_object('rel', pc.relname::text, 'direction', nb.direction, 'node_id', g.node_id,
-                                        'kind', g.kind, 'document_id', c.document_id, 'title', c.metadata->>'title')
-                     ORDER BY pc.relname, nb.direction, g.node_id)
-    FROM nb
-    JOIN pg_class pc ON pc.oid = nb.tableoid
-    JOIN hybrid.graph_node g ON g.vertex_id = nb.vid
-    LEFT JOIN hybrid.chunk c ON g.kind = 'chunk' AND c.tenant_key = v_key AND c.chunk_id = g.node_id
-          AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
-    WHERE g.kind = 'entity' OR c.chunk_id IS NOT NULL
-    GROUP BY nb.id;
+    SELECT s.id,
+           jsonb_agg(jsonb_build_object('rel', s.rel, 'direction', s.direction, 'node_id', s.node_id,
+                                        'kind', s.kind, 'document_id', s.document_id, 'title', s.title)
+                     ORDER BY s.rel, s.direction, s.node_id)
+    FROM seen s
+    -- an entity neighbour of a chunk hit is seen through that chunk; of an entity hit, only if a
+    -- chunk the caller can see links to it
+    WHERE s.kind = 'chunk' OR s.id = ANY (v_chunk_hits)
+       OR s.node_id IN (SELECT x.node_id FROM entity_seen x)
+    GROUP BY s.id;
 END
 $$;
 COMMENT ON FUNCTION hybrid.graph_context(text[]) IS
-'For each given chunk the caller can see (or entity), its graph neighbourhood as a jsonb array of {rel, direction, node_id, kind, document_id, title}; neighbours the caller cannot see are left out.';
+'For each given chunk the caller can see (or entity that such a chunk links to), its graph neighbourhood as a jsonb array of {rel (the tenant''s edge type), direction, node_id, kind, document_id, title}; neighbours the caller cannot see are left out.';
 
 -- hybrid._explain_branch: what hybrid.explain_retrieve reports of one branch
 CREATE OR REPLACE FUNCTION hybrid._explain_branch(branch text, started timestamptz, ids text[],

@@ -10,7 +10,8 @@ GRANT SELECT ON hybrid.tenant, hybrid.tenant_grant TO hybrid_user;
 -- ANALYZE around RLS's counts and hold locks on it; one that can write it can lock out every tenant.
 -- Trusted app roles may still read them directly, under RLS.
 REVOKE ALL ON hybrid.corpus, hybrid.chunk FROM hybrid_user;
-GRANT SELECT ON hybrid.corpus, hybrid.chunk TO hybrid_app;
+GRANT SELECT ON hybrid.corpus, hybrid.chunk, hybrid.edge_type TO hybrid_app;
+REVOKE ALL ON hybrid.edge_type FROM hybrid_user;
 GRANT USAGE ON TYPE hybrid.branch_hit, hybrid.retrieve_row TO hybrid_user;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hybrid FROM PUBLIC;
@@ -33,11 +34,11 @@ BEGIN
         'hybrid.begin_ingest()', 'hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
         'hybrid.unchanged_documents(text, jsonb)',
         'hybrid.classify_ids(text[])',
-        'hybrid.begin_edges()', 'hybrid.finish_edges()',
+        'hybrid.begin_edges()', 'hybrid.finish_edges()', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
         'hybrid.embedding_dim()', 'hybrid.bm25_available()', 'hybrid.version()', 'hybrid.content_hash',
         -- helpers the API's invoker-rights functions and RLS policies call as the caller
         'hybrid._current_tenant()', 'hybrid._only_tenant()', 'hybrid._current_acl()', 'hybrid._acl_all()', 'hybrid._with_all_labels()',
-        'hybrid._ensure_edge_label(text)', 'hybrid._scope_size(integer, text[], jsonb, integer)', 'hybrid._or_tsquery(text)',
+        'hybrid._edge_label(text, boolean)', 'hybrid._entity_seen(text)', 'hybrid._scope_size(integer, text[], jsonb, integer)', 'hybrid._or_tsquery(text)',
         'hybrid._visible(text, boolean, text[], text, text[], boolean)',
         'hybrid._rrf_term(double precision, double precision, integer)',
         'hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision)',
@@ -58,8 +59,11 @@ $grants$;
 GRANT USAGE ON SCHEMA hybrid TO hybrid_definer;
 GRANT SELECT ON hybrid.setting, hybrid.tenant, hybrid.tenant_grant TO hybrid_definer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_definer;
+GRANT SELECT, INSERT ON hybrid.edge_type TO hybrid_definer;
 GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._only_tenant(), hybrid._current_acl(), hybrid._acl_all(),
-    hybrid._with_all_labels(), hybrid._ensure_edge_label(text), hybrid._check_stage(text, text, text),
+    hybrid._with_all_labels(), hybrid._edge_label(text, boolean), hybrid._hidden_chunk_ids(text[]),
+    hybrid._entities_seen(integer, text[], text, text[], boolean), hybrid._entity_seen(text),
+    hybrid._check_stage(text, text, text),
     hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text),
     hybrid._scope_size(integer, text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
     hybrid._tenant_key(text), hybrid._chunk_partition(integer), hybrid._analyze_partition(integer, bigint),
@@ -86,7 +90,8 @@ BEGIN
                               'hybrid.finish_edges()', 'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
                               'hybrid.search_lexical(text, integer, text[], jsonb, text)',
                               'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
-                              'hybrid.graph_context(text[])']::regprocedure[] || ('hybrid.retrieve'::regproc::regprocedure) LOOP
+                              'hybrid.graph_context(text[])', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
+                              'hybrid._entity_seen(text)']::regprocedure[] || ('hybrid.retrieve'::regproc::regprocedure) LOOP
         IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
             GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
             EXECUTE format('ALTER FUNCTION %s OWNER TO hybrid_definer', fn);

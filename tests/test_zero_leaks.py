@@ -1,0 +1,310 @@
+"""What a tenant may not learn: another tenant's edge type names, entities that only hidden chunks name,
+whether a hidden chunk id exists, and no inner wall that holds only because an outer one refused first.
+
+acme's chunk "restricted" carries the label "quality"; a caller without it is the attacker inside acme
+(pyh_acme narrowing its labels to one it does not hold, or the app role claiming none). globex is the
+attacker's neighbour. Each test fails on the engine before 0.3's zero-leak work.
+"""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+import pytest
+
+from pyhybrid import Chunk, HybridClient, InvalidParameterError
+from tests.conftest import ROLES, Db
+from tests.helpers import chunks
+
+RESTRICTED_ENTITY = "acme:entity:project-x-acquisition"
+HIDDEN_LABELS = "none-held"  # a label nobody holds: the caller then sees no restricted chunk
+
+
+def _acme(db: Db) -> None:
+    """acme: a-0, a-1 and the restricted chunk; RESTRICTED_ENTITY named by the restricted chunk alone, linked to
+    an entity that a-0 names (a path from the hidden entity to a visible chunk). globex: a secret type name."""
+    with HybridClient(db.dsn("pyh_app")) as c:
+        with c.tenant("acme", ["*"]) as t:
+            t.ingest(chunks("a", 2, seed=8))
+            t.ingest([Chunk(chunk_id="restricted", document_id="R", content="quality audit finding",
+                            acl_labels=["quality"])], corpus_id="qms")
+            t.add_edges([{"src": "restricted", "dst": RESTRICTED_ENTITY, "rel": "MENTIONS"},
+                         {"src": RESTRICTED_ENTITY, "dst": "acme:entity:shared", "rel": "RELATED"},
+                         {"src": "a-0", "dst": "acme:entity:shared", "rel": "MENTIONS"}])
+        with c.tenant("globex") as t:
+            t.ingest(chunks("g", 2, seed=7))
+            t.add_edges([{"src": "g-0", "dst": "g-1", "rel": "FALCON_MERGER_TALKS"}])
+
+
+def _as(db: Db, role: str, labels: str | None = None) -> psycopg.Connection:
+    conn = psycopg.connect(db.dsn(role), autocommit=True)
+    conn.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
+    if labels is not None:
+        conn.execute("SELECT set_config('hybrid.acl_labels', %s, false)", (labels,))
+    return conn
+
+
+def _error(conn: psycopg.Connection, sql: str, *args: object) -> tuple[str | None, str]:
+    try:
+        conn.execute(sql, args or None)
+    except psycopg.Error as e:
+        return e.sqlstate, str(e.diag.message_primary)
+    return None, ""
+
+
+# --- edge type names are tenant data ----------------------------------------------------------------
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("role", ["pyh_acme", "pyh_app"])
+def test_no_catalog_or_statistics_view_shows_another_tenants_edge_type_name(db: Db, role: str) -> None:
+    _acme(db)
+    with _as(db, role) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT relname::text FROM pg_class UNION ALL SELECT relname::text FROM pg_stat_user_tables "
+            "UNION ALL SELECT relname::text FROM pg_statio_all_tables UNION ALL SELECT attname::text FROM pg_attribute "
+            "UNION ALL SELECT conname::text FROM pg_constraint UNION ALL SELECT polname::text FROM pg_policy "
+            "UNION ALL SELECT seqrelid::regclass::text FROM pg_sequence "
+            "UNION ALL SELECT coalesce(most_common_vals::text, '') FROM pg_stats").fetchall()]
+    assert [n for n in names if "falcon" in n.lower()] == []
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("role", ["pyh_acme", "pyh_app"])
+def test_another_tenants_edge_type_and_an_unknown_one_get_the_same_answer(db: Db, role: str) -> None:
+    _acme(db)
+    with _as(db, role) as conn:
+        answers = []
+        for name in ("FALCON_MERGER_TALKS", "NOBODY_USES_THIS"):
+            answers.append([re.sub(name, "<name>", str(x)) for x in (
+                *_error(conn, "SELECT * FROM hybrid.search_graph(ARRAY['a-0'], graph_edge_types => ARRAY[%s])", name),
+                *_error(conn, "SELECT * FROM hybrid_retrieve(graph_seeds => ARRAY['a-0'], graph_edge_types => ARRAY[%s])",
+                        name),
+                *_error(conn, "SELECT hybrid.edge_type_label(%s)", name))])
+        assert answers[0] == answers[1]
+        assert answers[0][0] == "22023" and "is not an edge type of this tenant" in answers[0][1]
+        assert conn.execute("SELECT name FROM hybrid.edge_types()").fetchall() == [("MENTIONS",), ("RELATED",)]
+
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("role", ["pyh_acme", "pyh_app"])
+def test_loading_an_edge_of_another_tenants_type_name_registers_the_callers_own(db: Db, role: str) -> None:
+    # once: 42501 "edge type ... is not registered" for an unknown name, success for another tenant's
+    _acme(db)
+    for name in ("FALCON_MERGER_TALKS", "NOBODY_USES_THIS"):
+        with HybridClient(db.dsn(role)) as c, c.tenant("acme") as t:
+            result = t.add_edges([{"src": "a-0", "dst": "acme:entity:shared", "rel": name}])
+        assert (result.edges_added, result.edges_present, result.nodes_added) == (1, 0, 0), name
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT tenant_id, name, slot FROM hybrid.edge_type ORDER BY tenant_id, slot").fetchall() == [
+            ("acme", "MENTIONS", 0), ("acme", "RELATED", 1), ("acme", "FALCON_MERGER_TALKS", 2),
+            ("acme", "NOBODY_USES_THIS", 3), ("globex", "FALCON_MERGER_TALKS", 0)]
+
+
+@pytest.mark.usefixtures("require_age")
+def test_an_app_role_names_its_tenants_type_in_cypher_through_its_opaque_label(db: Db) -> None:
+    _acme(db)
+    with _as(db, "pyh_app", "quality") as conn:
+        label = conn.execute("SELECT hybrid.edge_type_label('MENTIONS')").fetchone()
+        assert label == ("rel_0",)
+        conn.execute("SET search_path = ag_catalog, public")
+        # two MENTIONS edges of acme's (globex's rel_0 holds FALCON_MERGER_TALKS, invisible here)
+        assert conn.execute("SELECT count(*) FROM ag_catalog.cypher('hybrid_graph', $$ MATCH ()-[e:rel_0]->() "
+                            "RETURN e $$) AS (e ag_catalog.agtype)").fetchone() == (2,)
+
+
+@pytest.mark.usefixtures("require_age")
+def test_edge_types_keep_their_names_through_export_and_graph_context(db: Db, db2: Db, tmp_path) -> None:
+    from pyhybrid.transfer import export_tenant, import_tenant
+
+    _acme(db)
+    with HybridClient(db.dsn()) as c:  # export and import are an admin's
+        with c.tenant("acme", ["*"]) as t:
+            ctx = t.conn.execute("SELECT context FROM hybrid.graph_context(ARRAY['a-0'])").fetchone()
+        assert ctx is not None and [(x["rel"], x["node_id"]) for x in ctx["context"]] == [
+            ("MENTIONS", "acme:entity:shared")]
+        export_tenant(c, "acme", tmp_path / "acme.jsonl")
+    with HybridClient(db2.dsn()) as c:
+        import_tenant(c, tmp_path / "acme.jsonl", tenant_id="acme")
+    with psycopg.connect(db2.dsn()) as admin:
+        assert admin.execute("SELECT name FROM hybrid.edge_type WHERE tenant_id = 'acme' ORDER BY 1").fetchall() == [
+            ("MENTIONS",), ("RELATED",)]
+
+
+# --- entities under the ACL of the chunks that name them --------------------------------------------
+
+@pytest.mark.usefixtures("require_age")
+@pytest.mark.parametrize("role", ["pyh_acme", "pyh_app"])
+def test_an_entity_named_only_by_a_hidden_chunk_is_unknown_to_the_caller_in_every_path(db: Db, role: str) -> None:
+    _acme(db)
+    with _as(db, role, HIDDEN_LABELS) as conn:
+        assert conn.execute("SELECT * FROM hybrid.classify_ids(ARRAY[%s, 'acme:entity:shared']) ORDER BY 1",
+                            (RESTRICTED_ENTITY,)).fetchall() == [(RESTRICTED_ENTITY, []), ("acme:entity:shared", ["entity"])]
+        # the hidden entity starts no path (its RELATED neighbour would lead to a-0) and shows no context
+        assert conn.execute("SELECT chunk_id FROM hybrid.search_graph(ARRAY[%s], 2)", (RESTRICTED_ENTITY,)).fetchall() == []
+        assert conn.execute("SELECT * FROM hybrid.graph_context(ARRAY[%s])", (RESTRICTED_ENTITY,)).fetchall() == []
+        # nor is it on a path: from a-0, two hops reach the shared entity's neighbours, not the hidden one's
+        ctx = conn.execute("SELECT context FROM hybrid.graph_context(ARRAY['acme:entity:shared'])").fetchone()
+        assert ctx is not None and [x["node_id"] for x in ctx[0]] == ["a-0"]
+    with _as(db, role, "quality") as conn:  # with the label, all of it is there
+        assert conn.execute("SELECT kinds FROM hybrid.classify_ids(ARRAY[%s])", (RESTRICTED_ENTITY,)).fetchall() == [
+            (["entity"],)]
+        assert conn.execute("SELECT chunk_id FROM hybrid.search_graph(ARRAY[%s], 2)",
+                            (RESTRICTED_ENTITY,)).fetchall() == [("restricted",), ("a-0",)]
+
+
+@pytest.mark.usefixtures("require_age")
+def test_an_app_role_reading_graph_node_and_the_vertices_sees_the_hidden_entity_only_with_the_label(db: Db) -> None:
+    _acme(db)
+    reads = ["SELECT count(*) FROM hybrid.graph_node WHERE node_id = %(e)s",
+             'SELECT count(*) FROM hybrid_graph."Entity" v JOIN hybrid.graph_node n ON n.vertex_id OPERATOR(ag_catalog.=) v.id '
+             "WHERE n.node_id = %(e)s",
+             "SELECT count(*) FROM hybrid_graph._ag_label_edge e "
+             "JOIN hybrid.graph_node n ON n.vertex_id OPERATOR(ag_catalog.=) e.start_id "
+             "WHERE n.node_id = %(e)s"]
+    with _as(db, "pyh_app", HIDDEN_LABELS) as conn:
+        assert [conn.execute(q, {"e": RESTRICTED_ENTITY}).fetchone() for q in reads] == [(0,), (0,), (0,)]
+        assert conn.execute("SELECT count(*) FROM hybrid.graph_node WHERE kind = 'entity'").fetchone() == (1,)
+    with _as(db, "pyh_app", "quality") as conn:
+        assert [conn.execute(q, {"e": RESTRICTED_ENTITY}).fetchone() for q in reads] == [(1,), (1,), (1,)]
+
+
+# --- writes are no existence oracle -------------------------------------------------------------------
+
+def _stage_chunk(conn: psycopg.Connection, chunk_id: str, content: str) -> tuple:
+    conn.execute("BEGIN")
+    conn.execute("SELECT hybrid.begin_ingest()")
+    conn.execute("INSERT INTO pg_temp.hybrid_chunk_stage (chunk_id, document_id, content) VALUES (%s, 'X', %s)",
+                 (chunk_id, content))
+    row = conn.execute("SELECT inserted, updated, unchanged, superseded FROM hybrid.finish_ingest('qms')").fetchone()
+    conn.execute("COMMIT")
+    assert row is not None
+    return tuple(row)
+
+
+def test_upserting_a_hidden_chunk_id_answers_as_an_unknown_id_and_leaves_the_chunk_alone(db: Db) -> None:
+    # once: 42501 (the upsert hit RLS on the hidden row) where an unknown id succeeded
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme", ["*"]) as t:
+        t.ingest([Chunk(chunk_id="restricted", document_id="R", content="quality audit finding",
+                        acl_labels=["quality"])], corpus_id="qms")
+    with _as(db, "pyh_acme", HIDDEN_LABELS) as conn:
+        assert _stage_chunk(conn, "restricted", "overwritten?") == _stage_chunk(conn, "never-used", "new") == (1, 0, 0, 0)
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT chunk_id, document_id, content, superseded FROM hybrid.chunk WHERE tenant_id = 'acme' "
+                             "ORDER BY chunk_id").fetchall() == [
+            ("never-used", "X", "new", False), ("restricted", "R", "quality audit finding", False)]
+
+
+@pytest.mark.usefixtures("require_age")
+def test_an_edge_to_a_hidden_chunk_counts_as_one_to_an_unknown_id_and_links_nothing(db: Db) -> None:
+    # once: nodes_added 0 for the hidden chunk (its node existed) against 1 for an unknown id, and the edge
+    # was made
+    _acme(db)
+    results = []
+    for dst in ("restricted", "never-used-id"):
+        with HybridClient(db.dsn("pyh_acme")) as c, c.tenant("acme", [HIDDEN_LABELS]) as t:
+            r = t.add_edges([{"src": "a-0", "dst": dst, "rel": "MENTIONS"}])
+            results.append((r.edges_added, r.edges_present, r.nodes_added))
+    assert results[0] == results[1] == (1, 0, 1)
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute(
+            "SELECT n.node_id, n.kind FROM hybrid_graph._ag_label_edge e "
+            "JOIN hybrid.graph_node a ON a.vertex_id OPERATOR(ag_catalog.=) e.start_id "
+            "JOIN hybrid.graph_node n ON n.vertex_id OPERATOR(ag_catalog.=) e.end_id "
+            "WHERE a.tenant_id = 'acme' AND a.node_id = 'a-0' ORDER BY 1").fetchall() == [
+                ("acme:entity:shared", "entity"), ("never-used-id", "entity")]
+        assert admin.execute("SELECT kind FROM hybrid.graph_node WHERE tenant_id = 'acme' AND node_id = 'restricted'"
+                             ).fetchall() == [("chunk",)]
+
+
+# --- bad input named before anything is written ------------------------------------------------------
+
+def test_content_whose_text_search_vector_passes_the_1_mb_limit_is_named_and_nothing_is_written(db: Db) -> None:
+    # 110,000 distinct words in 880,000 bytes: under the content limit, over tsvector's 1 MB
+    huge = " ".join(f"w{i:06d}" for i in range(110_000))
+    assert len(huge.encode()) < 1_000_000
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        with pytest.raises(InvalidParameterError,
+                           match=r"chunk row 2 \(chunk_id 'huge'\): content makes a text-search vector over "
+                                 r"PostgreSQL's 1 MB limit"):
+            t.ingest([Chunk(chunk_id="ok", document_id="D", content="fine"),
+                      Chunk(chunk_id="huge", document_id="D", content=huge)])
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT count(*) FROM hybrid.chunk WHERE tenant_id = 'acme'").fetchone() == (0,)
+
+
+# --- each inner wall holds on its own -----------------------------------------------------------------
+
+def test_the_test_roles_and_the_definer_hold_no_superuser_or_bypassrls(db: Db) -> None:
+    with psycopg.connect(db.dsn()) as admin:
+        rows = admin.execute("SELECT rolname, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = ANY (%s) ORDER BY 1",
+                             ([*ROLES, "hybrid_definer", "hybrid_user", "hybrid_app"],)).fetchall()
+    assert rows == [(r, False, False) for r in sorted([*ROLES, "hybrid_app", "hybrid_definer", "hybrid_user"])]
+
+
+@pytest.fixture()
+def writer(db: Db) -> str:
+    """acme's tenant login role holding the table privileges the API normally withholds, so that only RLS
+    stands between it and globex's rows."""
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.chunk, hybrid.corpus TO pyh_acme")
+        if admin.execute("SELECT to_regclass('hybrid.graph_node')").fetchone() != (None,):
+            admin.execute('GRANT SELECT, INSERT ON hybrid.graph_node, hybrid_graph."Chunk" TO pyh_acme')
+            admin.execute("GRANT USAGE ON SCHEMA hybrid_graph, ag_catalog TO pyh_acme")
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
+        t.ingest(chunks("g", 2, seed=7))
+    return "pyh_acme"
+
+
+def test_rls_alone_refuses_a_privileged_tenant_role_writing_another_tenants_rows(db: Db, writer: str) -> None:
+    with _as(db, writer) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute("INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES ('globex', 'evil')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute("INSERT INTO hybrid.chunk (tenant_id, chunk_id, corpus_id, document_id, content, content_hash, "
+                         "tenant_key) SELECT 'globex', 'evil', 'default', 'd', 'x', 'h', tenant_key FROM hybrid.tenant "
+                         "WHERE tenant_id = 'acme'")
+        assert conn.execute("UPDATE hybrid.chunk SET content = 'x' WHERE tenant_id = 'globex'").rowcount == 0
+        assert conn.execute("DELETE FROM hybrid.chunk WHERE tenant_id = 'globex'").rowcount == 0
+        assert conn.execute("SELECT count(*) FROM hybrid.chunk WHERE tenant_id = 'globex'").fetchone() == (0,)
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT count(*) FROM hybrid.chunk WHERE tenant_id = 'globex' AND content <> 'x'"
+                             ).fetchone() == (2,)
+
+
+@pytest.mark.usefixtures("require_age")
+def test_rls_alone_refuses_a_privileged_tenant_role_writing_another_tenants_graph(db: Db, writer: str) -> None:
+    with _as(db, writer) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute("INSERT INTO hybrid.graph_node (tenant_id, node_id, kind, vertex_id) "
+                         "VALUES ('globex', 'evil', 'entity', '844424930131999'::ag_catalog.graphid)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute("""INSERT INTO hybrid_graph."Chunk" (id, properties) VALUES ('844424930131998'::ag_catalog.graphid,
+                            '{"node_id": "evil", "tenant_id": "globex"}'::ag_catalog.agtype)""")
+
+
+def test_finish_ingest_refuses_a_staged_row_of_another_tenant_by_its_own_check(db: Db) -> None:
+    # the client never stages a tenant_id; raw SQL can, and only finish_ingest's own rule stops it
+    with _as(db, "pyh_acme") as conn:
+        conn.execute("BEGIN")
+        conn.execute("SELECT hybrid.begin_ingest()")
+        conn.execute("INSERT INTO pg_temp.hybrid_chunk_stage (tenant_id, chunk_id, document_id, content) "
+                     "VALUES ('globex', 'evil', 'd', 'x')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege,
+                           match=r"chunk row 1 \(chunk_id 'evil'\): tenant_id 'globex' is not the tenant of this "
+                                 r"transaction \('acme'\)"):
+            conn.execute("SELECT * FROM hybrid.finish_ingest('qms')")
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT count(*) FROM hybrid.chunk").fetchone() == (0,)
+
+
+def test_a_tenant_login_role_claiming_every_label_gets_only_the_labels_it_was_granted(db: Db) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme", ["*"]) as t:
+        t.ingest([Chunk(chunk_id="quality-doc", document_id="Q", content="falcon audit", acl_labels=["quality"]),
+                  Chunk(chunk_id="board-doc", document_id="B", content="falcon board minutes", acl_labels=["board"])])
+    with _as(db, "pyh_acme", "*") as conn:  # granted "quality" only
+        assert conn.execute("SELECT hybrid._acl_all(), hybrid._current_acl()").fetchone() == (False, [])
+        assert conn.execute("SELECT chunk_id FROM hybrid_retrieve(query_text => 'falcon')").fetchall() == []
+    with _as(db, "pyh_acme", "quality,board") as conn:
+        assert conn.execute("SELECT chunk_id FROM hybrid_retrieve(query_text => 'falcon')").fetchall() == [
+            ("quality-doc",)]
