@@ -22,6 +22,7 @@ from pyhybrid.server import start_embedded
 ROLES = {
     "pyh_app": "app",        # trusted application role: acts for any tenant
     "pyh_acme": "acme",      # tenant login role bound to acme (may claim ACL label "quality")
+    "pyh_acme_writer": "acme",  # tenant login role bound to acme with every label: it may write
     "pyh_globex": "globex",  # tenant login role bound to globex
     "pyh_nobody": None,      # a hybrid user bound to no tenant
 }
@@ -77,6 +78,7 @@ def template_db(admin_dsn: str) -> Iterator[str]:
         c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
         c.execute("SELECT hybrid.grant_app('pyh_app')")
         c.execute("SELECT hybrid.grant_tenant('pyh_acme', 'acme', ARRAY['quality'])")
+        c.execute("SELECT hybrid.grant_tenant('pyh_acme_writer', 'acme', ARRAY['*'])")
         c.execute("SELECT hybrid.grant_tenant('pyh_globex', 'globex')")
         c.execute("GRANT hybrid_user TO pyh_nobody")
     yield name

@@ -224,7 +224,7 @@ def test_graph_edge_types_traverse_only_the_named_relations(db: Db, api: Api, re
     assert sorted(ids(graph_edge_types=["CITES"], graph_hops=2)) == ["g-1"]  # g-3 is behind a MENTIONS edge
     assert sorted(ids(graph_edge_types=["CITES", "MENTIONS"], graph_hops=2)) == ["g-1", "g-2", "g-3"]
     assert ids(graph_edge_types=[]) == []
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="graph_edge_types: 'CITED_BY' is not a registered edge type"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="graph_edge_types: 'CITED_BY' is not an edge type of this tenant"):
         sql(db, "SELECT * FROM hybrid_retrieve(graph_seeds => '{g-0}', graph_edge_types => '{CITES,CITED_BY}')")
 
 

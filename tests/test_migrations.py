@@ -199,6 +199,20 @@ def results(dsn: str, extra: str = "") -> list[tuple]:
     return out
 
 
+def edges(dsn: str) -> list[tuple]:
+    """Every edge as (tenant, src, dst, type, properties): the type from its label's name before 0.3, from
+    the tenant's hybrid.edge_type after (revision 0008)."""
+    with psycopg.connect(dsn) as c:
+        typed = c.execute("SELECT to_regclass('hybrid.edge_type') IS NOT NULL").fetchone() == (True,)
+        rel = ("(SELECT et.name FROM hybrid.edge_type et WHERE et.tenant_id = a.tenant_id "
+               "AND l.relname = 'rel_' || et.slot)") if typed else "l.relname::text"
+        return c.execute(
+            f"SELECT a.tenant_id, a.node_id, b.node_id, {rel}, e.properties::text FROM hybrid_graph._ag_label_edge e "
+            "JOIN hybrid.graph_node a ON a.vertex_id OPERATOR(ag_catalog.=) e.start_id "
+            "JOIN hybrid.graph_node b ON b.vertex_id OPERATOR(ag_catalog.=) e.end_id "
+            "JOIN pg_class l ON l.oid = e.tableoid ORDER BY 1, 2, 3, 4").fetchall()
+
+
 def counts(dsn: str) -> tuple:
     with psycopg.connect(dsn) as c:
         return c.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.tenant_grant), "
@@ -219,16 +233,17 @@ def test_a_released_database_with_data_upgraded_to_head_equals_a_fresh_install_a
     try:
         {"0.1.0": install_0_1_0, "0.2.0": install_0_2_0}[release](old)
         load_sample(old)
-        before_counts, before_results = counts(old), results(old)
-        assert before_results and before_counts[2] == 61
+        before_counts, before_results, before_edges = counts(old), results(old), edges(old)
+        assert before_results and before_counts[2] == 61 and len(before_edges) == 2
         migrate.upgrade(old)
         migrate.upgrade(fresh)
         load_sample(fresh)  # the same edge types, so the same AGE label tables
         assert fingerprint(old) == fingerprint(fresh)
         assert counts(old) == before_counts
+        assert edges(old) == before_edges  # under the tenant's opaque labels now (revision 0008)
         assert results(old, ", fusion => 'rrf'") == before_results
         with psycopg.connect(old) as c:
-            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0007",)
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0008",)
             # 0.1's client-side hashes were recomputed: re-ingesting the same chunks changes nothing
             assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE content_hash <> hybrid.content_hash("
                              "document_id, position, content, acl_labels, metadata, corpus_id)").fetchone() == (0,)
@@ -314,7 +329,7 @@ def test_an_object_depending_on_the_unpartitioned_table_stops_the_0_2_upgrade_be
             c.execute("DROP POLICY notes_by_chunk ON public.notes")
         migrate.upgrade(dsn)
         with psycopg.connect(dsn) as c:
-            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0007",)
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0008",)
             assert c.execute("SELECT relkind FROM pg_class WHERE oid = 'hybrid.chunk'::regclass").fetchone() == ("p",)
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as c:

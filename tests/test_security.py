@@ -157,7 +157,7 @@ def test_a_tenant_cannot_draw_or_squat_vertex_ids(db: Db, role: str) -> None:
 @pytest.mark.usefixtures("require_age")
 def test_a_tenant_login_role_loads_its_own_edge_types_which_no_other_tenant_sees(db: Db) -> None:
     _secret_graph(db)
-    with HybridClient(db.dsn("pyh_acme")) as c, c.tenant("acme") as t:
+    with HybridClient(db.dsn("pyh_acme_writer")) as c, c.tenant("acme") as t:
         assert t.add_edges([{"src": "a-0", "dst": "a-1", "rel": "ATTACKER_TYPE_1"}]).edges_added == 1
     with psycopg.connect(db.dsn()) as admin:
         assert admin.execute("SELECT tenant_id, name, slot FROM hybrid.edge_type WHERE name = 'ATTACKER_TYPE_1'"
@@ -180,7 +180,7 @@ def test_a_tenant_login_role_loads_its_own_edge_types_which_no_other_tenant_sees
 ])
 def test_the_definer_refuses_a_staging_table_the_caller_rigged(db: Db, trap: str) -> None:
     _secret_graph(db)
-    with psycopg.connect(db.dsn("pyh_acme")) as conn:
+    with psycopg.connect(db.dsn("pyh_acme_writer")) as conn:
         conn.execute("SELECT set_config('hybrid.tenant_id', 'acme', false)")
         conn.execute(trap)
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not the staging table"):
@@ -191,12 +191,12 @@ def test_the_definer_refuses_a_staging_table_the_caller_rigged(db: Db, trap: str
 def test_graph_writes_act_for_the_caller_after_set_role_from_an_authenticator(db: Db) -> None:
     _secret_graph(db)
     with psycopg.connect(db.dsn()) as c:  # an authenticator that switches to the tenant role
-        c.execute("SET ROLE pyh_acme")
+        c.execute("SET ROLE pyh_acme_writer")
         c.execute("SELECT set_config('hybrid.tenant_id', 'acme', true)")
         c.execute("SELECT hybrid.begin_edges()")
         c.execute("INSERT INTO pg_temp.hybrid_edge_stage (src, dst, rel) VALUES ('a-0', 'acme:entity:x', 'MENTIONS')")
         assert c.execute("SELECT edges_added FROM hybrid.finish_edges()").fetchone() == (1,)
-        c.execute("SELECT set_config('hybrid.tenant_id', 'globex', true)")  # not granted to pyh_acme
+        c.execute("SELECT set_config('hybrid.tenant_id', 'globex', true)")  # not granted to pyh_acme_writer
         c.execute("SELECT hybrid.begin_edges()")
         c.execute("INSERT INTO pg_temp.hybrid_edge_stage (src, dst, rel) VALUES ('g-0', 'x', 'MENTIONS')")
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="no tenant"):
@@ -234,7 +234,7 @@ def test_a_tenant_cannot_write_or_lock_the_shared_tables(db: Db, role: str, stat
     "NULL::text[] AS acl_labels, NULL::jsonb AS metadata",
 ])
 def test_the_ingest_definer_refuses_a_staging_table_the_caller_rigged(db: Db, trap: str) -> None:
-    with psycopg.connect(db.dsn("pyh_acme")) as conn:
+    with psycopg.connect(db.dsn("pyh_acme_writer")) as conn:
         conn.execute(trap)
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not the staging table"):
             conn.execute("SELECT * FROM hybrid.finish_ingest('qms')")
@@ -325,7 +325,7 @@ def test_errors_raised_inside_the_definer_functions_relay_nothing_of_another_ten
             t.ingest([Chunk(chunk_id="dup", document_id="D", content="acme own text")])
             rows = t.retrieve(query_text="falcon secret own text")
     assert [r.chunk_id for r in rows] == ["dup"]
-    with _as(db, "pyh_acme") as conn:
+    with _as(db, "pyh_acme_writer") as conn:
         notices: list[str] = []
         conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
         conn.execute("SELECT * FROM hybrid_retrieve(query_text => 'falcon secret')").fetchall()

@@ -69,8 +69,8 @@ def test_drop_tenant_removes_everything_it_holds_and_nothing_else(db: Db) -> Non
         globex = (admin.execute(COUNTS_SQL, {"t": "globex"}).fetchone(), admin.execute(GRAPH_SQL, {"t": "globex"}).fetchone())
     with HybridClient(db.dsn()) as c:
         removed = c.drop_tenant("acme")
-    # 12 + 5 + 1 + 1 chunks (the 3 superseded ones too), 2 corpora, 5 nodes and vertices, 4 edges, 1 grant
-    assert removed == {"chunks": 19, "corpora": 2, "graph_nodes": 5, "vertices": 5, "edges": 4, "grants": 1}
+    # 12 + 5 + 1 + 1 chunks (the 3 superseded ones too), 2 corpora, 5 nodes and vertices, 4 edges, 2 grants
+    assert removed == {"chunks": 19, "corpora": 2, "graph_nodes": 5, "vertices": 5, "edges": 4, "grants": 2}
     with psycopg.connect(db.dsn()) as admin:
         assert admin.execute(COUNTS_SQL, {"t": "acme"}).fetchone() == (0, 0, 0, 0)
         assert admin.execute(GRAPH_SQL, {"t": "acme"}).fetchone() == (0, 0, 0)

@@ -58,28 +58,70 @@ AS $$
     SELECT CASE
         WHEN hybrid._current_tenant() IS NULL THEN '{}'::text[]
         WHEN pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER') THEN coalesce(r.labels, '{}'::text[])
-        ELSE coalesce((SELECT ARRAY(SELECT l FROM unnest(g.acl_labels) l
-                                    WHERE r.labels IS NULL OR l = ANY (r.labels))
+        ELSE coalesce((SELECT CASE WHEN '*' = ANY (g.acl_labels) THEN coalesce(r.labels, '{}'::text[])
+                                   ELSE ARRAY(SELECT l FROM unnest(g.acl_labels) l WHERE r.labels IS NULL OR l = ANY (r.labels)) END
                        FROM hybrid.tenant_grant g
                        WHERE g.role_name = hybrid._caller() AND g.tenant_id = hybrid._current_tenant()), '{}'::text[])
     END
     FROM requested r
 $$;
 COMMENT ON FUNCTION hybrid._current_acl() IS
-'ACL labels the caller holds: hybrid.acl_labels (comma-separated) for app roles; for tenant login roles the labels granted to them, narrowed to hybrid.acl_labels when set. A chunk with ACL labels is visible only to callers holding at least one of them.';
+'ACL labels the caller holds: hybrid.acl_labels (comma-separated) for app roles and for tenant login roles granted every label (''*''); for other tenant login roles the labels granted to them, narrowed to hybrid.acl_labels when set. A chunk with ACL labels is visible only to callers holding at least one of them.';
 
--- hybrid._acl_all: whether an app role lifted the ACL restriction
+-- hybrid._acl_all: whether the caller acts with every ACL label
 CREATE OR REPLACE FUNCTION hybrid._acl_all() RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce(btrim(current_setting('hybrid.acl_labels', true)), '') = '*'
-       AND pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER')
+    SELECT CASE
+        WHEN pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER') THEN s.v = '*'
+        -- a tenant login role granted every label holds them all unless it narrows them
+        ELSE s.v IN ('', '*') AND EXISTS (SELECT 1 FROM hybrid.tenant_grant g
+                                          WHERE g.role_name = hybrid._caller() AND g.tenant_id = hybrid._current_tenant()
+                                            AND '*' = ANY (g.acl_labels))
+    END
+    FROM (SELECT coalesce(btrim(current_setting('hybrid.acl_labels', true)), '') AS v) s
 $$;
 COMMENT ON FUNCTION hybrid._acl_all() IS
-'True when a trusted app role set hybrid.acl_labels to ''*'': it then sees every chunk of its tenant whatever the ACL (ingestion uses this to write restricted chunks).';
+'True when the caller sees every chunk of its tenant whatever the ACL: a trusted app role that set hybrid.acl_labels to ''*'', or a tenant login role granted every label (''*'') that did not narrow them (ingestion lifts writers to this).';
 
--- hybrid._with_all_labels: lift the ACL restriction for an app role's write
+-- hybrid._may_write: whether the caller may write its tenant's chunks and graph
+CREATE OR REPLACE FUNCTION hybrid._may_write() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- A writer sees every row it could collide with. A role whose ACL hides some chunks could
+    -- otherwise tell a hidden chunk id from an unused one by writing it: refused, overwritten, or
+    -- forked into a second row of the same id (which every full-visibility reader, export and
+    -- fusion by id would then meet twice). So a login role writes only when granted every label.
+    SELECT pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER')
+        OR coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = hybrid._caller()), false)
+        OR EXISTS (SELECT 1 FROM hybrid.tenant_grant g
+                   WHERE g.role_name = hybrid._caller() AND g.tenant_id = hybrid._current_tenant()
+                     AND '*' = ANY (g.acl_labels))
+$$;
+COMMENT ON FUNCTION hybrid._may_write() IS
+'Whether the caller may write its tenant (ingest, delete, load edges, register edge types): app roles and superusers, and tenant login roles granted every ACL label (''*''). Decided by the grant alone, never by the data.';
+
+-- hybrid._check_writer: refuse a write by a role that may only read
+CREATE OR REPLACE FUNCTION hybrid._check_writer() RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT hybrid._may_write() THEN
+        RAISE EXCEPTION 'role % may read tenant % but not write it: writing needs a grant of every ACL label',
+            quote_ident(hybrid._caller()), quote_literal(hybrid._current_tenant())
+            USING ERRCODE = '42501',
+                  HINT = format('An admin grants it: SELECT hybrid.grant_tenant(%L, %L, ARRAY[''*'']).',
+                                hybrid._caller(), hybrid._current_tenant());
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._check_writer() IS
+'Raises 42501 unless hybrid._may_write(): the same answer for every write of a reading role, whatever the ids it names.';
+
+-- hybrid._with_all_labels: lift the ACL restriction for a writer
 CREATE OR REPLACE FUNCTION hybrid._with_all_labels() RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -87,14 +129,14 @@ AS $$
 DECLARE
     previous text := coalesce(current_setting('hybrid.acl_labels', true), '');
 BEGIN
-    IF pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER') THEN
+    IF hybrid._may_write() THEN
         PERFORM set_config('hybrid.acl_labels', '*', true);
     END IF;
     RETURN previous;
 END
 $$;
 COMMENT ON FUNCTION hybrid._with_all_labels() IS
-'For app roles, lifts the ACL restriction for the rest of the transaction (returns the previous labels to restore).';
+'For writers (hybrid._may_write), lifts the ACL restriction for the rest of the transaction (returns the previous labels to restore).';
 
 -- hybrid._tenant_key: a tenant's partition key
 CREATE OR REPLACE FUNCTION hybrid._tenant_key(tenant_id text) RETURNS integer
@@ -306,6 +348,10 @@ BEGIN
         RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(tenant_id)
             USING ERRCODE = '22023', HINT = 'Call hybrid.create_tenant first.';
     END IF;
+    IF '*' = ANY (acl_labels) AND cardinality(acl_labels) > 1 THEN
+        RAISE EXCEPTION 'acl_labels: ''*'' (every label) stands alone, got %', acl_labels
+            USING ERRCODE = '22023';
+    END IF;
     PERFORM hybrid._grant_base(role_name);
     -- a tenant login role holding a transaction open, or a lock, would stall every tenant's DDL paths
     -- (tenant creation, REINDEX, migrate): bound it, unless an admin already chose a value here
@@ -327,7 +373,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.grant_tenant(name, text, text[]) IS
-'Binds an existing login role to a tenant (and the ACL labels it may claim there). A role granted one tenant acts for it; one granted several acts for the one it sets in hybrid.tenant_id. In this database the role gets statement_timeout 30s, lock_timeout 5s and idle_in_transaction_session_timeout 60s unless already set (ALTER ROLE ... IN DATABASE ... SET changes them). Admin only.';
+'Binds an existing login role to a tenant (and the ACL labels it may claim there; ARRAY[''*''] for every label, which writing the tenant needs). A role granted one tenant acts for it; one granted several acts for the one it sets in hybrid.tenant_id. In this database the role gets statement_timeout 30s, lock_timeout 5s and idle_in_transaction_session_timeout 60s unless already set (ALTER ROLE ... IN DATABASE ... SET changes them). Admin only.';
 REVOKE ALL ON FUNCTION hybrid.grant_tenant(name, text, text[]) FROM PUBLIC;
 
 -- hybrid.revoke_tenant: unbind a login role from a tenant (admin)

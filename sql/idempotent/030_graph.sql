@@ -28,7 +28,7 @@ BEGIN
             'USING (tenant_id = (SELECT hybrid._current_tenant())) WITH CHECK (tenant_id = (SELECT hybrid._current_tenant()))';
     EXECUTE 'CREATE POLICY graph_node_app ON hybrid.graph_node FOR SELECT TO hybrid_app '
             'USING (tenant_id = (SELECT hybrid._current_tenant()) AND CASE WHEN kind = ''entity'' '
-            'THEN hybrid._entity_seen(node_id) '
+            'THEN hybrid._entity_seen(node_id, tenant_id, (SELECT hybrid._current_acl()), (SELECT hybrid._acl_all())) '
             'ELSE EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_id = graph_node.tenant_id AND c.chunk_id = graph_node.node_id) END)';
     FOR tbl IN
         SELECT l.relation
@@ -98,6 +98,7 @@ BEGIN
         IF NOT register THEN
             RETURN NULL;
         END IF;
+        PERFORM hybrid._check_writer();
         PERFORM pg_advisory_xact_lock(hashtext('hybrid.edge_type'), hashtext(v_tenant));
         SELECT et.slot INTO v_slot FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant AND et.name = rel;
         IF NOT FOUND THEN
@@ -211,46 +212,21 @@ COMMENT ON FUNCTION hybrid._entities_seen(integer, text[], text, text[], boolean
 'The ids among ids of the tenant''s entity nodes that the caller may see: those linked to at least one live chunk the caller can see. Every graph path (seeds, hops, graph_context, classify_ids, the app roles'' graph_node policy) asks it.';
 
 -- hybrid._entity_seen: the app roles' graph_node policy for an entity
-CREATE OR REPLACE FUNCTION hybrid._entity_seen(node_id text) RETURNS boolean
+CREATE OR REPLACE FUNCTION hybrid._entity_seen(node_id text, tenant text, acl text[], acl_all boolean) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by hybrid_definer, whose graph policies are the tenant's alone:
 -- reading graph_node and the edges as the app role would recurse through their own policies (42P17)
 SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_custom_plan
 AS $$
-DECLARE
-    v_tenant text := hybrid._current_tenant();
 BEGIN
-    RETURN node_id = ANY (hybrid._entities_seen(hybrid._tenant_key(v_tenant), ARRAY[node_id], v_tenant,
-                                                hybrid._current_acl(), hybrid._acl_all()));
+    -- tenant, acl and acl_all come from the policy's once-per-statement InitPlans (the caller's own); a
+    -- caller passing others gains nothing: RLS on graph_node and hybrid.chunk still applies the real ones
+    RETURN node_id = ANY (hybrid._entities_seen((SELECT t.tenant_key FROM hybrid.tenant t WHERE t.tenant_id = tenant),
+                                                ARRAY[node_id], tenant, acl, acl_all));
 END
 $$;
-COMMENT ON FUNCTION hybrid._entity_seen(text) IS
-'Whether the caller may see the current tenant''s entity node_id (hybrid._entities_seen): the app roles'' policy on hybrid.graph_node.';
+COMMENT ON FUNCTION hybrid._entity_seen(text, text, text[], boolean) IS
+'Whether the caller may see the entity node_id of tenant (hybrid._entities_seen), with its labels acl and acl_all: the app roles'' policy on hybrid.graph_node.';
 
--- hybrid._hidden_chunk_ids: which ids name chunks of the caller's tenant that the caller cannot see
-CREATE OR REPLACE FUNCTION hybrid._hidden_chunk_ids(ids text[]) RETURNS text[]
-LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by the installer (bypasses RLS): finds what RLS hides
-SET search_path = pg_catalog, public, pg_temp
-SET plan_cache_mode = force_custom_plan
-AS $$
-DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
-BEGIN
-    IF v_tenant IS NULL OR v_key IS NULL OR ids IS NULL OR v_all THEN
-        RETURN '{}';
-    END IF;
-    -- the writers use it to leave such chunks alone, answering as for an id nobody uses
-    RETURN (SELECT coalesce(array_agg(DISTINCT c.chunk_id), '{}') FROM hybrid.chunk c
-            WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.chunk_id = ANY (ids)
-              AND NOT (c.acl_labels = '{}' OR c.acl_labels && v_acl));
-END
-$$;
-COMMENT ON FUNCTION hybrid._hidden_chunk_ids(text[]) IS
-'The ids among ids of chunks (live or superseded) of the current tenant whose ACL labels hide them from the caller: what a write must leave untouched and answer for as if the id were unused. Only the writers (hybrid_definer) call it.';
-REVOKE ALL ON FUNCTION hybrid._hidden_chunk_ids(text[]) FROM PUBLIC;
 
 -- hybrid._check_stage: refuse a staging table the caller rigged, before a definer reads it
 CREATE OR REPLACE FUNCTION hybrid._check_stage(stage text, columns text, maker text) RETURNS void
@@ -313,8 +289,6 @@ DECLARE
     n bigint;
     i integer;
     v_labels text;
-    v_hidden text[] := '{}';
-    v_skipped bigint := 0;
     v_rels text[] := '{}';
     v_rel_labels text[] := '{}';
 BEGIN
@@ -330,6 +304,7 @@ BEGIN
         RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
     END IF;
+    PERFORM hybrid._check_writer();
     PERFORM hybrid._check_stage('hybrid_edge_stage', 'ord bigint, src text, dst text, rel text, properties jsonb',
                                 'hybrid.begin_edges()');
     SELECT ord, src, dst, rel INTO bad FROM pg_temp.hybrid_edge_stage
@@ -358,11 +333,6 @@ BEGIN
     -- and the tenant's partition, if the batch outnumbers what its statistics describe (a new
     -- tenant's partition looked empty to the planner: the chunk lookup below went quadratic)
     PERFORM hybrid._analyze_partition(v_key, (SELECT count(*) FROM pg_temp.hybrid_edge_batch));
-    -- an endpoint that is a chunk the caller cannot see (a tenant login role without its label) is
-    -- never linked, nor made an entity: its edges are left out and answered for as if its id were
-    -- unused (a new node, an edge added), so the counts tell a hidden chunk from an unknown id no more
-    v_hidden := hybrid._hidden_chunk_ids(ARRAY(SELECT s.src FROM pg_temp.hybrid_edge_batch s
-                                                UNION SELECT s.dst FROM pg_temp.hybrid_edge_batch s));
     -- each type's opaque label, registering the tenant's new types
     FOR r IN SELECT DISTINCT s.rel FROM pg_temp.hybrid_edge_batch s ORDER BY 1 LOOP  -- slots in name order
         v_rels := v_rels || r;
@@ -376,8 +346,7 @@ BEGIN
                              AND c.chunk_id = x.node_id)
                 THEN 'chunk' ELSE 'entity' END AS kind
     FROM (SELECT src AS node_id FROM pg_temp.hybrid_edge_batch UNION SELECT dst FROM pg_temp.hybrid_edge_batch) x
-    WHERE NOT EXISTS (SELECT 1 FROM hybrid.graph_node g WHERE g.tenant_id = v_tenant AND g.node_id = x.node_id)
-      AND NOT x.node_id = ANY (v_hidden);
+    WHERE NOT EXISTS (SELECT 1 FROM hybrid.graph_node g WHERE g.tenant_id = v_tenant AND g.node_id = x.node_id);
     ANALYZE pg_temp.hybrid_new_node;
 
     FOR r IN SELECT unnest(ARRAY['chunk', 'entity']) LOOP
@@ -392,13 +361,8 @@ BEGIN
             SELECT $1, v.properties OPERATOR(ag_catalog.->>) 'node_id'::text, $2, v.id FROM v
         $sql$, initcap(r)) USING v_tenant, r;
     END LOOP;
-    SELECT count(*) + cardinality(v_hidden) INTO nodes_added FROM pg_temp.hybrid_new_node;
+    SELECT count(*) INTO nodes_added FROM pg_temp.hybrid_new_node;
     DROP TABLE pg_temp.hybrid_new_node;
-    IF cardinality(v_hidden) > 0 THEN
-        WITH gone AS (DELETE FROM pg_temp.hybrid_edge_batch s WHERE s.src = ANY (v_hidden) OR s.dst = ANY (v_hidden)
-                      RETURNING s.src, s.dst, s.rel)
-        SELECT count(DISTINCT (g.src, g.dst, g.rel)) INTO v_skipped FROM gone g;
-    END IF;
     -- the batch's nodes and their vertices, looked up one by one through graph_node's key (LATERAL:
     -- a plan that cannot go quadratic) into an analyzed table of the call's own. Joined to graph_node
     -- itself, whose statistics had not seen the nodes this call created, the planner expected one
@@ -411,7 +375,7 @@ BEGIN
                         WHERE n.tenant_id = v_tenant AND n.node_id = x.node_id) g;
     ANALYZE pg_temp.hybrid_batch_vertex;
 
-    edges_added := v_skipped;
+    edges_added := 0;
     FOR i IN 1..coalesce(cardinality(v_rels), 0) LOOP
         EXECUTE format($sql$
             INSERT INTO hybrid_graph.%I (start_id, end_id, properties)
@@ -428,7 +392,7 @@ BEGIN
         edges_added := edges_added + n;
     END LOOP;
     SELECT count(*) INTO edges_present FROM pg_temp.hybrid_edge_batch;
-    edges_present := edges_present - (edges_added - v_skipped);
+    edges_present := edges_present - edges_added;
     TRUNCATE pg_temp.hybrid_edge_stage;
     DROP TABLE pg_temp.hybrid_edge_batch;
     DROP TABLE pg_temp.hybrid_batch_vertex;
@@ -436,4 +400,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.finish_edges() IS
-'Loads the staged edges into hybrid_graph for the current tenant: validates every row (naming the first bad one, SQLSTATE 22023), registers the tenant''s new edge types (hybrid.edge_type; their edges go to opaque labels rel_<slot>), creates missing vertices (a node that is a chunk of the tenant becomes a Chunk vertex, any other an Entity), and inserts edges straight into the label tables, skipping ones already present. An edge to a chunk the caller cannot see is left out and counted as an unknown id''s would be. Returns counts.';
+'Loads the staged edges into hybrid_graph for the current tenant: validates every row (naming the first bad one, SQLSTATE 22023), registers the tenant''s new edge types (hybrid.edge_type; their edges go to opaque labels rel_<slot>), creates missing vertices (a node that is a chunk of the tenant becomes a Chunk vertex, any other an Entity), and inserts edges straight into the label tables, skipping ones already present. Writers only (hybrid._may_write): they see every chunk of the tenant. Returns counts.';

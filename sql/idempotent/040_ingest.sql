@@ -26,7 +26,7 @@ BEGIN
     ) ON COMMIT DROP;
     TRUNCATE pg_temp.hybrid_chunk_stage;
     -- hybrid.finish_ingest reads and empties it as hybrid_definer
-    GRANT SELECT, DELETE, TRUNCATE ON pg_temp.hybrid_chunk_stage TO hybrid_definer;
+    GRANT SELECT, TRUNCATE ON pg_temp.hybrid_chunk_stage TO hybrid_definer;
 END
 $$;
 COMMENT ON FUNCTION hybrid.begin_ingest() IS
@@ -48,7 +48,6 @@ DECLARE
     v_dim integer := hybrid.embedding_dim();
     v_existing bigint;
     v_labels text;
-    v_hidden text[] := '{}';
     bad record;
 BEGIN
     IF v_tenant IS NULL THEN
@@ -62,6 +61,7 @@ BEGIN
     IF corpus_id IS NULL OR btrim(corpus_id) = '' THEN
         RAISE EXCEPTION 'corpus_id must not be empty' USING ERRCODE = '22023';
     END IF;
+    PERFORM hybrid._check_writer();
     PERFORM hybrid._check_stage('hybrid_chunk_stage',
         'ord bigint, tenant_id text, chunk_id text, document_id text, position integer, content text, '
         'embedding real[], acl_labels text[], metadata jsonb', 'hybrid.begin_ingest()');
@@ -109,13 +109,6 @@ BEGIN
 
     -- an app role writes chunks whatever their ACL labels (RLS would hide rows it upserts)
     v_labels := hybrid._with_all_labels();
-    -- a tenant login role writing the id of a chunk its labels hide must learn nothing of it: the row
-    -- is left out of the write (never overwritten nor superseded) and counted as an insert, as an
-    -- unused id would be (SECURITY.md: what reading it back still tells)
-    v_hidden := hybrid._hidden_chunk_ids(ARRAY(SELECT s.chunk_id FROM pg_temp.hybrid_chunk_stage s));
-    IF cardinality(v_hidden) > 0 THEN
-        DELETE FROM pg_temp.hybrid_chunk_stage s WHERE s.chunk_id = ANY (v_hidden);
-    END IF;
 
     INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES (v_tenant, finish_ingest.corpus_id)
     ON CONFLICT ON CONSTRAINT corpus_pkey DO NOTHING;
@@ -158,7 +151,6 @@ BEGIN
     SELECT count(*) - v_existing INTO inserted FROM pg_temp.hybrid_chunk_stage;
     updated := updated - inserted;
     SELECT count(*) - inserted - updated INTO unchanged FROM pg_temp.hybrid_chunk_stage;
-    inserted := inserted + cardinality(v_hidden);  -- the rows left out, counted as an unused id's would be
     PERFORM hybrid._analyze_partition(v_key, inserted);
     TRUNCATE pg_temp.hybrid_chunk_stage;
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
@@ -262,6 +254,10 @@ DECLARE
     v_key integer := hybrid._tenant_key(v_tenant);
     n bigint;
 BEGIN
+    IF v_tenant IS NULL OR v_key IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM hybrid._check_writer();
     DELETE FROM hybrid.chunk c
     WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.document_id = delete_document.document_id
       AND (delete_document.corpus_id IS NULL OR c.corpus_id = delete_document.corpus_id);
@@ -270,4 +266,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.delete_document(text, text) IS
-'Deletes every chunk of a document of the current tenant (optionally within one corpus); returns how many.';
+'Deletes every chunk of a document of the current tenant (optionally within one corpus); returns how many. Writers only (hybrid._may_write).';

@@ -38,7 +38,8 @@ BEGIN
         'hybrid.embedding_dim()', 'hybrid.bm25_available()', 'hybrid.version()', 'hybrid.content_hash',
         -- helpers the API's invoker-rights functions and RLS policies call as the caller
         'hybrid._current_tenant()', 'hybrid._only_tenant()', 'hybrid._current_acl()', 'hybrid._acl_all()', 'hybrid._with_all_labels()',
-        'hybrid._edge_label(text, boolean)', 'hybrid._entity_seen(text)', 'hybrid._scope_size(integer, text[], jsonb, integer)', 'hybrid._or_tsquery(text)',
+        'hybrid._may_write()', 'hybrid._check_writer()',
+        'hybrid._edge_label(text, boolean)', 'hybrid._entity_seen(text, text, text[], boolean)', 'hybrid._scope_size(integer, text[], jsonb, integer)', 'hybrid._or_tsquery(text)',
         'hybrid._visible(text, boolean, text[], text, text[], boolean)',
         'hybrid._rrf_term(double precision, double precision, integer)',
         'hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision)',
@@ -61,8 +62,8 @@ GRANT SELECT ON hybrid.setting, hybrid.tenant, hybrid.tenant_grant TO hybrid_def
 GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_definer;
 GRANT SELECT, INSERT ON hybrid.edge_type TO hybrid_definer;
 GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._only_tenant(), hybrid._current_acl(), hybrid._acl_all(),
-    hybrid._with_all_labels(), hybrid._edge_label(text, boolean), hybrid._hidden_chunk_ids(text[]),
-    hybrid._entities_seen(integer, text[], text, text[], boolean), hybrid._entity_seen(text),
+    hybrid._with_all_labels(), hybrid._edge_label(text, boolean), hybrid._may_write(), hybrid._check_writer(),
+    hybrid._entities_seen(integer, text[], text, text[], boolean), hybrid._entity_seen(text, text, text[], boolean),
     hybrid._check_stage(text, text, text),
     hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text),
     hybrid._scope_size(integer, text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
@@ -91,7 +92,7 @@ BEGIN
                               'hybrid.search_lexical(text, integer, text[], jsonb, text)',
                               'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
                               'hybrid.graph_context(text[])', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
-                              'hybrid._entity_seen(text)']::regprocedure[] || ('hybrid.retrieve'::regproc::regprocedure) LOOP
+                              'hybrid._entity_seen(text, text, text[], boolean)']::regprocedure[] || ('hybrid.retrieve'::regproc::regprocedure) LOOP
         IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
             GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
             EXECUTE format('ALTER FUNCTION %s OWNER TO hybrid_definer', fn);
