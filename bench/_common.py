@@ -1,21 +1,33 @@
-"""Generic helpers for the benchmarks: load a dataset folder, score a run, describe the machine.
+"""Shared setup of the benchmark suite: datasets, metrics, percentiles, the engine and machine measured, result files.
 
 A dataset folder has the layout of ../shared/datasets/*: corpus.jsonl, corpus.ids.txt,
 corpus.minilm.f16.npy, queries.jsonl, queries.ids.txt, queries.minilm.f16.npy, qrels.tsv.
+Every entry point writes one JSON file whose "meta" block (write_result) says what produced it.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 import os
 import platform
+import statistics
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+try:
+    import pyhybrid  # noqa: F401
+except ImportError:  # run from a checkout without an installed pyhybrid
+    sys.path.insert(0, str(ROOT))
 
 
 @dataclass
@@ -204,3 +216,61 @@ def machine_info() -> dict[str, object]:
         "platform": platform.platform(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def pct(xs: Sequence[float], p: float) -> float:
+    """The p-th percentile, linear between the closest ranks (nan for no values)."""
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * p / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def summarize(ms: Sequence[float], rows: Sequence[int] = ()) -> dict[str, float]:
+    """n, p50 / p95 / p99 / mean of milliseconds, and the mean and least rows returned."""
+    return {"n": len(ms), "p50_ms": round(pct(ms, 50), 3), "p95_ms": round(pct(ms, 95), 3),
+            "p99_ms": round(pct(ms, 99), 3), "mean_ms": round(statistics.fmean(ms), 3) if ms else float("nan"),
+            "rows_mean": round(statistics.fmean(rows), 2) if rows else 0.0, "rows_min": min(rows) if rows else 0}
+
+
+def engine_state() -> dict[str, Any]:
+    """The engine imported (PYTHONPATH may name another checkout): version, git HEAD, local changes, digest."""
+    import pyhybrid as engine
+
+    root = Path(engine.__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted([*root.glob("sql/**/*.sql"), *root.glob("pyhybrid/**/*.py")]):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {"version": getattr(engine, "__version__", None), "engine_root": str(root),
+            "git_head": git("rev-parse", "--short", "HEAD"), "git_head_subject": git("log", "-1", "--format=%s"),
+            "local_changes_in_sql_or_pyhybrid": git("status", "--porcelain", "--", "sql", "pyhybrid").splitlines(),
+            "sql_and_pyhybrid_sha256": h.hexdigest()[:16]}
+
+
+def start_meta(benchmark: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """What a result file says about its run: the benchmark, the exact command, engine, machine, date."""
+    env = f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else ""
+    args = list(sys.argv[1:] if argv is None else argv)
+    machine = machine_info()
+    return {"benchmark": benchmark, "command": env + "python " + " ".join([f"bench/{benchmark}.py", *args]),
+            "engine": engine_state(), "machine": machine, "date": machine["date"],
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()], "_t0": time.perf_counter()}
+
+
+def write_result(path: Path, meta: dict[str, Any], payload: dict[str, Any]) -> None:
+    """Write payload with its meta block (wall time and load average at the end added) as JSON."""
+    m = {k: v for k, v in meta.items() if k != "_t0"}
+    m["wall_s"] = round(time.perf_counter() - meta["_t0"], 1)
+    m["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": m, **payload}, indent=1) + "\n", encoding="utf-8")

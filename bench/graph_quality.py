@@ -47,7 +47,7 @@ What it measures:
    (hybrid.graph_context as the tenant); and an interleaved latency pass (the call without and with the
    graph branch alternating, several rounds, so machine load hits both alike).
 
-Writes FILE.json (everything, per setting) and FILE.md (the tables).
+Writes FILE.json (everything, per setting).
 """
 
 from __future__ import annotations
@@ -66,10 +66,10 @@ from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality import (  # noqa: E402  (bench/quality.py; importing it makes pyhybrid importable from a checkout)
-    DENSE_SQL, LEX_SQL, METRICS, TENANT, Runner, bm25_index_params, engine_fingerprint, ingest, setup_database,
+    DENSE_SQL, LEX_SQL, METRICS, TENANT, Runner, bm25_index_params, ingest, setup_database,
     vector_literal,
 )
-from _common import Dataset, evaluate, load_dataset, machine_info, mrr_at_k, ndcg_at_k, recall_at_k  # noqa: E402
+from _common import Dataset, engine_state, evaluate, load_dataset, mrr_at_k, start_meta, write_result, ndcg_at_k, recall_at_k  # noqa: E402
 
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
@@ -532,167 +532,11 @@ def setting_text(r: dict[str, Any]) -> str:
         f", m {r['m']}" if r["family"] == "c" else "")
 
 
-def write_markdown(path: Path, res: dict[str, Any]) -> None:
-    st = res["settings"]
-    bases = list(res["baselines"])
-    L = [f"# Graph branch quality: {res['dataset']}", ""]
-    mi = res["machine"]
-    L.append(f"Run {mi['date']} on {mi['nproc']} x {mi['cpu_model']} (other sessions sharing the cores); PostgreSQL "
-             f"{st['server'].get('postgres')}; engine {json.dumps(st['engine'])}. {res['queries']} judged queries, "
-             f"{res['docs']} docs; edges loaded: {json.dumps(res['edges_load'])}.")
-    L.append(f"Every call: dense + BM25, top_k {st['top_k']}, per_source_k {st['per_source_k']}, graph_hops 1, as the "
-             f"tenant login role. Bases (fusion, vector_weight, keyword_weight, rrf_k): {json.dumps(BASES)}.")
-    L.append("Metrics: nDCG@10, recall@100, MRR@10 (means over the judged queries); delta = nDCG@10 minus the same "
-             "base without the graph; +/- = queries whose nDCG@10 rose / fell; p = paired sign-flip randomization test "
-             f"of the delta; null = the same setting over {res['null_graphs']['count']} degree-preserving random "
-             f"rewirings of the edges (mean delta; {json.dumps(res['null_graphs']['edges_kept'])} edges kept).")
-    L.append("")
-    L.append("## Baselines (no graph: graph_weight 0)")
-    L.append("")
-    L.append("| base | nDCG@10 | recall@100 | MRR@10 | p50 ms |")
-    L.append("| --- | ---: | ---: | ---: | ---: |")
-    for b, r in res["baselines"].items():
-        L.append(f"| {b} | {r['ndcg@10']:.4f} | {r['recall@100']:.4f} | {r['mrr@10']:.4f} | {r['p50_ms']} |")
-    L.append("")
-    eng = res["engine_grid"]
-    L.append(f"## Engine grid: hybrid_retrieve with the graph branch ({len(eng)} settings, real calls)")
-    L.append("")
-    L.append(f"The engine's output equals the Python mirror on {res['engine_mirror']['matches']}/"
-             f"{res['engine_mirror']['calls']} calls with the graph and {res['baseline_mirror']['matches']}/"
-             f"{res['baseline_mirror']['calls']} without. Cells: nDCG@10, delta, and [the null graphs' delta].")
-    L.append("")
-    for b in bases:
-        rows = [r for r in eng if r["base"] == b]
-        if not rows:
-            continue
-        weights = sorted({r["graph_weight"] for r in rows})
-        L.append(f"### {b} (no graph: {res['baselines'][b]['ndcg@10']:.4f})")
-        L.append("")
-        L.append("| edge types | graph_expand | " + " | ".join(f"gw {w:g}" for w in weights) + " |")
-        L.append("| --- | ---: | " + " | ".join("---:" for _ in weights) + " |")
-        for (es, ex), grp in itertools.groupby(sorted(rows, key=lambda r: (r["edge_types_order"], r["graph_expand"])),
-                                               key=lambda r: (r["edge_types"], r["graph_expand"])):
-            byw = {r["graph_weight"]: r for r in grp}
-            L.append(f"| {es} | {ex} | " + " | ".join(
-                f"{byw[w]['ndcg@10']:.3f} {byw[w]['delta_ndcg@10']:+.3f} [{byw[w]['null_delta']:+.3f}]" if w in byw else "-"
-                for w in weights) + " |")
-        L.append("")
-    L.append("Named calls outside the grid:")
-    L.append("")
-    L.append("| call | nDCG@10 | delta | recall@100 | MRR@10 | +/- | p | null delta | p50 ms |")
-    L.append("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
-    for name, r in res["named_engine"].items():
-        L.append(f"| {name} | {r['ndcg@10']:.4f} | {r['delta_ndcg@10']:+.4f} | {r['recall@100']:.4f} | {r['mrr@10']:.4f} | "
-                 f"{r['wins']}/{r['losses']} | {r['p_value']:.3f} | {r['null_delta']:+.4f} | {r['p50_ms']} |")
-    L.append("")
-    ok = [r for r in eng if r["delta_ndcg@10"] >= 0]
-    L.append(f"### Settings with nDCG@10 >= the same call without the graph: {len(ok)} of {len(eng)}")
-    L.append("")
-    L.append("(p50 ms per setting is noisy: other sessions shared the 2 cores; see the interleaved latency pass below.)")
-    L.append("")
-    L.append("| base | edge types | graph_expand | graph_weight | nDCG@10 | delta | recall@100 | MRR@10 | +/- | p | null delta | p50 ms |")
-    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
-    for r in sorted(ok, key=lambda r: -r["delta_ndcg@10"]):
-        L.append(f"| {r['base']} | {r['edge_types']} | {r['graph_expand']} | {r['graph_weight']:g} | {r['ndcg@10']:.4f} | "
-                 f"{r['delta_ndcg@10']:+.4f} | {r['recall@100']:.4f} | {r['mrr@10']:.4f} | {r['wins']}/{r['losses']} | "
-                 f"{r['p_value']:.3f} | {r['null_delta']:+.4f} | {r['p50_ms']} |")
-    L.append("")
-    L.append("## Graph handlings over the fused dense+BM25 list (Python; `engine` = the mirror of the real calls)")
-    L.append("")
-    for fam, txt in FAMILY_TEXT.items():
-        L.append(f"- `{fam}`: {txt}")
-    L.append("")
-    L.append("s = fused score / top fused score; seeds = the top N of the fused list; pool `fused` = the fused "
-             "list's top_k only, `open` = neighbours of the seeds may enter. Grids: engine and engine_v2 as the engine "
-             f"grid; N {SEEDS_N}, {json.dumps(IDEA_GRID)}; edge sets {res['idea_edge_sets']}.")
-    L.append("")
-    L.append("Per base and family: the in-sample best setting (tuned on these same queries: optimistic) with its "
-             "null delta; the share of the family's settings (off excluded) with delta >= 0 on the real and on the "
-             "random edges; the mean delta over the family's settings; and the cross-validated delta (setting "
-             "picked on the other folds; 'off' is in every grid).")
-    L.append("")
-    L.append("| base | family | in-sample best | nDCG@10 | delta | +/- | p | null delta | settings >= base: real / null | "
-             "mean delta: real / null | CV delta | CV delta, edges all |")
-    L.append("| --- | --- | --- | ---: | ---: | --- | ---: | ---: | --- | --- | ---: | ---: |")
-    for b in bases:
-        L.append(f"| {b} | (no graph) | - | {res['baselines'][b]['ndcg@10']:.4f} | - | - | - | - | - | - | - | - |")
-        for fam, v in res["families"].get(b, {}).items():
-            r = v["best"]
-            L.append(f"| {b} | {fam} | {setting_text(r)} | {r['ndcg@10']:.4f} | {r['delta_ndcg@10']:+.4f} | "
-                     f"{r['wins']}/{r['losses']} | {r['p_value']:.3f} | {r['null_delta']:+.4f} | "
-                     f"{v['share_ge_base']:.2f} / {v['null_share_ge_base']:.2f} | {v['mean_delta']:+.4f} / "
-                     f"{v['null_mean_delta']:+.4f} | {v['cv']['cv_delta']:+.4f} | {v['cv_all_edges']['cv_delta']:+.4f} |")
-    L.append("")
-    L.append("Best delta of each family per edge set (real edges):")
-    L.append("")
-    sets = res["idea_edge_sets"]
-    L.append("| base | family | " + " | ".join(sets) + " |")
-    L.append("| --- | --- | " + " | ".join("---:" for _ in sets) + " |")
-    for b in bases:
-        for fam, v in res["families"].get(b, {}).items():
-            L.append(f"| {b} | {fam} | " + " | ".join(
-                f"{v['best_by_edges'][es]['delta_ndcg@10']:+.4f}" if es in v["best_by_edges"] else "-" for es in sets) + " |")
-    L.append("")
-    if res.get("defaults"):
-        L.append("## One setting for every base, edges untyped (`all`): what a default could be")
-        L.append("")
-        L.append("Per family, among its settings over all edges (no edge type named), the one with the best worst-case delta over the "
-                 "three bases (picked in-sample), with each base's delta on the real edges, [on the random edges], "
-                 "and p:")
-        L.append("")
-        L.append("| family | setting | " + " | ".join(bases) + " | min real | min null | CV: " + " / ".join(bases)
-                 + " | CV most picked |")
-        L.append("| --- | --- | " + " | ".join("---:" for _ in bases) + " | ---: | ---: | ---: | --- |")
-        for fam, d in res["defaults"].items():
-            cv = d["cv"]
-            L.append(f"| {fam} | {setting_text(d['setting'])} | " + " | ".join(
-                f"{d['per_base'][b]['delta_ndcg@10']:+.4f} [{d['per_base'][b]['null_delta']:+.4f}] p {d['per_base'][b]['p_value']:.2f}"
-                for b in bases) + f" | {d['min_real']:+.4f} | {d['min_null']:+.4f} | "
-                + " / ".join(f"{cv['cv_delta'][b]:+.4f}" for b in bases)
-                + f" | {cv['most_picked']} ({cv['most_picked_share']:.0%}; off {cv['picked_off_share']:.0%}) |")
-        L.append("")
-        L.append("CV: the same worst-base pick made on 3/4 of the queries and scored on the held-out quarter "
-                 "(repeated random splits): the out-of-sample estimate of shipping that family as a default.")
-        L.append("")
-    L.append("## Diagnostics: how much the edges say about these judgments")
-    L.append("")
-    diag = res["graph_signal"]
-    if diag:
-        keys = [k for k in diag[0] if k != "edges" and not k.startswith("count")]
-        L.append("| edges | " + " | ".join(keys) + " |")
-        L.append("| --- | " + " | ".join("---:" for _ in keys) + " |")
-        for r in diag:
-            L.append(f"| {r['edges']} | " + " | ".join(f3(r[k]) for k in keys) + " |")
-        L.append("")
-        L.append(f"B = the {res['graph_signal_base']} fusion of dense + BM25; precision = the share of a group's "
-                 "(query, doc) pairs that are judged relevant; group sizes in the JSON.")
-        L.append("")
-    L.append(f"Adjacency check (hybrid.graph_context as the tenant vs edges.jsonl): {json.dumps(res['adjacency_check'])}")
-    L.append("")
-    if res.get("latency"):
-        lat = res["latency"]
-        L.append(f"## Latency, interleaved ({lat['rounds']} rounds; graph: {json.dumps(lat['graph_setting'])})")
-        L.append("")
-        L.append("| base | no graph p50 ms | with graph p50 ms | p50 of the paired difference | search_graph from the top 20, p50 ms |")
-        L.append("| --- | ---: | ---: | ---: | ---: |")
-        for b in bases:
-            if b in lat:
-                x = lat[b]
-                L.append(f"| {b} | {x['no_graph_p50_ms']} | {x['graph_p50_ms']} | {x['p50_of_paired_difference_ms']:+} | "
-                         f"{x['search_graph_top20_p50_ms']} |")
-        L.append("")
-    L.append(f"Timings: {json.dumps(res['timings'])}")
-    L.append("")
-    path.write_text("\n".join(L), encoding="utf-8")
-
-
-# ---------------------------------------------------------------- main
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, help="dataset folder with edges.jsonl")
     ap.add_argument("--edges", help="edges file (default DIR/edges.jsonl)")
-    ap.add_argument("--out", required=True, help="output JSON file (a .md is written next to it)")
+    ap.add_argument("--out", required=True, help="output JSON file")
     ap.add_argument("--data-dir", default="/tmp/pyhybrid-bench-graph", help="embedded server data directory")
     ap.add_argument("--top-k", type=int, default=100)
     ap.add_argument("--per-source-k", type=int, default=100)
@@ -710,6 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--stop-server", action="store_true", help="stop the embedded server at the end")
     args = ap.parse_args(argv)
+    meta = start_meta("graph_quality", argv)
     exact_threshold = None if args.exact_threshold == "engine" else int(args.exact_threshold)
 
     t_start = time.perf_counter()
@@ -734,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     idea_sets = list(adj.sets())
     ok = False
     try:
-        fingerprint = engine_fingerprint()
+        fingerprint = engine_state()
         db, tenant_dsn, server_info = setup_database(admin_dsn, dbname, exact_threshold)
         timings["ingest"] = ingest(db, ds, args.batch_size)
         edges_load = load_edges(db, edges, args.batch_size)
@@ -886,7 +731,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         res = {
             "dataset": ds.name, "docs": len(ds.doc_ids), "queries": len(qids), "edges_file": str(edges_path),
-            "edges_load": edges_load, "machine": machine_info(),
+            "edges_load": edges_load,
             "settings": {"top_k": top_k, "per_source_k": psk, "graph_hops": 1, "lexical": "bm25",
                          "exact_threshold": args.exact_threshold, "server": server_info,
                          "bm25_index": bm25_index_params(db), "engine": fingerprint, "bases": BASES,
@@ -899,12 +744,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "adjacency_check": adj_check, "latency": latency, "timings": timings,
             "all_family_rows": {f"{b}/{fam}": table(list(rows.values())) for (b, fam), rows in all_rows.items()},
         }
-        text = json.dumps({k: v for k, v in res.items() if k != "all_family_rows"}, indent=1)
-        rows_text = ",\n".join(f" {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}"
-                                for k, v in res["all_family_rows"].items())
-        out_path.write_text(text[:-2] + ',\n "all_family_rows": {\n' + rows_text + "\n }\n}\n", encoding="utf-8")
-        write_markdown(out_path.with_suffix(".md"), res)
-        print(f"\nwrote {out_path} and {out_path.with_suffix('.md')} in {timings['total_s']:.0f} s")
+        write_result(out_path, meta, res)
+        print(f"\nwrote {out_path} in {timings['total_s']:.0f} s")
         ok = emirror["matches"] == emirror["calls"] and bmirror["matches"] == bmirror["calls"]
     finally:
         if not args.keep_db:

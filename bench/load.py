@@ -29,6 +29,7 @@ import numpy as np
 import psycopg
 from psycopg import conninfo
 
+from _common import start_meta, write_result
 from pyhybrid import Chunk, ConflictError, HybridClient, migrate
 from pyhybrid.server import start_embedded, stop_embedded
 
@@ -163,6 +164,7 @@ def main() -> int:
     ap.add_argument("--tenants", type=int, default=4)
     ap.add_argument("--out", type=Path, default=Path("bench/results/load.json"))
     args = ap.parse_args()
+    meta = start_meta("load")
     data_dir = Path(tempfile.mkdtemp(prefix="pyhybrid-load-")) / "pgdata"
     root = start_embedded(data_dir)
     try:
@@ -175,8 +177,7 @@ def main() -> int:
                           clients=args.clients, seconds=args.seconds, tenants=args.tenants)
     finally:
         stop_embedded(data_dir)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_result(args.out, meta, report)
     print(json.dumps(report, indent=2))
     ok = not report["errors"] and report["expected_live_chunks"] == report["actual_live_chunks"] \
         and report["missing_chunks"] == 0 and report["unexpected_chunks"] == 0

@@ -63,13 +63,12 @@ loop and uses two pooled connections for hybrid), on this machine, against the s
 one pass in which every query runs every mode of the phase back to back, the order of the modes rotated
 by query; --warmup queries run first through every mode, untimed. p50 / p95 / mean in ms; ratio =
 pyhybrid p50 / peer p50 (dense modes against pyhybrid_dense, hybrid modes against pyhybrid_hybrid; below
-1 = pyhybrid faster). Writes FILE.json and FILE.md.
+1 = pyhybrid faster). Writes FILE.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -80,10 +79,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-try:
-    import pyhybrid  # noqa: F401
-except ImportError:  # running from a checkout without an installed pyhybrid
-    sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 import psycopg
@@ -91,8 +86,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tqdm import tqdm
 
-from _common import Dataset, evaluate, exact_cosine_run, load_dataset, machine_info
-from quality import TENANT, Runner, engine_fingerprint, ingest, setup_database
+from _common import Dataset, engine_state, evaluate, exact_cosine_run, load_dataset, start_meta, write_result
+from quality import TENANT, Runner, ingest, setup_database
 from pyhybrid.errors import InvalidParameterError
 from pyhybrid.server import embedded_status, start_embedded, stop_embedded
 
@@ -364,98 +359,6 @@ def comparator(mode: str) -> str | None:
     return None
 
 
-def write_markdown(path: Path, res: dict[str, Any]) -> None:
-    mi, st = res["machine"], res["settings"]
-    L = ["# pyhybrid beside langchain-postgres (PGVectorStore)", ""]
-    L.append(f"Run {mi['date']} on {mi['nproc']} x {mi['cpu_model']} ({mi['mem_gb']} GB), a shared box with other "
-             f"jobs running (load average at start {st['loadavg_start']}, at end {st['loadavg_end']}): quality "
-             "is unaffected, latencies are indicative only. Both sides on the same embedded server, PostgreSQL "
-             f"{st['server'].get('postgres')}; extensions in the pyhybrid databases {st['server'].get('extensions')}; "
-             f"in the langchain-postgres databases {st.get('lc_extensions')}.")
-    L.append(f"Versions: {st['versions']}. pyhybrid engine: {st.get('engine', {})}.")
-    L.append(f"k = {st['top_k']} for every mode; same docs (title + ' ' + text), ids and MiniLM vectors on both sides. "
-             "Modes and their configurations: see the script's docstring and `settings.modes` in the JSON.")
-    L.append("")
-    L.append("Latency: client-side wall time per call, one pass, modes interleaved per query (order rotated), "
-             f"{st['warmup']} warm-up queries per mode first. Ratio = pyhybrid p50 / peer p50 (dense peers against "
-             "pyhybrid_dense, hybrid peers against pyhybrid_hybrid); below 1 means pyhybrid is faster. Rows marked "
-             "(hnsw phase) come from the second pass, after the HNSW index was added to the peer's table, with "
-             "pyhybrid re-measured in that pass as the control.")
-    L.append("")
-    for name, d in res["datasets"].items():
-        nq = d["queries"]
-        L.append(f"## {name} ({d['docs']} docs, {nq} judged queries)")
-        L.append("")
-        L.append("| mode | nDCG@10 | recall@100 | MRR@10 | mean rows | p50 ms | p95 ms | ratio p50 (pyhybrid / this) |")
-        L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for mode, r in d["modes"].items():
-            for phase, lt in r.get("latency", {"-": None}).items():
-                label = mode + ("" if phase in ("main", "-") else f" ({phase} phase)")
-                lat_cells = ("- | - | -" if lt is None else
-                             f"{lt['p50_ms']:.1f} | {lt['p95_ms']:.1f} | " + (
-                                 f"{lt['ratio_p50']:.2f}" if lt.get("ratio_p50") is not None else "-"))
-                L.append(f"| {label} | {r['ndcg@10']:.3f} | {r['recall@100']:.3f} | {r['mrr@10']:.3f} | "
-                         f"{r.get('mean_rows', '-')} | {lat_cells} |")
-        L.append("")
-        dg = d["diagnostics"]
-        L.append(f"- keyword half of langchain-postgres (AND of all query terms, plainto_tsquery): queries with no "
-                 f"matching row {dg['lc_sparse_zero_match_queries']}/{nq}, with fewer than 10 "
-                 f"{dg['lc_sparse_under10_queries']}/{nq}, median matching rows {dg['lc_sparse_median_matches']}.")
-        L.append(f"- {SHARED_MODE}: keyword half stuck on the first query's text after the first call: "
-                 f"{dg.get('shared_config_fts_query_stuck')}; identical to lc_hybrid_rrf_100 on "
-                 f"{dg.get('shared_equals_per_call')}/{nq} queries.")
-        L.append(f"- sanity: {json.dumps(dg['sanity'])}; lc_dense list identical to pyhybrid_dense on "
-                 f"{dg['lc_dense_equals_pyhybrid_dense']}/{nq} queries.")
-        if dg.get("plans"):
-            L.append(f"- peer dense plans: {json.dumps(dg['plans'])}")
-        if dg.get("errors"):
-            L.append(f"- failed calls: {json.dumps(dg['errors'])}")
-        L.append(f"- ingest: pyhybrid {json.dumps(dg['ingest']['pyhybrid'])}; langchain-postgres "
-                 f"{json.dumps(dg['ingest']['langchain_postgres'])}")
-        L.append("")
-    L.append("## Summary (nDCG@10; p50 ms)")
-    L.append("")
-    names = list(res["datasets"])
-    modes: list[str] = []
-    for n in names:
-        modes += [m for m in res["datasets"][n]["modes"] if m not in modes]
-    L.append("| mode | " + " | ".join(names) + " |")
-    L.append("| --- | " + " | ".join("---:" for _ in names) + " |")
-    for m in modes:
-        cells = []
-        for n in names:
-            r = res["datasets"][n]["modes"].get(m)
-            if r is None:
-                cells.append("-")
-                continue
-            lt = r.get("latency", {}).get("main") or r.get("latency", {}).get("hnsw")
-            cells.append(f"{r['ndcg@10']:.3f}" + (f"; {lt['p50_ms']:.1f}" if lt else ""))
-        L.append(f"| {m} | " + " | ".join(cells) + " |")
-    L.append("")
-    L.append("## Latency ratios (pyhybrid p50 / peer p50; below 1 = pyhybrid faster)")
-    L.append("")
-    L.append("| peer mode | compared with | " + " | ".join(names) + " |")
-    L.append("| --- | --- | " + " | ".join("---:" for _ in names) + " |")
-    for m in modes:
-        if not comparator(m):
-            continue
-        cells = []
-        for n in names:
-            lt = res["datasets"][n]["modes"].get(m, {}).get("latency", {})
-            lt = lt.get("main") or lt.get("hnsw")
-            cells.append(f"{lt['ratio_p50']:.2f}" if lt and lt.get("ratio_p50") is not None else "-")
-        L.append(f"| {m} | {comparator(m)} | " + " | ".join(cells) + " |")
-    L.append("")
-    L.append("## Timings")
-    L.append("")
-    for k, v in res["timings"].items():
-        L.append(f"- {k}: {json.dumps(v)}")
-    L.append("")
-    path.write_text("\n".join(L), encoding="utf-8")
-
-
-# ---------------------------------------------------------------- main
-
 def versions() -> dict[str, str]:
     out = {}
     for p in ("langchain-postgres", "langchain-core", "SQLAlchemy", "psycopg", "pgvector", "pyhybrid",
@@ -471,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", action="append", help="dataset folder (repeatable; default: the four collections "
                     "under /work/shared/datasets)")
-    ap.add_argument("--out", default="bench/results/peers.json", help="output JSON (a .md is written next to it)")
+    ap.add_argument("--out", default="bench/results/peers.json", help="output JSON")
     ap.add_argument("--data-dir", default="/tmp/pyhybrid-bench-peers", help="embedded server data directory")
     ap.add_argument("--top-k", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=20, help="queries run untimed through every mode first")
@@ -482,6 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--stop-server", choices=("auto", "yes", "no"), default="auto",
                     help="stop the embedded server at the end: auto = when this run started it")
     args = ap.parse_args(argv)
+    meta = start_meta("peers", argv)
     datasets = args.dataset or DEFAULT_DATASETS
 
     t_start = time.perf_counter()
@@ -498,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lc_ext: dict[str, str] = {}
     modes_cfg: dict[str, Any] = {}
     dbs: list[str] = []
-    fingerprint = engine_fingerprint()
+    fingerprint = engine_state()
     engines: list[PGEngine] = []
     try:
         for dpath in datasets:
@@ -634,7 +538,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         })
         out = {
             "datasets": results,
-            "machine": machine_info(),
             "settings": {
                 "top_k": args.top_k, "warmup": args.warmup, "batch_size": args.batch_size,
                 "content": "title + ' ' + text", "embeddings": "corpus/queries .minilm.f16.npy (all-MiniLM-L6-v2)",
@@ -648,10 +551,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
             "timings": timings,
         }
-        out_path.write_text(json.dumps(out, indent=1), encoding="utf-8")
-        md = out_path.with_suffix(".md")
-        write_markdown(md, out)
-        print(f"\nwrote {out_path} and {md} in {timings['total_seconds']:.0f} s")
+        write_result(out_path, meta, out)
+        print(f"\nwrote {out_path} in {timings['total_seconds']:.0f} s")
     finally:
         for e in engines:
             try:

@@ -27,8 +27,10 @@ import numpy as np
 import psycopg
 from psycopg import conninfo
 
-from pyhybrid import Chunk, HybridClient, migrate
-from pyhybrid.server import start_embedded, start_embedded_standby, stop_embedded
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import start_meta, write_result  # noqa: E402
+from pyhybrid import Chunk, HybridClient, migrate  # noqa: E402
+from pyhybrid.server import start_embedded, start_embedded_standby, stop_embedded  # noqa: E402
 
 WORDS = ["pump", "valve", "alarm", "sensor", "battery", "occlusion", "flow", "label", "audit", "risk", "keypad",
          "pressure", "infusion", "brake", "controller", "latency", "protocol", "deviation", "requirement", "test"]
@@ -99,6 +101,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--out", type=Path, default=Path("bench/results/replicas.json"))
     args = ap.parse_args()
+    meta = start_meta("replicas")
     top = Path(tempfile.mkdtemp(prefix="pyhybrid-replicas-"))
     data_dir = top / "primary" / "pgdata"
     data_dir.parent.mkdir()
@@ -138,10 +141,9 @@ def main() -> int:
         for path in (top, *standbys):
             shutil.rmtree(path, ignore_errors=True)
     base = results[0]["qps"]
-    report = {"chunks": args.chunks, "tenants": args.tenants, "machine_cores": __import__("os").cpu_count(),
-              "runs": results, "qps_ratio_to_primary_only": [round(r["qps"] / base, 2) for r in results]}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    report = {"chunks": args.chunks, "tenants": args.tenants, "readers": args.readers, "runs": results,
+              "qps_ratio_to_primary_only": [round(r["qps"] / base, 2) for r in results]}
+    write_result(args.out, meta, report)
     print(json.dumps(report, indent=2))
     return 0
 
