@@ -333,10 +333,6 @@ def leave_one_out(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any
 
 # ---------------------------------------------------------------- report
 
-def fmt(x: Any) -> str:
-    return f"{x:.3f}" if isinstance(x, float) else str(x)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", action="append", required=True, help="dataset folder (repeatable)")
