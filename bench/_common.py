@@ -59,6 +59,11 @@ def _read_ids(path: Path) -> list[str]:
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def load_dataset(path: str | Path) -> Dataset:
     """Read a dataset folder; checks that ids and embedding rows line up."""
     p = Path(path).expanduser().resolve()
@@ -67,11 +72,8 @@ def load_dataset(path: str | Path) -> Dataset:
     if doc_emb.shape[0] != len(doc_ids):
         raise ValueError(f"{p}: corpus.ids.txt has {len(doc_ids)} ids but the embeddings have {doc_emb.shape[0]} rows")
     doc_text: dict[str, str] = {}
-    with open(p / "corpus.jsonl", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                o = json.loads(line)
-                doc_text.setdefault(str(o["_id"]), (o.get("title") or "") + " " + (o.get("text") or ""))
+    for o in _jsonl(p / "corpus.jsonl"):
+        doc_text.setdefault(str(o["_id"]), (o.get("title") or "") + " " + (o.get("text") or ""))
     missing = [d for d in doc_ids if d not in doc_text]
     if missing:
         raise ValueError(f"{p}: {len(missing)} ids of corpus.ids.txt are not in corpus.jsonl, e.g. {missing[:3]}")
@@ -79,12 +81,7 @@ def load_dataset(path: str | Path) -> Dataset:
     query_emb = np.load(p / "queries.minilm.f16.npy")
     if query_emb.shape[0] != len(query_ids):
         raise ValueError(f"{p}: queries.ids.txt has {len(query_ids)} ids but the embeddings have {query_emb.shape[0]} rows")
-    query_text: dict[str, str] = {}
-    with open(p / "queries.jsonl", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                o = json.loads(line)
-                query_text[str(o["_id"])] = o.get("text") or ""
+    query_text = {str(o["_id"]): o.get("text") or "" for o in _jsonl(p / "queries.jsonl")}
     qrels: dict[str, dict[str, int]] = {}
     with open(p / "qrels.tsv", encoding="utf-8") as f:
         for i, line in enumerate(f):
@@ -257,12 +254,12 @@ def engine_state() -> dict[str, Any]:
             "sql_and_pyhybrid_sha256": h.hexdigest()[:16]}
 
 
-def start_meta(benchmark: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
+def start_meta(benchmark: str, argv: Sequence[str] | None = None, script: str | None = None) -> dict[str, Any]:
     """What a result file says about its run: the benchmark, the exact command, engine, machine, date."""
     env = f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else ""
     args = list(sys.argv[1:] if argv is None else argv)
     machine = machine_info()
-    return {"benchmark": benchmark, "command": env + "python " + " ".join([f"bench/{benchmark}.py", *args]),
+    return {"benchmark": benchmark, "command": env + "python " + " ".join([f"bench/{script or benchmark}.py", *args]),
             "engine": engine_state(), "machine": machine, "date": machine["date"],
             "loadavg_start": [round(x, 2) for x in os.getloadavg()], "_t0": time.perf_counter()}
 

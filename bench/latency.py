@@ -135,25 +135,16 @@ def tenant_name(i: int) -> str:
     return f"t{i:0{max(3, len(str(N_TENANTS - 1)))}d}"
 
 
-def pick_label(share: float) -> str:
-    """0.5 -> "50pct", 0.01 -> "1pct", 0.001 -> "0.1pct"."""
-    return f"{share * 100:g}pct"
-
-
-def choose_picks(sizes: list[int], pick_shares: list[float] | None = None,
-                 by_size: bool = True) -> list[tuple[str, int]]:
-    """(label, tenant index) of the tenant whose row share is nearest each of pick_shares (a tenant is
-    picked once; shares taken in the given order). by_size: listed by ascending tenant size, the order of
-    measurement (the default measures the ~1% tenant, then the 50% one); else in the given order."""
-    pick_shares = PICKS if pick_shares is None else pick_shares
-    total = sum(sizes)
-    shares = [n / total for n in sizes]
+def choose_picks(sizes: list[int]) -> list[tuple[str, int]]:
+    """(label, tenant index) of the tenant whose row share is nearest each of --picks (0.5 -> "50pct",
+    0.001 -> "0.1pct"; a tenant is picked once), by ascending tenant size: the order of measurement."""
+    shares = [n / sum(sizes) for n in sizes]
     taken: list[tuple[str, int]] = []
-    for p in pick_shares:
+    for p in PICKS:
         used = {i for _, i in taken}
         i = int(np.argmin([abs(s - p) if i not in used else 9 for i, s in enumerate(shares)]))
-        taken.append((pick_label(p), i))
-    return sorted(taken, key=lambda li: (sizes[li[1]], li[0])) if by_size else taken
+        taken.append((f"{p * 100:g}pct", i))
+    return sorted(taken, key=lambda li: (sizes[li[1]], li[0]))
 
 
 @dataclass
@@ -690,19 +681,10 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         tenants = [make_tenant(world, tenant_name(i), n, rng) for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
         edges = {td.tenant_id: make_edges(td, rng) for td in tenants}
         timings["generate_s"] = time.perf_counter() - t0
-        shares = [n / size for n in sizes]
-        big = int(np.argmax(shares))
-        small = int(np.argmin([abs(s - 0.01) if i != big else 9 for i, s in enumerate(shares)]))
-        res["tenants"] = {
-            "count": len(sizes),
-            "largest": {"tenant_id": tenants[big].tenant_id, "chunks": sizes[big], "share": round(shares[big], 4)},
-            "one_percent": {"tenant_id": tenants[small].tenant_id, "chunks": sizes[small], "share": round(shares[small], 4)},
-            "smallest_chunks": min(sizes),
-            "sizes": sizes,
-        }
         chosen = choose_picks(sizes)
-        res["tenants"]["picks"] = {label: {"tenant_id": tenants[i].tenant_id, "chunks": sizes[i],
-                                           "share": round(shares[i], 5)} for label, i in chosen}
+        res["tenants"] = {"count": len(sizes), "smallest_chunks": min(sizes), "sizes": sizes,
+                          "picks": {label: {"tenant_id": tenants[i].tenant_id, "chunks": sizes[i],
+                                            "share": round(sizes[i] / size, 5)} for label, i in chosen}}
         n_edges = sum(len(e) for e in edges.values())
 
         # ingest through the API, as the app role: with every index present (the normal path), or for

@@ -1,69 +1,33 @@
 #!/usr/bin/env python
 """pyhybrid beside langchain-postgres (PGVectorStore): retrieval quality and client-side latency.
 
-    python bench/peers.py [--dataset DIR ...] [--out FILE.json]
+    python bench/peers.py [--dataset DIR ...] [--out FILE.json]      (needs pip install langchain-postgres)
 
-What is compared, per collection (DIR has the layout of ../shared/datasets/*; default: cranfield, cisi,
-cacm, scifact there). Both sides get the same documents (title + " " + text, as bench/quality.py), the
-same doc ids, the same precomputed all-MiniLM-L6-v2 vectors (corpus/queries .minilm.f16.npy, cast to
-float32) and the same judged queries; both live on the same embedded PostgreSQL server
-(pyhybrid.server.start_embedded), each in its own fresh database. Every mode returns k = 100 results.
+Per collection (default: cranfield, cisi, cacm, scifact under ../shared/datasets), both sides get the same
+documents (title + " " + text), ids, precomputed all-MiniLM-L6-v2 vectors and judged queries, each in its own
+fresh database on the same embedded server; every mode returns k = 100.
 
-pyhybrid (database peers_pyhybrid_<name>; bench/quality.py's setup_database and ingest; queries through
-the pyhybrid client as the tenant's login role, row-level security on, one transaction per call; the
-engine's own settings, i.e. exact_threshold NOT overridden: exact dense scan up to 5,000 chunks, the
-partition's HNSW index with iterative scan and ef_search max(100, 2 x top_k) above):
-  pyhybrid_hybrid   tenant.retrieve(query_embedding=q, query_text=t, top_k=100) and nothing else: the
-                    defaults (dense + BM25 via pg_textsearch, plain RRF rrf_k 60, weights 1/1,
-                    per_source_k greatest(3 x top_k, 30) = 300; graph weight 0.5 but no seeds and
-                    graph_expand 0, so the graph branch is off)
-  pyhybrid_dense    the same call with keyword_weight=0, graph_weight=0 (dense branch alone)
+pyhybrid (bench/quality.py's setup and ingest; the tenant's login role, RLS on; the engine's own settings):
+  pyhybrid_hybrid  tenant.retrieve(query_embedding=q, query_text=t, top_k=100), the defaults
+  pyhybrid_dense   the same with keyword_weight=0, graph_weight=0
+langchain-postgres 0.0.19 (langchain_postgres.v2: PGEngine, init_vectorstore_table with HybridSearchConfig,
+add_texts, apply_hybrid_search_index; a plain login role; embeddings looked up from the precomputed files;
+no vector index in the first phase, i.e. an exact scan):
+  lc_dense                  similarity_search(t, k=100)
+  lc_hybrid_default         HybridSearchConfig() defaults: weighted_sum 0.5/0.5, 4 rows a branch (<= 8 rows)
+  lc_hybrid_wsum_100        weighted sum, 100 a branch
+  lc_hybrid_rrf_100 / _300  reciprocal_rank_fusion (rrf_k 60), 100 / 300 a branch
+  lc_hybrid_rrf_100_shared  the README pattern (config given once to create_sync): 0.0.19 keeps the first
+                            query's text in it (langchain-ai/langchain-postgres#337), reported to show it
+  Its keyword half is ts_rank_cd over plainto_tsquery (every term must occur); the diagnostics count queries
+  with no such row.
+Second phase (unless --no-hnsw): apply_vector_index(HNSWIndex()) (m 16, ef_construction 64), then
+  lc_dense_hnsw (ef_search 40, no iterative scan: at most 40 rows) and lc_dense_hnsw_ef200, with
+  pyhybrid_dense / pyhybrid_hybrid again as that phase's latency control.
+exact_dense: exact cosine in numpy (quality only).
 
-langchain-postgres (database peers_lc_<name>, owned by a plain login role peers_lc that all its calls
-use; langchain_postgres.v2 PGEngine.from_connection_string("postgresql+psycopg://...") (the README's
-driver), engine.init_vectorstore_table(table, 384, id_column=Column("langchain_id", "TEXT"),
-hybrid_search_config=HybridSearchConfig()) which adds the tsvector column content_tsv,
-PGVectorStore.create_sync(..., hybrid_search_config=HybridSearchConfig(tsv_column="content_tsv")),
-store.add_texts(texts, metadatas=[{"doc_id": id}], ids=doc ids) (it fills content_tsv with
-to_tsvector('pg_catalog.english', content)), store.apply_hybrid_search_index() (the documented GIN
-index on content_tsv), ANALYZE. Distance: the default, cosine. No vector index in the first phase (what
-init_vectorstore_table creates: an exact scan). The embedding_service is PrecomputedEmbeddings: a dict
-lookup text -> precomputed vector (documents from the corpus file, queries from the queries file; no
-model; an unknown text raises):
-  lc_dense               store.similarity_search(t, k=100) on a store without hybrid config
-  lc_hybrid_default      similarity_search(t, k=100, hybrid_search_config=HybridSearchConfig(
-                         tsv_column="content_tsv")): the class defaults, weighted_sum_ranking 0.5/0.5
-                         over min-max normalized scores, primary_top_k = secondary_top_k = 4, so at most
-                         8 rows whatever k is
-  lc_hybrid_wsum_100     weighted_sum_ranking (the default fusion), primary_top_k = secondary_top_k = 100
-  lc_hybrid_rrf_100      fusion_function=reciprocal_rank_fusion (the README's example; its rrf_k 60),
-                         primary_top_k = secondary_top_k = 100
-  lc_hybrid_rrf_300      the same with 300 per branch (pyhybrid's default per_source_k for top_k 100)
-  lc_hybrid_rrf_100_shared
-                         the README pattern: the hybrid config (rrf, 100/100) given once to create_sync and
-                         not per call. langchain-postgres 0.0.19 writes the first query's text into that
-                         shared config's fts_query (issue langchain-ai/langchain-postgres#337), so later
-                         calls keyword-search the FIRST query's text. Reported to show the effect; the
-                         other lc_hybrid_* modes pass a fresh config per call, which avoids it.
-  The keyword half of every lc_hybrid_* mode is langchain-postgres's own SQL: ts_rank_cd(content_tsv,
-  plainto_tsquery('pg_catalog.english', t)) over rows matching that tsquery, i.e. every query term
-  must occur (AND); the diagnostics count queries with no such row.
-Second phase (unless --no-hnsw): store.apply_vector_index(HNSWIndex()) (m 16, ef_construction 64),
-ANALYZE, then
-  lc_dense_hnsw          similarity_search(t, k=100), default query options (pgvector hnsw.ef_search 40,
-                         no iterative scan: at most 40 rows come back)
-  lc_dense_hnsw_ef200    index_query_options=HNSWQueryOptions(ef_search=200) (pyhybrid's effective
-                         ef_search at top_k 100)
-  and pyhybrid_dense / pyhybrid_hybrid again, interleaved, as the latency control of that phase.
-References (quality only, no latency): exact_dense = exact cosine in numpy over the same vectors.
-
-Latency: wall time of one client call (pyhybrid: `with client.tenant(...) as t: t.retrieve(...)`;
-langchain-postgres: the sync similarity_search, which runs its async code on the PGEngine's background
-loop and uses two pooled connections for hybrid), on this machine, against the same server, measured in
-one pass in which every query runs every mode of the phase back to back, the order of the modes rotated
-by query; --warmup queries run first through every mode, untimed. p50 / p95 / mean in ms; ratio =
-pyhybrid p50 / peer p50 (dense modes against pyhybrid_dense, hybrid modes against pyhybrid_hybrid; below
-1 = pyhybrid faster). Writes FILE.json.
+Latency: wall time of one client call, every query running every mode of its phase back to back (order
+rotated by query) after --warmup untimed queries; p50 / p95 / mean ms. Writes FILE.json.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ Each DIR has the layout of ../shared/datasets/* (corpus.jsonl, corpus.ids.txt, c
 queries.jsonl, queries.ids.txt, queries.minilm.f16.npy, qrels.tsv). For every collection the script
 creates a fresh database on the embedded server, migrates it, ingests the corpus (title + " " + text with
 the given embeddings) for one tenant and runs every judged query as that tenant's login role (so row-level
-security applies). Writes FILE.json (shape: {"datasets": {name: {mode: {"ndcg@10", "recall@100",
-"mrr@10", "queries"}}}, ...}) and FILE.md.
+security applies). Writes FILE.json ({"datasets": {name: {mode: {"ndcg@10", "recall@100", "mrr@10", ...}}}}).
 
 Modes (all top_k results of one engine call per query unless said otherwise):
   dense, bm25, ts_rank          hybrid_retrieve with one source (weights 1,0,0 / 0,1,0)

@@ -165,6 +165,7 @@ def replicas(d: dict[str, Any]) -> list[str]:
          for r, x in zip(d["runs"], d["qps_ratio_to_primary_only"])])
 
 
+RUN = {"replicas": "python bench/load.py --replicas 0 1 2"}
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "quality": ("Retrieval quality on the shared collections", quality),
     "peers": ("Beside the peers: langchain-postgres PGVectorStore", peers),
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, (title, render) in SECTIONS.items():
         lines += [f"## {title}", ""]
         if key not in found:
-            lines += [f"No result of the current engine stored yet: run `python bench/{key}.py` (bench/README.md).", ""]
+            lines += [f"No result of the current engine stored yet: run `{RUN.get(key, 'python bench/' + key + '.py')}` (bench/README.md).", ""]
         for name, d in found.get(key, []):
             lines += provenance(d["meta"], name) + render(d)
     lines += ["## Plots", ""] + [f"![{p.stem}](results/{p.name})" for p in plots if p] + [""]

@@ -1,40 +1,17 @@
 """How the real engine scales in the number of tenants: a partition of hybrid.chunk per tenant, many tenants.
 
-A fresh database on the embedded server, migrated with pyhybrid.migrate.upgrade. For each step of --steps
-tenant counts, tenants are added up to that count, each with `hybrid.create_tenant` (admin: its partition
-with HNSW, BM25, GIN and btree indexes, RLS forced) and then --rows chunks (random unit 384-d vectors,
-text from a small vocabulary) ingested through the client, `connect(app).tenant(id).ingest(...)`, as a
-trusted app role. Then, at each step:
-
-- create / ingest: seconds per tenant (median, p95, max) for the tenants added in that step;
-- catalog: rows of pg_class, partitions of hybrid.chunk, size of the catalogs (pg_total_relation_size of
-  every pg_catalog table), database size;
-- memory: summed RSS and PSS of the server's processes; the main shared memory segment; pg_textsearch's
-  entries in pg_shmem_allocations; the dynamic shared memory segments (/dev/shm) the server's processes map;
-  the size of pg_textsearch's DSA area as its bm25_summarize_index reports it (one area holds the state of
-  every BM25 index of the server: a small tenant's index stays whole in its memtable there);
-- retrieval, for --sample tenants (the first and the last created among them), each through a login role of
-  its own bound to it by `hybrid.grant_tenant`: a new connection, its first `hybrid_retrieve` (cold
-  caches: the backend builds hybrid.chunk's partition descriptor), then --calls more (warm), with
-  query_embedding and query_text (lexical 'bm25'); the relation locks the backend holds at the end of a
-  retrieval's transaction (pg_locks, minus those of a transaction that only reads pg_locks) and how many
-  of them are partitions of hybrid.chunk; the private memory (USS) of that backend afterwards;
-- retrieval right after another tenant was created (the relcache invalidation of ATTACH makes every
-  backend rebuild the partition descriptor), with a warm connection, --probes times;
-- planning: EXPLAIN (ANALYZE, SUMMARY) of a dense statement on hybrid.chunk with a sampled tenant's key
-  as a literal (plan-time pruning), as the admin, median planning and execution ms;
-- the FK cascade: relation locks of the statement the ON DELETE CASCADE of hybrid.chunk's foreign key to
-  hybrid.corpus runs (a generic plan on the parent, no tenant key), for a corpus with no chunk;
-- drop_tenant: seconds for the probe tenants (empty, no corpus) and for --drops tenants holding chunks, at
-  every step; an error is recorded with whether the tenant is still there;
-- at the last step, the lock table's capacity: lock entries one transaction holds (hybrid.chunk and its
-  partitions, then temporary tables) before "out of shared memory"; rolled back.
-
-A step that fails (out of shared memory, a pg_textsearch limit, anything) records the error and the count
-reached, is measured at that count if the server still answers, and ends the run. --budget-min bounds the
-time spent creating tenants: past it, the run measures the count reached and stops.
-
     python bench/tenants.py --steps 1 100 1000 10000 --out bench/results/tenants.json
+
+A fresh database on the embedded server. For each of --steps tenant counts, tenants are added up to it, each
+by `hybrid.create_tenant` (its partition with HNSW, BM25, GIN and btree indexes, RLS forced) and --rows chunks
+ingested as a trusted app role. At each step: create / ingest seconds per tenant; catalog rows and size,
+database size; server RSS / PSS, pg_textsearch's shared memory and DSA area, the /dev/shm segments mapped;
+for --sample tenants, each through a login role of its own (`hybrid.grant_tenant`): a new connection's first
+`hybrid_retrieve` (cold) and --calls warm ones, the relation locks held and how many are partitions, the
+backend's USS; retrieval right after another tenant's creation (--probes); planning and execution of a pruned
+dense statement; the FK cascade's locks; `drop_tenant` of --drops tenants holding chunks; at the last step,
+how many locks one transaction can take. A failing step records its error and ends the run; --budget-min
+bounds the time spent creating tenants.
 """
 
 from __future__ import annotations
