@@ -335,7 +335,7 @@ def leave_one_out(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", action="append", required=True, help="dataset folder (repeatable)")
-    ap.add_argument("--out", required=True, help="output JSON file (a .md table is written next to it)")
+    ap.add_argument("--out", required=True, help="output JSON file")
     ap.add_argument("--data-dir", default="/tmp/pyhybrid-bench-quality", help="embedded server data directory")
     ap.add_argument("--top-k", type=int, default=100)
     ap.add_argument("--per-source-k", type=int, default=100, help="per_source_k of the plain modes")
