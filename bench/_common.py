@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 try:
@@ -190,29 +191,16 @@ def exact_cosine_run(ds: Dataset, query_ids: Sequence[str], k: int = 100) -> dic
 
 
 def machine_info() -> dict[str, object]:
-    cpu = platform.processor() or ""
+    """Cores, CPU model, memory (GiB), Python and OS of this machine, and the date (UTC)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        cpus = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")]
     except OSError:
-        pass
-    mem_gb = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    return {
-        "nproc": os.cpu_count(),
-        "cpu_model": cpu,
-        "mem_gb": mem_gb,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+        cpus = []
+    return {"nproc": os.cpu_count(), "cpu_model": cpus[0] if cpus else platform.processor(),
+            "mem_gb": round(psutil.virtual_memory().total / 1024**3, 1), "python": platform.python_version(),
+            "platform": platform.platform(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
 def pct(xs: Sequence[float], p: float) -> float:

@@ -69,11 +69,6 @@ BASES: dict[str, tuple[str, float, float, float]] = {
 # named engine calls outside the grid: name -> (base, edge set, graph_expand, graph_weight)
 NAMED_ENGINE = {"cli_default (weights 1,1,2, --graph-expand 1)": ("rrf", "all", 1, 2.0)}
 ALL = "all"
-# Python-only edge sets (the engine takes whole edge types): name -> (rel types, min strength of COUPLED/COCITED)
-EXTRA_EDGE_SETS: dict[str, tuple[tuple[str, ...], int]] = {
-    "CITES+COCITED": (("CITES", "COCITED"), 1),
-    "strong": (("CITES", "COCITED", "COUPLED"), 2),  # CITES, plus COUPLED / COCITED of strength >= 2
-}
 
 
 # ---------------------------------------------------------------- data
@@ -145,12 +140,9 @@ class Adjacency:
                 self.by_rel[e["rel"]][a][b] = max(st, self.by_rel[e["rel"]][a].get(b, 0))
         self._cache: dict[str, dict[str, frozenset[str]]] = {}
 
-    def sets(self, engine_only: bool = False) -> dict[str, tuple[tuple[str, ...], int]]:
-        out: dict[str, tuple[tuple[str, ...], int]] = {ALL: (tuple(self.rels), 1)}
-        out.update({r: ((r,), 1) for r in self.rels})
-        if not engine_only:
-            out.update({k: v for k, v in EXTRA_EDGE_SETS.items() if set(v[0]) <= set(self.rels)})
-        return out
+    def sets(self) -> dict[str, tuple[tuple[str, ...], int]]:
+        """The edge sets the engine can be asked for: all edges, or one edge type (min strength 1)."""
+        return {ALL: (tuple(self.rels), 1), **{r: ((r,), 1) for r in self.rels}}
 
     def nb(self, edge_set: str) -> dict[str, frozenset[str]]:
         if edge_set not in self._cache:
@@ -349,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dbname = ("pyhybrid_graph_" + re.sub(r"[^a-z0-9_]", "_", ds.name.lower()))[:63]
     timings: dict[str, Any] = {}
     psk, top_k = args.per_source_k, args.top_k
-    engine_sets = list(adj.sets(engine_only=True))
+    engine_sets = list(adj.sets())
     ok = False
     try:
         fingerprint = engine_state()

@@ -29,7 +29,6 @@ import argparse
 import math
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -232,6 +231,13 @@ def make_tenant(world: World, tenant_id: str, n: int, rng: np.random.Generator) 
     return TenantData(tenant_id, chunk_ids, doc_ids, positions, clusters, vectors, texts, cluster_p)
 
 
+def generate(seed: int, size: int) -> tuple[World, np.random.Generator, list[int], list[TenantData]]:
+    """The corpus of one size: the world, the rng (edges are drawn from it next), tenant sizes, tenants."""
+    world, rng, sizes = World(seed), np.random.default_rng(seed + size), tenant_sizes(size)
+    return world, rng, sizes, [make_tenant(world, tenant_name(i), n, rng)
+                               for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
+
+
 def make_edges(td: TenantData, rng: np.random.Generator) -> list[Edge]:
     """~3 edges per chunk: NEXT within a document, and RELATED to chunks of the same topic (same tenant)."""
     n = len(td.chunk_ids)
@@ -292,13 +298,9 @@ def configure_server(data_dir: Path, admin_dsn: str) -> str:
         conn.execute("SELECT pg_reload_conf()")
         time.sleep(0.5)
         pending = conn.execute("SELECT count(*) FROM pg_settings WHERE pending_restart").fetchone()[0]
-    if pending:
+    if pending:  # start_embedded starts a server this process stopped (its cached handle included)
         stop_embedded(data_dir)
-        # a fresh process: pgserver caches the server handle of this one and would not start it again
-        code = "import sys; from pathlib import Path; from pyhybrid.server import start_embedded; print(start_embedded(Path(sys.argv[1])))"
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-        admin_dsn = subprocess.run([sys.executable, "-c", code, str(data_dir)], check=True, capture_output=True,
-                                   text=True, env=env).stdout.strip().splitlines()[-1]
+        admin_dsn = start_embedded(data_dir)
     return admin_dsn
 
 
@@ -314,12 +316,8 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _postmaster(self) -> psutil.Process:
-        pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
-        return psutil.Process(pid)
-
     def sample(self) -> tuple[int, int]:
-        pm = self._postmaster()
+        pm = psutil.Process(int((self.data_dir / "postmaster.pid").read_text().split()[0]))
         rss = pss = 0
         for p in [pm, *pm.children(recursive=True)]:
             try:
@@ -675,10 +673,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
 
         mem.phase = "generate"
         t0 = time.perf_counter()
-        world = World(args.seed)
-        rng = np.random.default_rng(args.seed + size)
-        sizes = tenant_sizes(size)
-        tenants = [make_tenant(world, tenant_name(i), n, rng) for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
+        world, rng, sizes, tenants = generate(args.seed, size)
         edges = {td.tenant_id: make_edges(td, rng) for td in tenants}
         timings["generate_s"] = time.perf_counter() - t0
         chosen = choose_picks(sizes)
@@ -942,10 +937,7 @@ def explain_only(args: argparse.Namespace, admin_dsn: str) -> None:
     """Rewrite <out>_explain_<size>.txt from the databases a --keep-db run left (same data, same queries)."""
     for size in sorted(args.sizes):
         db = f"bench_latency_{size}"
-        world = World(args.seed)
-        rng = np.random.default_rng(args.seed + size)
-        sizes = tenant_sizes(size)
-        tenants = [make_tenant(world, tenant_name(i), n, rng) for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
+        world, _, sizes, tenants = generate(args.seed, size)
         picks = [(label, tenants[i]) for label, i in choose_picks(sizes)]
         app_dsn = dsn_for(admin_dsn, db, APP_ROLE)
         path = explain_path(args, size)

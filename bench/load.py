@@ -15,7 +15,9 @@ this measures the routing and its overhead, not what separate machines would add
 
     python bench/load.py --replicas 0 1 2 --chunks 20000 --readers 8 --seconds 20 --out bench/results/replicas.json
 
-Each runs on an embedded server of its own (loopback only). tests/test_load.py runs a short mixed load.
+--restart (a fault, after the mixed load): a clean stop and start of the server, then every tenant's live
+chunks are checked and its first retrieve timed (pg_textsearch 1.0.0 loses BM25 state on restart; the start
+heals it). Each runs on an embedded server of its own (loopback only). tests/test_load.py runs a short mixed load.
 """
 
 from __future__ import annotations
@@ -240,6 +242,28 @@ def scratch_server(top: Path, role: str) -> tuple[str, str]:
     return root, conninfo.make_conninfo(root, user=role, password=role)
 
 
+def restart_check(data_dir: Path, app: str, report: dict[str, Any]) -> dict[str, Any]:
+    """--restart: a clean stop and start (which heals every BM25 index), then each tenant's live chunks against
+    what its clients wrote, and its first retrieve: time and rows that the BM25 branch ranked."""
+    stop_embedded(data_dir)
+    t0 = time.perf_counter()
+    root = start_embedded(data_dir)
+    out: dict[str, Any] = {"start_with_bm25_heal_s": round(time.perf_counter() - t0, 2), "tenants": {}}
+    with psycopg.connect(root) as c:
+        live = dict(c.execute("SELECT tenant_id, count(*) FILTER (WHERE NOT superseded) FROM hybrid.chunk "
+                              "WHERE corpus_id = 'load' GROUP BY 1").fetchall())
+    with HybridClient(app) as hc:
+        for tenant, expected in report["expected_live_chunks"].items():
+            t1 = time.perf_counter()
+            with hc.tenant(tenant) as t:
+                refs = t.retrieve(query_embedding=_unit(np.random.default_rng(1)), query_text="pump alarm", top_k=10)
+            out["tenants"][tenant] = {"live_chunks": int(live.get(tenant, 0)), "expected": expected,
+                                      "first_retrieve_ms": round((time.perf_counter() - t1) * 1000, 2),
+                                      "rows_ranked_by_bm25": sum(r.keyword_rank is not None for r in refs)}
+    out["intact"] = all(v["live_chunks"] == v["expected"] for v in out["tenants"].values())
+    return out
+
+
 def replica_runs(root: str, app: str, data_dir: Path, args: argparse.Namespace, standbys: list[Path]) -> dict[str, Any]:
     """Readers against 0, 1, 2, ... standbys (--replicas), each caught up with the primary before it is measured."""
     load_corpus(root, app, args.chunks, args.tenants, args.seed)
@@ -272,6 +296,7 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=16, help="mixed load: concurrent clients")
     ap.add_argument("--seconds", type=float, default=60.0, help="mixed load, or each replica count's read phase")
     ap.add_argument("--tenants", type=int, default=4)
+    ap.add_argument("--restart", action="store_true", help="mixed load: then a clean restart, checked (a fault)")
     ap.add_argument("--replicas", type=int, nargs="+", default=None, help="read throughput with these standby counts")
     ap.add_argument("--chunks", type=int, default=20000, help="--replicas: corpus size")
     ap.add_argument("--readers", type=int, default=8, help="--replicas: reader threads")
@@ -288,6 +313,8 @@ def main() -> int:
             report = replica_runs(root, app, top / "primary" / "pgdata", args, standbys)
         else:
             report = run_load(root, app, clients=args.clients, seconds=args.seconds, tenants=args.tenants)
+            if args.restart:
+                report["restart"] = restart_check(top / "primary" / "pgdata", app, report)
     finally:
         for sdir in standbys:
             stop_embedded(sdir / "data")
@@ -297,7 +324,8 @@ def main() -> int:
     write_result(args.out or Path(f"bench/results/{kind}.json"), meta, report)
     print(json.dumps(report, indent=2))
     ok = args.replicas or (not report["errors"] and report["expected_live_chunks"] == report["actual_live_chunks"]
-                           and report["missing_chunks"] == 0 and report["unexpected_chunks"] == 0)
+                           and report["missing_chunks"] == 0 and report["unexpected_chunks"] == 0
+                           and report.get("restart", {}).get("intact", True))
     return 0 if ok else 1
 
 

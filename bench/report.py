@@ -154,8 +154,16 @@ def load(d: dict[str, Any]) -> list[str]:
     out = [f"{d['clients']} clients x {d['seconds']} s over {d['tenants']} tenants: {d['operations']:,} operations, "
            f"{d['throughput_ops_per_s']} per s, {len(d['errors'])} errors, {d['retries']} retries, "
            f"{d['missing_chunks']} missing and {d['unexpected_chunks']} unexpected chunks.", ""]
-    return out + md_table(["operation", "n", "p50 ms", "p99 ms"],
-                          [[op, v.get("n", "-"), v.get("p50"), v.get("p99")] for op, v in d["latency_ms"].items()])
+    out += md_table(["operation", "n", "p50 ms", "p99 ms"],
+                    [[op, v.get("n", "-"), v.get("p50"), v.get("p99")] for op, v in d["latency_ms"].items()])
+    rs = d.get("restart")
+    if rs:  # --restart
+        out += [f"Then a clean restart: start with the BM25 heal {rs['start_with_bm25_heal_s']} s; chunks intact: "
+                f"{rs['intact']}.", ""]
+        out += md_table(["tenant", "live / expected chunks", "first retrieve ms", "rows ranked by BM25"],
+                        [[t, f"{v['live_chunks']} / {v['expected']}", v["first_retrieve_ms"], v["rows_ranked_by_bm25"]]
+                         for t, v in rs["tenants"].items()])
+    return out
 
 
 def replicas(d: dict[str, Any]) -> list[str]:
