@@ -774,7 +774,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
     res["memory"] = mem.report()
     timings["total_s"] = time.perf_counter() - t_start
     res["timings"] = {k: round(v, 2) for k, v in timings.items()}
-    if not args.keep_db:
+    if not args.keep_db and not resume:  # a resumed database is never dropped: it took the build to make
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
     return res
@@ -976,7 +976,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="only rewrite the EXPLAIN report from the databases a --keep-db run left")
     ap.add_argument("--resume", type=int, nargs="*", default=[],
                     help="sizes whose complete database a --keep-db run left: migrate it to this checkout and "
-                         "measure the queries again (no ingest figures)")
+                         "measure the queries again (no ingest figures; the database is kept)")
     ap.add_argument("--ef-search", type=int, default=None,
                     help="set hybrid.setting hnsw_ef_search for the run (default: the engine's breadth rule)")
     ap.add_argument("--tenants", type=int, default=100,
