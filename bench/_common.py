@@ -1,21 +1,34 @@
-"""Generic helpers for the benchmarks: load a dataset folder, score a run, describe the machine.
+"""Shared setup of the benchmark suite: datasets, metrics, percentiles, the engine and machine measured, result files.
 
 A dataset folder has the layout of ../shared/datasets/*: corpus.jsonl, corpus.ids.txt,
 corpus.minilm.f16.npy, queries.jsonl, queries.ids.txt, queries.minilm.f16.npy, qrels.tsv.
+Every entry point writes one JSON file whose "meta" block (write_result) says what produced it.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 import os
 import platform
+import statistics
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+try:
+    import pyhybrid  # noqa: F401
+except ImportError:  # run from a checkout without an installed pyhybrid
+    sys.path.insert(0, str(ROOT))
 
 
 @dataclass
@@ -47,6 +60,11 @@ def _read_ids(path: Path) -> list[str]:
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def load_dataset(path: str | Path) -> Dataset:
     """Read a dataset folder; checks that ids and embedding rows line up."""
     p = Path(path).expanduser().resolve()
@@ -55,11 +73,8 @@ def load_dataset(path: str | Path) -> Dataset:
     if doc_emb.shape[0] != len(doc_ids):
         raise ValueError(f"{p}: corpus.ids.txt has {len(doc_ids)} ids but the embeddings have {doc_emb.shape[0]} rows")
     doc_text: dict[str, str] = {}
-    with open(p / "corpus.jsonl", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                o = json.loads(line)
-                doc_text.setdefault(str(o["_id"]), (o.get("title") or "") + " " + (o.get("text") or ""))
+    for o in _jsonl(p / "corpus.jsonl"):
+        doc_text.setdefault(str(o["_id"]), (o.get("title") or "") + " " + (o.get("text") or ""))
     missing = [d for d in doc_ids if d not in doc_text]
     if missing:
         raise ValueError(f"{p}: {len(missing)} ids of corpus.ids.txt are not in corpus.jsonl, e.g. {missing[:3]}")
@@ -67,12 +82,7 @@ def load_dataset(path: str | Path) -> Dataset:
     query_emb = np.load(p / "queries.minilm.f16.npy")
     if query_emb.shape[0] != len(query_ids):
         raise ValueError(f"{p}: queries.ids.txt has {len(query_ids)} ids but the embeddings have {query_emb.shape[0]} rows")
-    query_text: dict[str, str] = {}
-    with open(p / "queries.jsonl", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                o = json.loads(line)
-                query_text[str(o["_id"])] = o.get("text") or ""
+    query_text = {str(o["_id"]): o.get("text") or "" for o in _jsonl(p / "queries.jsonl")}
     qrels: dict[str, dict[str, int]] = {}
     with open(p / "qrels.tsv", encoding="utf-8") as f:
         for i, line in enumerate(f):
@@ -181,26 +191,71 @@ def exact_cosine_run(ds: Dataset, query_ids: Sequence[str], k: int = 100) -> dic
 
 
 def machine_info() -> dict[str, object]:
-    cpu = platform.processor() or ""
+    """Cores, CPU model, memory (GiB), Python and OS of this machine, and the date (UTC)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        cpus = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")]
     except OSError:
-        pass
-    mem_gb = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    return {
-        "nproc": os.cpu_count(),
-        "cpu_model": cpu,
-        "mem_gb": mem_gb,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+        cpus = []
+    return {"nproc": os.cpu_count(), "cpu_model": cpus[0] if cpus else platform.processor(),
+            "mem_gb": round(psutil.virtual_memory().total / 1024**3, 1), "python": platform.python_version(),
+            "platform": platform.platform(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def pct(xs: Sequence[float], p: float) -> float:
+    """The p-th percentile, linear between the closest ranks (nan for no values)."""
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * p / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def summarize(ms: Sequence[float], rows: Sequence[int] = ()) -> dict[str, float]:
+    """n, p50 / p95 / p99 / mean of milliseconds, and the mean and least rows returned."""
+    return {"n": len(ms), "p50_ms": round(pct(ms, 50), 3), "p95_ms": round(pct(ms, 95), 3),
+            "p99_ms": round(pct(ms, 99), 3), "mean_ms": round(statistics.fmean(ms), 3) if ms else float("nan"),
+            "rows_mean": round(statistics.fmean(rows), 2) if rows else 0.0, "rows_min": min(rows) if rows else 0}
+
+
+def engine_state() -> dict[str, Any]:
+    """The engine imported (PYTHONPATH may name another checkout): version, git HEAD, local changes, digest."""
+    import pyhybrid as engine
+
+    root = Path(engine.__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted([*root.glob("sql/**/*.sql"), *root.glob("pyhybrid/**/*.py")]):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {"version": getattr(engine, "__version__", None), "engine_root": str(root),
+            "git_head": git("rev-parse", "--short", "HEAD"), "git_head_subject": git("log", "-1", "--format=%s"),
+            "local_changes_in_sql_or_pyhybrid": git("status", "--porcelain", "--", "sql", "pyhybrid").splitlines(),
+            "sql_and_pyhybrid_sha256": h.hexdigest()[:16]}
+
+
+def start_meta(benchmark: str, argv: Sequence[str] | None = None, script: str | None = None) -> dict[str, Any]:
+    """What a result file says about its run: the benchmark, the exact command, engine, machine, date."""
+    env = f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else ""
+    args = list(sys.argv[1:] if argv is None else argv)
+    machine = machine_info()
+    return {"benchmark": benchmark, "command": env + "python " + " ".join([f"bench/{script or benchmark}.py", *args]),
+            "engine": engine_state(), "machine": machine, "date": machine["date"],
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()], "_t0": time.perf_counter()}
+
+
+def write_result(path: Path, meta: dict[str, Any], payload: dict[str, Any]) -> None:
+    """Write payload with its meta block (wall time and load average at the end added) as JSON."""
+    m = {k: v for k, v in meta.items() if k != "_t0"}
+    m["wall_s"] = round(time.perf_counter() - meta["_t0"], 1)
+    m["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": m, **payload}, indent=1) + "\n", encoding="utf-8")

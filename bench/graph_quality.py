@@ -19,41 +19,21 @@ What it measures:
    tuned setting); plus the CLI's default (rrf, graph_weight 2, graph_expand 1). Every call is recomputed in
    Python (pyhybrid.fusion.fuse_scores over the branch lists, and a mirror of hybrid.retrieve's automatic
    seeds and hybrid.search_graph's 1-hop order over edges.jsonl); the two must agree call for call, which
-   makes the Python experiments below exact statements about the engine.
+   makes the null control below exact.
 
-2. Graph handlings, in Python, over the fused dense+BM25 list B of the same base call (scores s(d) divided by
-   B's top score, so 0 < s <= 1 for every fusion; seeds = the top N of B; links(d) = the seeds other than d
-   that share an edge with d):
-     engine     the engine's graph branch (the mirror above)
-     engine_v2  the same with two changes: seeds are the top graph_expand of the base fusion itself (the
-                engine seeds with RRF even for convex), and a seed's neighbours are ordered by their own rank
-                in B (the engine orders them by id)
-     a          re-rank only: s + beta * |links(d)| over B's top_k (no new candidate: recall@100 unchanged)
-     b_max      a neighbour's graph score proportional to its seed's: max(s, lam * max s(links)), lam < 1, so a
-                neighbour is lifted at most to just under its best seed
-     b_add      s + lam * max s(links)
-     c          several links: s + beta * sum s(links) when |links(d)| >= m (m = 1: a seed-weighted sum)
-   b and c run with pool "fused" (B's top_k only) or "open" (neighbours of the seeds may enter). Every family
-   is also run with degree-preserving random edges (--null-graphs rewirings of each edge type): a graph
-   handling worth shipping must gain on the real edges and cost ~nothing on edges that carry no signal.
-   Each family's grid holds its "off" setting. The grids are tuned on the judged queries, so each family is
-   also scored by repeated k-fold cross-validation over queries (setting picked on the training folds,
-   scored on the held-out fold), and every row has a paired sign-flip randomization test against the base.
-
-3. Diagnostics: how much signal the edges carry for these judgments (coverage of relevant docs, the chance
+2. Diagnostics:3. Diagnostics: how much signal the edges carry for these judgments (coverage of relevant docs, the chance
    that a neighbour of a relevant doc is relevant to the same query, the precision of B's candidates linked
    to a top-N hit against that of B's unlinked candidates at the same ranks, and of neighbours outside B's
    top_k); a check that the adjacency read from edges.jsonl equals what the engine returns
    (hybrid.graph_context as the tenant); and an interleaved latency pass (the call without and with the
    graph branch alternating, several rounds, so machine load hits both alike).
 
-Writes FILE.json (everything, per setting) and FILE.md (the tables).
+Writes FILE.json (everything, per setting).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import random
 import re
@@ -66,10 +46,10 @@ from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality import (  # noqa: E402  (bench/quality.py; importing it makes pyhybrid importable from a checkout)
-    DENSE_SQL, LEX_SQL, METRICS, TENANT, Runner, bm25_index_params, engine_fingerprint, ingest, setup_database,
+    DENSE_SQL, LEX_SQL, METRICS, TENANT, Runner, bm25_index_params, ingest, setup_database,
     vector_literal,
 )
-from _common import Dataset, evaluate, load_dataset, machine_info, mrr_at_k, ndcg_at_k, recall_at_k  # noqa: E402
+from _common import Dataset, engine_state, evaluate, load_dataset, mrr_at_k, start_meta, write_result, ndcg_at_k, recall_at_k  # noqa: E402
 
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
@@ -89,28 +69,6 @@ BASES: dict[str, tuple[str, float, float, float]] = {
 # named engine calls outside the grid: name -> (base, edge set, graph_expand, graph_weight)
 NAMED_ENGINE = {"cli_default (weights 1,1,2, --graph-expand 1)": ("rrf", "all", 1, 2.0)}
 ALL = "all"
-# Python-only edge sets (the engine takes whole edge types): name -> (rel types, min strength of COUPLED/COCITED)
-EXTRA_EDGE_SETS: dict[str, tuple[tuple[str, ...], int]] = {
-    "CITES+COCITED": (("CITES", "COCITED"), 1),
-    "strong": (("CITES", "COCITED", "COUPLED"), 2),  # CITES, plus COUPLED / COCITED of strength >= 2
-}
-SEEDS_N = [1, 3, 5, 10, 20]
-IDEA_GRID: dict[str, dict[str, list[Any]]] = {
-    "a": {"beta": [0.005, 0.01, 0.02, 0.05, 0.1, 0.2], "pool": ["fused"], "m": [1]},
-    "b_max": {"beta": [0.5, 0.7, 0.8, 0.9, 0.95], "pool": ["fused", "open"], "m": [1]},
-    "b_add": {"beta": [0.02, 0.05, 0.1, 0.2, 0.3, 0.5], "pool": ["fused", "open"], "m": [1]},
-    "c": {"beta": [0.01, 0.02, 0.05, 0.1, 0.2, 0.3], "pool": ["fused", "open"], "m": [1, 2, 3]},
-}
-FAMILY_TEXT = {
-    "engine": "hybrid_retrieve's graph branch (N = graph_expand, beta = graph_weight)",
-    "engine_v2": "the engine's branch, seeded by the base fusion, a seed's neighbours in fused-rank order",
-    "a": "re-rank only: s + beta * (number of top-N hits linked)",
-    "b_max": "max(s, lam * best linked seed's s): never above its seed",
-    "b_add": "s + lam * best linked seed's s",
-    "c": "s + beta * sum of linked seeds' s, only when linked to >= m of the top N",
-}
-FAMILIES = list(FAMILY_TEXT)
-SETTING_KEYS = ("edges", "N", "beta", "pool", "m")
 
 
 # ---------------------------------------------------------------- data
@@ -182,12 +140,9 @@ class Adjacency:
                 self.by_rel[e["rel"]][a][b] = max(st, self.by_rel[e["rel"]][a].get(b, 0))
         self._cache: dict[str, dict[str, frozenset[str]]] = {}
 
-    def sets(self, engine_only: bool = False) -> dict[str, tuple[tuple[str, ...], int]]:
-        out: dict[str, tuple[tuple[str, ...], int]] = {ALL: (tuple(self.rels), 1)}
-        out.update({r: ((r,), 1) for r in self.rels})
-        if not engine_only:
-            out.update({k: v for k, v in EXTRA_EDGE_SETS.items() if set(v[0]) <= set(self.rels)})
-        return out
+    def sets(self) -> dict[str, tuple[tuple[str, ...], int]]:
+        """The edge sets the engine can be asked for: all edges, or one edge type (min strength 1)."""
+        return {ALL: (tuple(self.rels), 1), **{r: ((r,), 1) for r in self.rels}}
 
     def nb(self, edge_set: str) -> dict[str, frozenset[str]]:
         if edge_set not in self._cache:
@@ -250,87 +205,20 @@ def engine_run(lists: Lists, base: str, expand: int, gw: float, nb: dict[str, fr
     return [i for i, _, _ in fused]
 
 
-# ---------------------------------------------------------------- the ideas
-
-def seed_links(B: list[tuple[str, float]], n_seeds: int, nb: dict[str, frozenset[str]]) -> dict[str, list[float]]:
-    """For every node linked to one of B's top n_seeds: the (normalized) scores of the seeds it is linked to."""
-    links: dict[str, list[float]] = defaultdict(list)
-    for s, sc in B[:n_seeds]:
-        for n in nb.get(s, ()):
-            if n != s:
-                links[n].append(sc)
-    return links
-
-
-def idea_run(fam: str, beta: float, pool: str, m: int, B: list[tuple[str, float]],
-             links: dict[str, list[float]], top_k: int) -> list[str]:
-    """One query's ranking under one graph handling; B: the base fused list, scores / top score."""
-    if beta == 0:
-        return [i for i, _ in B[:top_k]]
-    score = dict(B[:top_k] if (fam == "a" or pool == "fused") else B)
-    if pool == "open" and fam != "a":
-        for n in links:
-            score.setdefault(n, 0.0)
-    for n, ls in links.items():
-        if n not in score:
-            continue
-        if fam == "a":
-            score[n] += beta * len(ls)
-        elif fam == "b_max":
-            score[n] = max(score[n], beta * max(ls))
-        elif fam == "b_add":
-            score[n] += beta * max(ls)
-        elif fam == "c" and len(ls) >= m:
-            score[n] += beta * sum(ls)
-    return [i for i, _ in sorted(score.items(), key=lambda t: (-t[1], t[0]))[:top_k]]
-
-
-def family_settings(fam: str, edge_sets: Sequence[str], engine_sets: Sequence[str], expands: Sequence[int],
-                    weights: Sequence[float]) -> list[dict[str, Any]]:
-    """The family's grid, its "off" setting first."""
-    out = [{"family": fam, "edges": "-", "N": 0, "beta": 0.0, "pool": "fused", "m": 1}]
-    if fam in ("engine", "engine_v2"):
-        for es, n, gw in itertools.product(engine_sets, expands, weights):
-            out.append({"family": fam, "edges": es, "N": n, "beta": gw, "pool": "open", "m": 1})
-        return out
-    g = IDEA_GRID[fam]
-    for es, n, beta, pool, m in itertools.product(edge_sets, SEEDS_N, g["beta"], g["pool"], g["m"]):
-        out.append({"family": fam, "edges": es, "N": n, "beta": beta, "pool": pool, "m": m})
-    return out
-
-
 class Evaluator:
-    """Runs a family's settings over the judged queries for one adjacency (real or random edges)."""
+    """Runs the engine's graph arithmetic over the judged queries for one adjacency (real or random edges)."""
 
     def __init__(self, ds: Dataset, qids: list[str], lists: dict[str, Lists], Bn: dict[str, dict[str, list[tuple[str, float]]]],
                  adj: Adjacency, psk: int, top_k: int) -> None:
         self.ds, self.qids, self.lists, self.Bn, self.adj, self.psk, self.top_k = ds, qids, lists, Bn, adj, psk, top_k
-        self._links: dict[tuple[str, str, int, str], dict[str, list[float]]] = {}
 
     def run(self, base: str, s: dict[str, Any]) -> dict[str, list[str]]:
         fam = s["family"]
         if s["beta"] == 0:
             return {q: [i for i, _ in self.Bn[base][q][:self.top_k]] for q in self.qids}
         nb = self.adj.nb(s["edges"])
-        if fam in ("engine", "engine_v2"):
-            return {q: engine_run(self.lists[q], base, s["N"], s["beta"], nb, self.psk, self.top_k,
-                                  self.Bn[base][q] if fam == "engine_v2" else None) for q in self.qids}
-        out = {}
-        for q in self.qids:
-            key = (base, s["edges"], s["N"], q)
-            if key not in self._links:
-                self._links[key] = seed_links(self.Bn[base][q], s["N"], nb)
-            out[q] = idea_run(fam, s["beta"], s["pool"], s["m"], self.Bn[base][q], self._links[key], self.top_k)
-        return out
-
-    def grid(self, base: str, settings: list[dict[str, Any]], base_pq: list[float],
-             desc: str) -> tuple[list[dict[str, Any]], np.ndarray]:
-        rows, pq = [], []
-        for s in tqdm(settings, desc=desc, unit="setting", mininterval=5):
-            run = self.run(base, s)
-            rows.append({**s, **summarize(run, self.ds, self.qids, base_pq)})
-            pq.append(per_query(run, self.ds, self.qids)["ndcg@10"])
-        return rows, np.asarray(pq)
+        return {q: engine_run(self.lists[q], base, s["N"], s["beta"], nb, self.psk, self.top_k,
+                              self.Bn[base][q] if fam == "engine_v2" else None) for q in self.qids}
 
 
 # ---------------------------------------------------------------- statistics
@@ -363,112 +251,6 @@ def summarize(run: dict[str, list[str]], ds: Dataset, qids: list[str], base_pq: 
         out["losses"] = sum(d < -1e-12 for d in diff)
         out["p_value"] = round(sign_flip_p(diff), 4)
     return out
-
-
-def cross_validate(ndcg: np.ndarray, base: np.ndarray, folds: int, repeats: int, seed: int) -> dict[str, Any]:
-    """ndcg: (settings, queries) per-query nDCG@10, row 0 the "off" setting. Pick the setting with the best
-    training mean (the first on ties), score it on the held-out fold; mean over repeats of random fold splits."""
-    nq = ndcg.shape[1]
-    rng = random.Random(seed)
-    held_means, picks_off = [], 0
-    for _ in range(repeats):
-        order = list(range(nq))
-        rng.shuffle(order)
-        held = np.zeros(nq)
-        for f in range(folds):
-            test = order[f::folds]
-            train = np.setdiff1d(np.arange(nq), test)
-            best = int(np.argmax(ndcg[:, train].mean(axis=1)))
-            picks_off += best == 0
-            held[test] = ndcg[best, test]
-        held_means.append(held.mean())
-    return {"cv_ndcg@10": round(float(np.mean(held_means)), 5), "cv_sd_over_repeats": round(float(np.std(held_means)), 5),
-            "baseline_ndcg@10": round(float(base.mean()), 5),
-            "cv_delta": round(float(np.mean(held_means) - base.mean()), 5),
-            "folds": folds, "repeats": repeats, "picked_off_share": round(picks_off / (folds * repeats), 3)}
-
-
-def cross_validate_default(deltas: dict[str, np.ndarray], folds: int, repeats: int, seed: int) -> dict[str, Any]:
-    """deltas: base -> (settings, queries) per-query nDCG@10 delta, the same settings in each, row 0 "off". On the
-    training folds pick the setting with the best worst-base mean delta (the first on ties), score each base on
-    the held-out fold; means over repeats of random fold splits."""
-    bases = list(deltas)
-    nq = next(iter(deltas.values())).shape[1]
-    rng = random.Random(seed)
-    held: dict[str, list[float]] = {b: [] for b in bases}
-    picks: dict[int, int] = defaultdict(int)
-    for _ in range(repeats):
-        order = list(range(nq))
-        rng.shuffle(order)
-        acc = {b: np.zeros(nq) for b in bases}
-        for f in range(folds):
-            test = order[f::folds]
-            train = np.setdiff1d(np.arange(nq), test)
-            worst = np.min(np.stack([deltas[b][:, train].mean(axis=1) for b in bases]), axis=0)
-            best = int(np.argmax(worst))
-            picks[best] += 1
-            for b in bases:
-                acc[b][test] = deltas[b][best, test]
-        for b in bases:
-            held[b].append(acc[b].mean())
-    top = max(picks, key=lambda i: picks[i])
-    return {"cv_delta": {b: round(float(np.mean(v)), 5) for b, v in held.items()},
-            "picked_off_share": round(picks.get(0, 0) / (folds * repeats), 3), "most_picked_index": top,
-            "most_picked_share": round(picks[top] / (folds * repeats), 3)}
-
-
-def table(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rows of one shape as {"columns", "rows"} (the JSON's per-setting tables, compact)."""
-    cols = list(rows[0]) if rows else []
-    return {"columns": cols, "rows": [[r.get(c) for c in cols] for r in rows]}
-
-
-def key_of(r: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(r[k] for k in SETTING_KEYS)
-
-
-# ---------------------------------------------------------------- diagnostics
-
-def graph_signal(ds: Dataset, qids: list[str], adj: Adjacency, Bs: dict[str, list[tuple[str, float]]],
-                 top_k: int) -> list[dict[str, Any]]:
-    n_docs = len(ds.doc_ids)
-    rows = []
-    for es in adj.sets():
-        nb = adj.nb(es)
-        rel_pairs = cov = nb_rel = nb_tot = 0
-        base_rate = []
-        prec: dict[str, list[int]] = {}  # key -> [relevant, total]
-        for q in qids:
-            rel = {d for d, g in ds.qrels[q].items() if g > 0}
-            base_rate.append(len(rel) / n_docs)
-            for r in rel:
-                rel_pairs += 1
-                ns = nb.get(r, frozenset())
-                cov += bool(ns)
-                nb_tot += len(ns)
-                nb_rel += len(ns & rel)
-            ids = [i for i, _ in Bs[q]]
-            top = set(ids[:top_k])
-            for n_seeds in (3, 10):
-                seeds = set(ids[:n_seeds])
-                linked = set().union(*(nb.get(s, frozenset()) for s in seeds)) - seeds
-                rest = set(ids[n_seeds:top_k])
-                for key, group in ((f"top{n_seeds}-linked in B ranks {n_seeds + 1}-{top_k}", linked & rest),
-                                   (f"not linked in B ranks {n_seeds + 1}-{top_k}", rest - linked),
-                                   (f"top{n_seeds}-linked outside B top{top_k}", linked - top)):
-                    acc = prec.setdefault(key, [0, 0])
-                    acc[0] += len(group & rel)
-                    acc[1] += len(group)
-        row: dict[str, Any] = {
-            "edges": es, "relevant (q, doc) pairs": rel_pairs, "relevant with an edge": round(cov / max(rel_pairs, 1), 3),
-            "mean degree of relevant": round(nb_tot / max(rel_pairs, 1), 2),
-            "P(nb of a relevant doc is relevant)": round(nb_rel / max(nb_tot, 1), 4),
-            "P(random doc is relevant)": round(float(np.mean(base_rate)), 4)}
-        for key, (a, b) in prec.items():
-            row[f"precision: {key}"] = round(a / b, 4) if b else None
-            row[f"count: {key}"] = b
-        rows.append(row)
-    return rows
 
 
 def check_adjacency(runner: Runner, adj: Adjacency, Bs: dict[str, list[tuple[str, float]]], n_seeds: int) -> dict[str, Any]:
@@ -519,180 +301,11 @@ def latency_pass(call: Callable[..., tuple[list[str], float]], runner: Runner, q
 
 # ---------------------------------------------------------------- report
 
-def f3(x: Any) -> str:
-    return f"{x:.3f}" if isinstance(x, float) else ("-" if x is None else str(x))
-
-
-def setting_text(r: dict[str, Any]) -> str:
-    if r["beta"] == 0:
-        return "off"
-    if r["family"] in ("engine", "engine_v2"):
-        return f"{r['edges']}, expand {r['N']}, gw {r['beta']:g}"
-    return f"{r['edges']}, N {r['N']}, {'lam' if r['family'].startswith('b_') else 'beta'} {r['beta']:g}, {r['pool']}" + (
-        f", m {r['m']}" if r["family"] == "c" else "")
-
-
-def write_markdown(path: Path, res: dict[str, Any]) -> None:
-    st = res["settings"]
-    bases = list(res["baselines"])
-    L = [f"# Graph branch quality: {res['dataset']}", ""]
-    mi = res["machine"]
-    L.append(f"Run {mi['date']} on {mi['nproc']} x {mi['cpu_model']} (other sessions sharing the cores); PostgreSQL "
-             f"{st['server'].get('postgres')}; engine {json.dumps(st['engine'])}. {res['queries']} judged queries, "
-             f"{res['docs']} docs; edges loaded: {json.dumps(res['edges_load'])}.")
-    L.append(f"Every call: dense + BM25, top_k {st['top_k']}, per_source_k {st['per_source_k']}, graph_hops 1, as the "
-             f"tenant login role. Bases (fusion, vector_weight, keyword_weight, rrf_k): {json.dumps(BASES)}.")
-    L.append("Metrics: nDCG@10, recall@100, MRR@10 (means over the judged queries); delta = nDCG@10 minus the same "
-             "base without the graph; +/- = queries whose nDCG@10 rose / fell; p = paired sign-flip randomization test "
-             f"of the delta; null = the same setting over {res['null_graphs']['count']} degree-preserving random "
-             f"rewirings of the edges (mean delta; {json.dumps(res['null_graphs']['edges_kept'])} edges kept).")
-    L.append("")
-    L.append("## Baselines (no graph: graph_weight 0)")
-    L.append("")
-    L.append("| base | nDCG@10 | recall@100 | MRR@10 | p50 ms |")
-    L.append("| --- | ---: | ---: | ---: | ---: |")
-    for b, r in res["baselines"].items():
-        L.append(f"| {b} | {r['ndcg@10']:.4f} | {r['recall@100']:.4f} | {r['mrr@10']:.4f} | {r['p50_ms']} |")
-    L.append("")
-    eng = res["engine_grid"]
-    L.append(f"## Engine grid: hybrid_retrieve with the graph branch ({len(eng)} settings, real calls)")
-    L.append("")
-    L.append(f"The engine's output equals the Python mirror on {res['engine_mirror']['matches']}/"
-             f"{res['engine_mirror']['calls']} calls with the graph and {res['baseline_mirror']['matches']}/"
-             f"{res['baseline_mirror']['calls']} without. Cells: nDCG@10, delta, and [the null graphs' delta].")
-    L.append("")
-    for b in bases:
-        rows = [r for r in eng if r["base"] == b]
-        if not rows:
-            continue
-        weights = sorted({r["graph_weight"] for r in rows})
-        L.append(f"### {b} (no graph: {res['baselines'][b]['ndcg@10']:.4f})")
-        L.append("")
-        L.append("| edge types | graph_expand | " + " | ".join(f"gw {w:g}" for w in weights) + " |")
-        L.append("| --- | ---: | " + " | ".join("---:" for _ in weights) + " |")
-        for (es, ex), grp in itertools.groupby(sorted(rows, key=lambda r: (r["edge_types_order"], r["graph_expand"])),
-                                               key=lambda r: (r["edge_types"], r["graph_expand"])):
-            byw = {r["graph_weight"]: r for r in grp}
-            L.append(f"| {es} | {ex} | " + " | ".join(
-                f"{byw[w]['ndcg@10']:.3f} {byw[w]['delta_ndcg@10']:+.3f} [{byw[w]['null_delta']:+.3f}]" if w in byw else "-"
-                for w in weights) + " |")
-        L.append("")
-    L.append("Named calls outside the grid:")
-    L.append("")
-    L.append("| call | nDCG@10 | delta | recall@100 | MRR@10 | +/- | p | null delta | p50 ms |")
-    L.append("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
-    for name, r in res["named_engine"].items():
-        L.append(f"| {name} | {r['ndcg@10']:.4f} | {r['delta_ndcg@10']:+.4f} | {r['recall@100']:.4f} | {r['mrr@10']:.4f} | "
-                 f"{r['wins']}/{r['losses']} | {r['p_value']:.3f} | {r['null_delta']:+.4f} | {r['p50_ms']} |")
-    L.append("")
-    ok = [r for r in eng if r["delta_ndcg@10"] >= 0]
-    L.append(f"### Settings with nDCG@10 >= the same call without the graph: {len(ok)} of {len(eng)}")
-    L.append("")
-    L.append("(p50 ms per setting is noisy: other sessions shared the 2 cores; see the interleaved latency pass below.)")
-    L.append("")
-    L.append("| base | edge types | graph_expand | graph_weight | nDCG@10 | delta | recall@100 | MRR@10 | +/- | p | null delta | p50 ms |")
-    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
-    for r in sorted(ok, key=lambda r: -r["delta_ndcg@10"]):
-        L.append(f"| {r['base']} | {r['edge_types']} | {r['graph_expand']} | {r['graph_weight']:g} | {r['ndcg@10']:.4f} | "
-                 f"{r['delta_ndcg@10']:+.4f} | {r['recall@100']:.4f} | {r['mrr@10']:.4f} | {r['wins']}/{r['losses']} | "
-                 f"{r['p_value']:.3f} | {r['null_delta']:+.4f} | {r['p50_ms']} |")
-    L.append("")
-    L.append("## Graph handlings over the fused dense+BM25 list (Python; `engine` = the mirror of the real calls)")
-    L.append("")
-    for fam, txt in FAMILY_TEXT.items():
-        L.append(f"- `{fam}`: {txt}")
-    L.append("")
-    L.append("s = fused score / top fused score; seeds = the top N of the fused list; pool `fused` = the fused "
-             "list's top_k only, `open` = neighbours of the seeds may enter. Grids: engine and engine_v2 as the engine "
-             f"grid; N {SEEDS_N}, {json.dumps(IDEA_GRID)}; edge sets {res['idea_edge_sets']}.")
-    L.append("")
-    L.append("Per base and family: the in-sample best setting (tuned on these same queries: optimistic) with its "
-             "null delta; the share of the family's settings (off excluded) with delta >= 0 on the real and on the "
-             "random edges; the mean delta over the family's settings; and the cross-validated delta (setting "
-             "picked on the other folds; 'off' is in every grid).")
-    L.append("")
-    L.append("| base | family | in-sample best | nDCG@10 | delta | +/- | p | null delta | settings >= base: real / null | "
-             "mean delta: real / null | CV delta | CV delta, edges all |")
-    L.append("| --- | --- | --- | ---: | ---: | --- | ---: | ---: | --- | --- | ---: | ---: |")
-    for b in bases:
-        L.append(f"| {b} | (no graph) | - | {res['baselines'][b]['ndcg@10']:.4f} | - | - | - | - | - | - | - | - |")
-        for fam, v in res["families"].get(b, {}).items():
-            r = v["best"]
-            L.append(f"| {b} | {fam} | {setting_text(r)} | {r['ndcg@10']:.4f} | {r['delta_ndcg@10']:+.4f} | "
-                     f"{r['wins']}/{r['losses']} | {r['p_value']:.3f} | {r['null_delta']:+.4f} | "
-                     f"{v['share_ge_base']:.2f} / {v['null_share_ge_base']:.2f} | {v['mean_delta']:+.4f} / "
-                     f"{v['null_mean_delta']:+.4f} | {v['cv']['cv_delta']:+.4f} | {v['cv_all_edges']['cv_delta']:+.4f} |")
-    L.append("")
-    L.append("Best delta of each family per edge set (real edges):")
-    L.append("")
-    sets = res["idea_edge_sets"]
-    L.append("| base | family | " + " | ".join(sets) + " |")
-    L.append("| --- | --- | " + " | ".join("---:" for _ in sets) + " |")
-    for b in bases:
-        for fam, v in res["families"].get(b, {}).items():
-            L.append(f"| {b} | {fam} | " + " | ".join(
-                f"{v['best_by_edges'][es]['delta_ndcg@10']:+.4f}" if es in v["best_by_edges"] else "-" for es in sets) + " |")
-    L.append("")
-    if res.get("defaults"):
-        L.append("## One setting for every base, edges untyped (`all`): what a default could be")
-        L.append("")
-        L.append("Per family, among its settings over all edges (no edge type named), the one with the best worst-case delta over the "
-                 "three bases (picked in-sample), with each base's delta on the real edges, [on the random edges], "
-                 "and p:")
-        L.append("")
-        L.append("| family | setting | " + " | ".join(bases) + " | min real | min null | CV: " + " / ".join(bases)
-                 + " | CV most picked |")
-        L.append("| --- | --- | " + " | ".join("---:" for _ in bases) + " | ---: | ---: | ---: | --- |")
-        for fam, d in res["defaults"].items():
-            cv = d["cv"]
-            L.append(f"| {fam} | {setting_text(d['setting'])} | " + " | ".join(
-                f"{d['per_base'][b]['delta_ndcg@10']:+.4f} [{d['per_base'][b]['null_delta']:+.4f}] p {d['per_base'][b]['p_value']:.2f}"
-                for b in bases) + f" | {d['min_real']:+.4f} | {d['min_null']:+.4f} | "
-                + " / ".join(f"{cv['cv_delta'][b]:+.4f}" for b in bases)
-                + f" | {cv['most_picked']} ({cv['most_picked_share']:.0%}; off {cv['picked_off_share']:.0%}) |")
-        L.append("")
-        L.append("CV: the same worst-base pick made on 3/4 of the queries and scored on the held-out quarter "
-                 "(repeated random splits): the out-of-sample estimate of shipping that family as a default.")
-        L.append("")
-    L.append("## Diagnostics: how much the edges say about these judgments")
-    L.append("")
-    diag = res["graph_signal"]
-    if diag:
-        keys = [k for k in diag[0] if k != "edges" and not k.startswith("count")]
-        L.append("| edges | " + " | ".join(keys) + " |")
-        L.append("| --- | " + " | ".join("---:" for _ in keys) + " |")
-        for r in diag:
-            L.append(f"| {r['edges']} | " + " | ".join(f3(r[k]) for k in keys) + " |")
-        L.append("")
-        L.append(f"B = the {res['graph_signal_base']} fusion of dense + BM25; precision = the share of a group's "
-                 "(query, doc) pairs that are judged relevant; group sizes in the JSON.")
-        L.append("")
-    L.append(f"Adjacency check (hybrid.graph_context as the tenant vs edges.jsonl): {json.dumps(res['adjacency_check'])}")
-    L.append("")
-    if res.get("latency"):
-        lat = res["latency"]
-        L.append(f"## Latency, interleaved ({lat['rounds']} rounds; graph: {json.dumps(lat['graph_setting'])})")
-        L.append("")
-        L.append("| base | no graph p50 ms | with graph p50 ms | p50 of the paired difference | search_graph from the top 20, p50 ms |")
-        L.append("| --- | ---: | ---: | ---: | ---: |")
-        for b in bases:
-            if b in lat:
-                x = lat[b]
-                L.append(f"| {b} | {x['no_graph_p50_ms']} | {x['graph_p50_ms']} | {x['p50_of_paired_difference_ms']:+} | "
-                         f"{x['search_graph_top20_p50_ms']} |")
-        L.append("")
-    L.append(f"Timings: {json.dumps(res['timings'])}")
-    L.append("")
-    path.write_text("\n".join(L), encoding="utf-8")
-
-
-# ---------------------------------------------------------------- main
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, help="dataset folder with edges.jsonl")
     ap.add_argument("--edges", help="edges file (default DIR/edges.jsonl)")
-    ap.add_argument("--out", required=True, help="output JSON file (a .md is written next to it)")
+    ap.add_argument("--out", required=True, help="output JSON file")
     ap.add_argument("--data-dir", default="/tmp/pyhybrid-bench-graph", help="embedded server data directory")
     ap.add_argument("--top-k", type=int, default=100)
     ap.add_argument("--per-source-k", type=int, default=100)
@@ -701,15 +314,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--graph-weights", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
     ap.add_argument("--exact-threshold", default="0", help="as bench/quality.py (0: dense through HNSW)")
     ap.add_argument("--batch-size", type=int, default=5000, help="chunks / edges per transaction")
-    ap.add_argument("--families", nargs="+", default=FAMILIES, choices=FAMILIES, help="Python graph handlings")
     ap.add_argument("--null-graphs", type=int, default=2, help="random rewirings of the edges for the null control")
-    ap.add_argument("--folds", type=int, default=4)
-    ap.add_argument("--cv-repeats", type=int, default=50)
     ap.add_argument("--latency-rounds", type=int, default=3, help="0 skips the interleaved latency pass")
     ap.add_argument("--limit-queries", type=int, default=0, help="only the first N judged queries (smoke tests)")
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--stop-server", action="store_true", help="stop the embedded server at the end")
     args = ap.parse_args(argv)
+    meta = start_meta("graph_quality", argv)
     exact_threshold = None if args.exact_threshold == "engine" else int(args.exact_threshold)
 
     t_start = time.perf_counter()
@@ -730,11 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     dbname = ("pyhybrid_graph_" + re.sub(r"[^a-z0-9_]", "_", ds.name.lower()))[:63]
     timings: dict[str, Any] = {}
     psk, top_k = args.per_source_k, args.top_k
-    engine_sets = list(adj.sets(engine_only=True))
-    idea_sets = list(adj.sets())
+    engine_sets = list(adj.sets())
     ok = False
     try:
-        fingerprint = engine_fingerprint()
+        fingerprint = engine_state()
         db, tenant_dsn, server_info = setup_database(admin_dsn, dbname, exact_threshold)
         timings["ingest"] = ingest(db, ds, args.batch_size)
         edges_load = load_edges(db, edges, args.batch_size)
@@ -815,68 +425,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         timings["engine_grid_s"] = round(time.perf_counter() - t0, 1)
         print(f"  engine == mirror: {emirror['matches']}/{emirror['calls']}; baseline {bmirror}")
 
-        # 2. every family in Python, over the real edges and the random ones
-        t0 = time.perf_counter()
-        families: dict[str, dict[str, Any]] = {}
-        all_rows: dict[tuple[str, str], dict[tuple[Any, ...], dict[str, Any]]] = {}
-        mats: dict[tuple[str, str], np.ndarray] = {}
-        real = Evaluator(ds, qids, lists, Bn, adj, psk, top_k)
-        nulls_ev = [Evaluator(ds, qids, lists, Bn, na, psk, top_k) for na in null_adjs]
-        for b in args.bases:
-            families[b] = {}
-            for fam in args.families:
-                settings = family_settings(fam, idea_sets, engine_sets, args.expand, args.graph_weights)
-                rows, nd = real.grid(b, settings, base_pq[b], f"{b} {fam}")
-                null_deltas = np.zeros(len(settings))
-                for i, ev in enumerate(nulls_ev):
-                    nrows, _ = ev.grid(b, settings, base_pq[b], f"{b} {fam} null {i + 1}")
-                    null_deltas += np.asarray([r["delta_ndcg@10"] for r in nrows]) / len(nulls_ev)
-                for r, nd_ in zip(rows, null_deltas):
-                    r["null_delta"] = round(float(nd_), 5)
-                all_rows[(b, fam)] = {key_of(r): r for r in rows}
-                mats[(b, fam)] = nd
-                idx_all = [0] + [i for i, r in enumerate(rows) if r["edges"] == ALL]
-                on = rows[1:]
-                best = max(rows, key=lambda r: r["ndcg@10"])
-                by_edges = {}
-                for es in idea_sets:
-                    cand = [r for r in on if r["edges"] == es]
-                    if cand:
-                        by_edges[es] = max(cand, key=lambda r: r["ndcg@10"])
-                families[b][fam] = {
-                    "best": best, "best_by_edges": by_edges, "settings": len(on),
-                    "share_ge_base": round(sum(r["delta_ndcg@10"] >= 0 for r in on) / len(on), 3),
-                    "null_share_ge_base": round(sum(r["null_delta"] >= 0 for r in on) / len(on), 3),
-                    "mean_delta": round(float(np.mean([r["delta_ndcg@10"] for r in on])), 5),
-                    "null_mean_delta": round(float(np.mean([r["null_delta"] for r in on])), 5),
-                    "cv": cross_validate(nd, np.asarray(base_pq[b]), args.folds, args.cv_repeats, seed=11),
-                    "cv_all_edges": cross_validate(nd[idx_all], np.asarray(base_pq[b]), args.folds, args.cv_repeats,
-                                                   seed=11),
-                    "top10": sorted(on, key=lambda r: -r["ndcg@10"])[:10],
-                }
-                print(f"  {b} {fam}: best {best['ndcg@10']:.4f} ({best['delta_ndcg@10']:+.4f}, null "
-                      f"{best['null_delta']:+.4f}) {setting_text(best)}; CV {families[b][fam]['cv']['cv_delta']:+.4f}")
-        # one setting for all bases: per family, the best worst case over the bases
-        defaults: dict[str, Any] = {}
-        if len(args.bases) > 1:
-            for fam in args.families:
-                keys = [k for k in all_rows[(args.bases[0], fam)] if k[2] != 0.0 and k[0] == ALL]
-                pick = max(keys, key=lambda k: (min(all_rows[(b, fam)][k]["delta_ndcg@10"] for b in args.bases),
-                                                np.mean([all_rows[(b, fam)][k]["delta_ndcg@10"] for b in args.bases])))
-                per_base = {b: all_rows[(b, fam)][pick] for b in args.bases}
-                order = list(all_rows[(args.bases[0], fam)])
-                idx_all = [0] + [i for i, k in enumerate(order) if k[0] == ALL]
-                cvd = cross_validate_default({b: mats[(b, fam)][idx_all] - np.asarray(base_pq[b]) for b in args.bases},
-                                             args.folds, args.cv_repeats, seed=11)
-                cvd["most_picked"] = setting_text(all_rows[(args.bases[0], fam)][order[idx_all[cvd.pop("most_picked_index")]]])
-                defaults[fam] = {"setting": per_base[args.bases[0]], "per_base": per_base,
-                                 "min_real": min(r["delta_ndcg@10"] for r in per_base.values()),
-                                 "min_null": min(r["null_delta"] for r in per_base.values()), "cv": cvd}
-        timings["families_s"] = round(time.perf_counter() - t0, 1)
-
+        # 2. diagnostics, latency
         # 3. diagnostics, latency
         sig_base = args.bases[0]
-        signal = graph_signal(ds, qids, adj, Bn[sig_base], top_k)
         adj_check = check_adjacency(runner, adj, Bn[sig_base], 20)
         print(f"  adjacency check: {adj_check}")
         latency = latency_pass(call, runner, qids, args.bases, Bn, args.latency_rounds, (ALL, 5, 0.25)) \
@@ -886,25 +437,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         res = {
             "dataset": ds.name, "docs": len(ds.doc_ids), "queries": len(qids), "edges_file": str(edges_path),
-            "edges_load": edges_load, "machine": machine_info(),
+            "edges_load": edges_load,
             "settings": {"top_k": top_k, "per_source_k": psk, "graph_hops": 1, "lexical": "bm25",
                          "exact_threshold": args.exact_threshold, "server": server_info,
                          "bm25_index": bm25_index_params(db), "engine": fingerprint, "bases": BASES,
-                         "data_dir": args.data_dir, "folds": args.folds, "cv_repeats": args.cv_repeats},
+                         "data_dir": args.data_dir},
             "null_graphs": {"count": len(nulls), "seeds": [1000 + i for i in range(len(nulls))],
                             "edges_kept": [len(e) for e in nulls]},
             "baselines": baselines, "baseline_mirror": bmirror, "engine_mirror": emirror, "engine_grid": engine_grid,
-            "named_engine": named, "idea_edge_sets": idea_sets, "idea_grid": {"N": SEEDS_N, **IDEA_GRID},
-            "families": families, "defaults": defaults, "graph_signal": signal, "graph_signal_base": sig_base,
-            "adjacency_check": adj_check, "latency": latency, "timings": timings,
-            "all_family_rows": {f"{b}/{fam}": table(list(rows.values())) for (b, fam), rows in all_rows.items()},
+            "named_engine": named, "adjacency_check": adj_check, "latency": latency, "timings": timings,
         }
-        text = json.dumps({k: v for k, v in res.items() if k != "all_family_rows"}, indent=1)
-        rows_text = ",\n".join(f" {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}"
-                                for k, v in res["all_family_rows"].items())
-        out_path.write_text(text[:-2] + ',\n "all_family_rows": {\n' + rows_text + "\n }\n}\n", encoding="utf-8")
-        write_markdown(out_path.with_suffix(".md"), res)
-        print(f"\nwrote {out_path} and {out_path.with_suffix('.md')} in {timings['total_s']:.0f} s")
+        write_result(out_path, meta, res)
+        print(f"\nwrote {out_path} in {timings['total_s']:.0f} s")
         ok = emirror["matches"] == emirror["calls"] and bmirror["matches"] == bmirror["calls"]
     finally:
         if not args.keep_db:

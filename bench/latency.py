@@ -15,7 +15,8 @@ and the 50% tenant, as that role under RLS:
 and dense recall@10 of hybrid.search_dense against exact numpy search over the tenant's
 vectors (and, for reference, of a plain ORDER BY embedding <=> q LIMIT 10 under RLS).
 
-    python bench/latency.py --sizes 10000 100000 --queries 200 --out bench/results/latency.json
+    python bench/latency.py --sizes 100000 --out bench/results/latency_100k.json
+    python bench/latency.py --sizes 1000000 --bulk-above 1000000 --keep-db --out bench/results/latency_1m.json
 
 Sizes >= --bulk-above N are loaded inside HybridClient(admin).bulk_load() (HNSW dropped during the load,
 rebuilt by hybrid.resume_vector_index() on exit): the load rate, the rebuild time and the total are recorded
@@ -25,13 +26,9 @@ separately, and the HNSW REINDEX at the end is skipped for them (the rebuild is 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import math
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -47,11 +44,8 @@ import psycopg
 from psycopg import sql
 from tqdm import tqdm
 
-try:
-    import pyhybrid  # noqa: F401
-except ImportError:  # run from a checkout without an installed pyhybrid
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from _common import engine_state, pct, start_meta, summarize, write_result
+from _common import machine_info as host_info
 from pyhybrid import Chunk, Edge, HybridWeights, connect, migrate
 from pyhybrid.fusion import rrf_scores
 from pyhybrid.server import start_embedded, stop_embedded
@@ -140,25 +134,16 @@ def tenant_name(i: int) -> str:
     return f"t{i:0{max(3, len(str(N_TENANTS - 1)))}d}"
 
 
-def pick_label(share: float) -> str:
-    """0.5 -> "50pct", 0.01 -> "1pct", 0.001 -> "0.1pct"."""
-    return f"{share * 100:g}pct"
-
-
-def choose_picks(sizes: list[int], pick_shares: list[float] | None = None,
-                 by_size: bool = True) -> list[tuple[str, int]]:
-    """(label, tenant index) of the tenant whose row share is nearest each of pick_shares (a tenant is
-    picked once; shares taken in the given order). by_size: listed by ascending tenant size, the order of
-    measurement (the default measures the ~1% tenant, then the 50% one); else in the given order."""
-    pick_shares = PICKS if pick_shares is None else pick_shares
-    total = sum(sizes)
-    shares = [n / total for n in sizes]
+def choose_picks(sizes: list[int]) -> list[tuple[str, int]]:
+    """(label, tenant index) of the tenant whose row share is nearest each of --picks (0.5 -> "50pct",
+    0.001 -> "0.1pct"; a tenant is picked once), by ascending tenant size: the order of measurement."""
+    shares = [n / sum(sizes) for n in sizes]
     taken: list[tuple[str, int]] = []
-    for p in pick_shares:
+    for p in PICKS:
         used = {i for _, i in taken}
         i = int(np.argmin([abs(s - p) if i not in used else 9 for i, s in enumerate(shares)]))
-        taken.append((pick_label(p), i))
-    return sorted(taken, key=lambda li: (sizes[li[1]], li[0])) if by_size else taken
+        taken.append((f"{p * 100:g}pct", i))
+    return sorted(taken, key=lambda li: (sizes[li[1]], li[0]))
 
 
 @dataclass
@@ -246,6 +231,13 @@ def make_tenant(world: World, tenant_id: str, n: int, rng: np.random.Generator) 
     return TenantData(tenant_id, chunk_ids, doc_ids, positions, clusters, vectors, texts, cluster_p)
 
 
+def generate(seed: int, size: int) -> tuple[World, np.random.Generator, list[int], list[TenantData]]:
+    """The corpus of one size: the world, the rng (edges are drawn from it next), tenant sizes, tenants."""
+    world, rng, sizes = World(seed), np.random.default_rng(seed + size), tenant_sizes(size)
+    return world, rng, sizes, [make_tenant(world, tenant_name(i), n, rng)
+                               for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
+
+
 def make_edges(td: TenantData, rng: np.random.Generator) -> list[Edge]:
     """~3 edges per chunk: NEXT within a document, and RELATED to chunks of the same topic (same tenant)."""
     n = len(td.chunk_ids)
@@ -306,13 +298,9 @@ def configure_server(data_dir: Path, admin_dsn: str) -> str:
         conn.execute("SELECT pg_reload_conf()")
         time.sleep(0.5)
         pending = conn.execute("SELECT count(*) FROM pg_settings WHERE pending_restart").fetchone()[0]
-    if pending:
+    if pending:  # start_embedded starts a server this process stopped (its cached handle included)
         stop_embedded(data_dir)
-        # a fresh process: pgserver caches the server handle of this one and would not start it again
-        code = "import sys; from pathlib import Path; from pyhybrid.server import start_embedded; print(start_embedded(Path(sys.argv[1])))"
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-        admin_dsn = subprocess.run([sys.executable, "-c", code, str(data_dir)], check=True, capture_output=True,
-                                   text=True, env=env).stdout.strip().splitlines()[-1]
+        admin_dsn = start_embedded(data_dir)
     return admin_dsn
 
 
@@ -328,12 +316,8 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _postmaster(self) -> psutil.Process:
-        pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
-        return psutil.Process(pid)
-
     def sample(self) -> tuple[int, int]:
-        pm = self._postmaster()
+        pm = psutil.Process(int((self.data_dir / "postmaster.pid").read_text().split()[0]))
         rss = pss = 0
         for p in [pm, *pm.children(recursive=True)]:
             try:
@@ -373,41 +357,8 @@ class MemorySampler:
         }
 
 
-def engine_state() -> dict[str, Any]:
-    """Which engine was measured: git HEAD, local changes, and a digest of sql/ and pyhybrid/."""
-    import hashlib
-
-    import pyhybrid as _engine
-
-    # the engine actually imported (PYTHONPATH may point at another checkout than this script's)
-    root = Path(_engine.__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for path in sorted([*root.glob("sql/**/*.sql"), *root.glob("pyhybrid/**/*.py")]):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    return {"engine_root": str(root),
-            "git_head": git("rev-parse", "--short", "HEAD"),
-            "git_head_subject": git("log", "-1", "--format=%s"),
-            "local_changes_in_sql_or_pyhybrid": git("status", "--porcelain", "--", "sql", "pyhybrid").splitlines(),
-            "sql_and_pyhybrid_sha256": h.hexdigest()[:16]}
-
-
 def machine_info(admin_dsn: str) -> dict[str, Any]:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    """The host (as _common.machine_info) with the server's version, extensions and settings."""
     with psycopg.connect(admin_dsn) as conn:
         pg = conn.execute("SELECT version()").fetchone()[0]
         exts = dict(conn.execute(
@@ -419,12 +370,7 @@ def machine_info(admin_dsn: str) -> dict[str, Any]:
               "synchronous_commit", "shared_preload_libraries"],),
         ).fetchall())
     return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "nproc": os.cpu_count(),
-        "cpu_model": cpu,
-        "memory_gb": round(psutil.virtual_memory().total / 1024**3, 1),
-        "os": platform.platform(),
-        "python": platform.python_version(),
+        **host_info(),
         "postgres": pg,
         "extensions_available": exts,
         "server_settings": settings,
@@ -566,25 +512,6 @@ class Runner:
             return [r["chunk_id"] for r in conn.execute(stmt, params).fetchall()]
 
 
-def pct(xs: list[float], p: float) -> float:
-    s = sorted(xs)
-    if not s:
-        return float("nan")
-    pos = (len(s) - 1) * p / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def summarize(ms: list[float], rows: list[int]) -> dict[str, float]:
-    return {
-        "n": len(ms),
-        "p50_ms": round(pct(ms, 50), 3),
-        "p95_ms": round(pct(ms, 95), 3),
-        "p99_ms": round(pct(ms, 99), 3),
-        "mean_ms": round(statistics.fmean(ms), 3),
-        "rows_mean": round(statistics.fmean(rows), 2) if rows else 0.0,
-        "rows_min": min(rows) if rows else 0,
-    }
 
 
 def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: list[Query],
@@ -714,14 +641,6 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
         print(f"{size}: HNSW rebuilt in {t_built - t_loaded:.1f} s", file=sys.stderr)
 
 
-def edges_present_by_tenant(db_dsn: str) -> dict[str, int]:
-    """Edges in the graph per tenant (by the tenant of the start vertex)."""
-    with psycopg.connect(db_dsn) as conn:
-        conn.execute("SET search_path = pg_catalog, public, ag_catalog")  # graphid's = lives in ag_catalog
-        return dict(conn.execute(
-            "SELECT g.tenant_id, count(*) FROM hybrid_graph._ag_label_edge e "
-            "JOIN hybrid.graph_node g ON g.vertex_id = e.start_id GROUP BY 1").fetchall())
-
 
 def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, Any]:
     t_start = time.perf_counter()
@@ -732,7 +651,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
     with MemorySampler(args.data_dir) as mem:
         t0 = time.perf_counter()
         res["engine"] = engine_state()  # what migrate just installed
-        if resume:  # the database an interrupted run left: chunks loaded, edges partly
+        if resume:  # the complete database a --keep-db run left
             db_dsn = dsn_for(admin_dsn, db)
             migrate.upgrade(db_dsn)  # the engine measured is the checkout's, not the one the database was built with
             with psycopg.connect(db_dsn) as conn:
@@ -754,103 +673,47 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
 
         mem.phase = "generate"
         t0 = time.perf_counter()
-        world = World(args.seed)
-        rng = np.random.default_rng(args.seed + size)
-        sizes = tenant_sizes(size)
-        tenants = [make_tenant(world, tenant_name(i), n, rng) for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
+        world, rng, sizes, tenants = generate(args.seed, size)
         edges = {td.tenant_id: make_edges(td, rng) for td in tenants}
         timings["generate_s"] = time.perf_counter() - t0
-        shares = [n / size for n in sizes]
-        big = int(np.argmax(shares))
-        small = int(np.argmin([abs(s - 0.01) if i != big else 9 for i, s in enumerate(shares)]))
-        res["tenants"] = {
-            "count": len(sizes),
-            "largest": {"tenant_id": tenants[big].tenant_id, "chunks": sizes[big], "share": round(shares[big], 4)},
-            "one_percent": {"tenant_id": tenants[small].tenant_id, "chunks": sizes[small], "share": round(shares[small], 4)},
-            "smallest_chunks": min(sizes),
-            "sizes": sizes,
-        }
         chosen = choose_picks(sizes)
-        res["tenants"]["picks"] = {label: {"tenant_id": tenants[i].tenant_id, "chunks": sizes[i],
-                                           "share": round(shares[i], 5)} for label, i in chosen}
-        # the measured tenants, in the order of --picks (the default: the 50% tenant, then the ~1% one)
-        measured = [tenants[i] for _, i in choose_picks(sizes, by_size=False)]
+        res["tenants"] = {"count": len(sizes), "smallest_chunks": min(sizes), "sizes": sizes,
+                          "picks": {label: {"tenant_id": tenants[i].tenant_id, "chunks": sizes[i],
+                                            "share": round(sizes[i] / size, 5)} for label, i in chosen}}
         n_edges = sum(len(e) for e in edges.values())
 
         # ingest through the API, as the app role: with every index present (the normal path), or for
         # sizes >= --bulk-above inside HybridClient(admin).bulk_load() (HNSW dropped, rebuilt on exit)
         bulk = bool(args.bulk_above) and size >= args.bulk_above
-        mem.phase = "ingest"
-        n_batches = sum(len(list(doc_batches(td, args.batch))) for td in tenants)
-        hnsw_check = "SELECT to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL AS present"
-        with connect(app_dsn) as client:
-            if resume:
-                # measured by the interrupted process of this run (its log), passed in by --resumed-ingest-s
-                load_s, rebuild_s = args.resumed_ingest_s
-                timings["ingest_s"] = load_s
-                if bulk:
-                    timings["hnsw_rebuild_s"] = rebuild_s
-                    timings["bulk_load_total_s"] = load_s + rebuild_s
-                with psycopg.connect(db_dsn) as conn:
-                    res["hnsw_present_after_load"] = conn.execute(hnsw_check).fetchone()[0]
-                res["hnsw_present_during_load"] = not bulk
-                res["resumed"] = {"ingest_load_s": load_s, "hnsw_rebuild_s": rebuild_s if bulk else None}
-            else:
+        if resume:  # a --keep-db run's complete database: nothing is loaded, so no ingest figures
+            res["resumed"] = True
+        else:
+            mem.phase = "ingest"
+            n_batches = sum(len(list(doc_batches(td, args.batch))) for td in tenants)
+            with connect(app_dsn) as client:
                 ingest_all(client, db_dsn, tenants, size, bulk, args.batch, res, timings, mem)
-
-            mem.phase = "edges"
-            t0 = time.perf_counter()
-            added = submitted = 0
-            present = edges_present_by_tenant(db_dsn) if resume else {}
-            # the measured tenants first, so that an edge budget never leaves them without their graph
-            order = measured + [td for td in tenants if td not in measured]
-            skipped_complete: list[str] = []
-            stopped: list[str] = []
-            with tqdm(total=n_edges, desc=f"{size}: edges", unit="edge", leave=False) as bar:
-                for td in order:
-                    want = len({(e.src, e.dst, e.rel) for e in edges[td.tenant_id]})
-                    if present.get(td.tenant_id, 0) >= want:
-                        skipped_complete.append(td.tenant_id)
-                        bar.update(len(edges[td.tenant_id]))
-                        continue
-                    if args.edge_budget_s and td not in measured \
-                            and time.perf_counter() - t0 > args.edge_budget_s:
-                        stopped.append(td.tenant_id)
-                        continue
-                    for part in batched(edges[td.tenant_id], 3 * args.batch):
-                        with client.tenant(td.tenant_id) as t:
-                            er = t.add_edges(part)
-                        added += er.edges_added
-                        submitted += len(part)
-                        bar.update(len(part))
-            timings["edges_s"] = time.perf_counter() - t0
-            if resume or stopped:
-                after = edges_present_by_tenant(db_dsn)
-                res["edges_coverage"] = {
-                    "tenants_already_complete": skipped_complete,
-                    "tenants_not_loaded_edge_budget": stopped,
-                    "edges_in_graph": sum(after.values()),
-                    "edges_wanted": sum(len({(e.src, e.dst, e.rel) for e in edges[td.tenant_id]}) for td in tenants),
-                    "measured_tenants_complete": all(
-                        after.get(td.tenant_id, 0) >= len({(e.src, e.dst, e.rel) for e in edges[td.tenant_id]})
-                        for td in measured),
-                }
-        res["ingest"] = {
-            "chunks": size,
-            "batches": n_batches,
-            "chunks_per_s": round(size / timings["ingest_s"], 1),
-            "edges_submitted": submitted,
-            "edges_generated": n_edges,
-            "edges_added": added,
-            "edges_per_s": round(submitted / timings["edges_s"], 1) if timings["edges_s"] > 0 else None,
-            "bulk_load": bulk,
-            "hnsw_present_during_load": res.pop("hnsw_present_during_load", True),
-        }
-        if bulk:
-            res["ingest"]["hnsw_present_after_load"] = res.pop("hnsw_present_after_load", None)
-            res["ingest"]["load_only_chunks_per_s"] = res["ingest"]["chunks_per_s"]
-            res["ingest"]["hnsw_rebuild_s"] = round(timings["hnsw_rebuild_s"], 2)
-            res["ingest"]["load_plus_rebuild_chunks_per_s"] = round(size / timings["bulk_load_total_s"], 1)
+                mem.phase = "edges"
+                t0 = time.perf_counter()
+                added = submitted = 0
+                with tqdm(total=n_edges, desc=f"{size}: edges", unit="edge", leave=False) as bar:
+                    for td in tenants:
+                        for part in batched(edges[td.tenant_id], 3 * args.batch):
+                            with client.tenant(td.tenant_id) as t:
+                                added += t.add_edges(part).edges_added
+                            submitted += len(part)
+                            bar.update(len(part))
+                timings["edges_s"] = time.perf_counter() - t0
+            res["ingest"] = {
+                "chunks": size, "batches": n_batches, "chunks_per_s": round(size / timings["ingest_s"], 1),
+                "edges_submitted": submitted, "edges_generated": n_edges, "edges_added": added,
+                "edges_per_s": round(submitted / timings["edges_s"], 1) if timings["edges_s"] > 0 else None,
+                "bulk_load": bulk, "hnsw_present_during_load": res.pop("hnsw_present_during_load", True),
+            }
+            if bulk:
+                res["ingest"]["hnsw_present_after_load"] = res.pop("hnsw_present_after_load", None)
+                res["ingest"]["load_only_chunks_per_s"] = res["ingest"]["chunks_per_s"]
+                res["ingest"]["hnsw_rebuild_s"] = round(timings["hnsw_rebuild_s"], 2)
+                res["ingest"]["load_plus_rebuild_chunks_per_s"] = round(size / timings["bulk_load_total_s"], 1)
 
         mem.phase = "analyze"
         t0 = time.perf_counter()
@@ -892,7 +755,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         res["latency"] = lat
         if args.explain:
             mem.phase = "explain"
-            path = args.out.parent / f"{args.out.stem}_explain_{size}.txt"
+            path = explain_path(args, size)
             path.write_text(f"# EXPLAIN (ANALYZE, BUFFERS) as {APP_ROLE} under RLS, {size:,} chunks\n\n"
                             + explain_report(app_dsn, picks, world, args.seed + 3, db_dsn))
             res["explain_file"] = str(path)
@@ -911,58 +774,12 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
     res["memory"] = mem.report()
     timings["total_s"] = time.perf_counter() - t_start
     res["timings"] = {k: round(v, 2) for k, v in timings.items()}
-    res["targets"] = targets(res)
-    if not args.keep_db:
+    if not args.keep_db and not resume:  # a resumed database is never dropped: it took the build to make
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
     return res
 
 
-def ingest_probe_bulk_load(args: argparse.Namespace, admin_dsn: str, n: int) -> dict[str, Any]:
-    """The same API path inside HybridClient.bulk_load() (HNSW dropped, rebuilt at the end): one tenant."""
-    db = "bench_latency_probe"
-    db_dsn = setup_database(admin_dsn, db)
-    out: dict[str, Any] = {"chunks": n}
-    world = World(args.seed)
-    rng = np.random.default_rng(args.seed + 99)
-    td = make_tenant(world, "t000", n, rng)
-    with connect(db_dsn) as admin, connect(dsn_for(admin_dsn, db, APP_ROLE)) as client:
-        t0 = time.perf_counter()
-        with admin.bulk_load():
-            for lo, hi in doc_batches(td, args.batch):
-                chunks = [Chunk(chunk_id=td.chunk_ids[j], document_id=td.doc_ids[j], content=td.texts[j],
-                                embedding=td.vectors[j], position=int(td.positions[j]),
-                                metadata={"title": f"{td.doc_ids[j]} part {int(td.positions[j])}",
-                                          "topic": int(td.clusters[j])})
-                           for j in range(lo, hi)]
-                with client.tenant("t000") as t:
-                    t.ingest(chunks, corpus_id="main")
-            t1 = time.perf_counter()
-        t2 = time.perf_counter()
-    out["load_without_hnsw_chunks_per_s"] = round(n / (t1 - t0), 1)
-    out["hnsw_rebuild_s"] = round(t2 - t1, 2)
-    out["bulk_load_total_chunks_per_s"] = round(n / (t2 - t0), 1)
-    with connect(dsn_for(admin_dsn, db, APP_ROLE)) as client:
-        t0 = time.perf_counter()
-        extra = make_tenant(world, "t001", min(n, 5000), rng)
-        for lo, hi in doc_batches(extra, args.batch):
-            chunks = [Chunk(chunk_id=extra.chunk_ids[j], document_id=extra.doc_ids[j], content=extra.texts[j],
-                            embedding=extra.vectors[j], position=int(extra.positions[j]), metadata={})
-                      for j in range(lo, hi)]
-            with client.tenant("t001") as t:
-                t.ingest(chunks, corpus_id="main")
-        out["then_with_hnsw_chunks_per_s"] = round(len(extra.chunk_ids) / (time.perf_counter() - t0), 1)
-        out["then_with_hnsw_chunks"] = len(extra.chunk_ids)
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
-    return out
-
-
-# ----------------------------------------------------------------------------- EXPLAIN
-
-# The statements the branch functions run, read from the installed functions themselves (pg_proc), with
-# the functions' variables bound as parameters: EXPLAIN (ANALYZE, BUFFERS) as the app role, tenant set,
-# under RLS. Nothing of the engine's SQL is copied here, so the plans are of what the engine runs.
 ENGINE_VARIABLES = {
     "query_embedding": "%(v)s::vector", "query_text": "%(t)s", "v_query": "hybrid._or_tsquery(%(t)s)",
     "top_k": "%(k)s", "corpus_ids": "NULL::text[]", "filter": "NULL::jsonb", "cap": "%(threshold)s",
@@ -1120,13 +937,10 @@ def explain_only(args: argparse.Namespace, admin_dsn: str) -> None:
     """Rewrite <out>_explain_<size>.txt from the databases a --keep-db run left (same data, same queries)."""
     for size in sorted(args.sizes):
         db = f"bench_latency_{size}"
-        world = World(args.seed)
-        rng = np.random.default_rng(args.seed + size)
-        sizes = tenant_sizes(size)
-        tenants = [make_tenant(world, tenant_name(i), n, rng) for i, n in enumerate(tqdm(sizes, desc=f"{size}: generate", leave=False))]
+        world, _, sizes, tenants = generate(args.seed, size)
         picks = [(label, tenants[i]) for label, i in choose_picks(sizes)]
         app_dsn = dsn_for(admin_dsn, db, APP_ROLE)
-        path = args.out.parent / f"{args.out.stem}_explain_{size}.txt"
+        path = explain_path(args, size)
         eng = engine_state()
         path.write_text(f"# EXPLAIN (ANALYZE, BUFFERS) as {APP_ROLE} under RLS, {size:,} chunks "
                         f"(engine git {eng['git_head']}, digest {eng['sql_and_pyhybrid_sha256']}; written by --explain-only "
@@ -1138,261 +952,33 @@ def explain_only(args: argparse.Namespace, admin_dsn: str) -> None:
 # ----------------------------------------------------------------------------- report
 
 
-def targets(res: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for label in res["latency"]:
-        lat = res["latency"][label]
-        hr = lat["hybrid_retrieve"]["p95_ms"]
-        sum_p95 = lat["dense"]["p95_ms"] + lat["lexical_bm25"]["p95_ms"] + lat["graph"]["p95_ms"]
-        out[f"{label}_retrieve_vs_branch_sum"] = {
-            "hybrid_retrieve_p95_ms": hr,
-            "sum_of_branch_p95_ms": round(sum_p95, 3),
-            "p95_of_per_query_branch_sum_ms": lat["branch_sum"]["p95_ms"],
-            "ratio_to_sum_of_p95": round(hr / sum_p95, 3),
-            "ratio_to_p95_of_sum": round(hr / lat["branch_sum"]["p95_ms"], 3),
-            "met": hr <= 1.2 * sum_p95,
-            "met_strict": hr <= 1.2 * lat["branch_sum"]["p95_ms"],
-        }
-        cf = lat["client_fusion"]["p95_ms"]
-        out[f"{label}_retrieve_below_client_fusion"] = {"hybrid_retrieve_p95_ms": hr, "client_fusion_p95_ms": cf,
-                                                        "met": hr < cf}
-        rc = lat["recall_at_10"]["search_dense_mean"]
-        out[f"{label}_recall_at_10"] = {"value": rc, "met": rc >= 0.95}
-    ing = res["ingest"]
-    if ing.get("bulk_load"):
-        out["bulk_load_only_chunks_per_s"] = {"value": ing["load_only_chunks_per_s"],
-                                              "met": ing["load_only_chunks_per_s"] >= 10000}
-        out["bulk_load_plus_rebuild_chunks_per_s"] = {"value": ing["load_plus_rebuild_chunks_per_s"],
-                                                      "met": ing["load_plus_rebuild_chunks_per_s"] >= 10000}
-    else:
-        out["ingest_chunks_per_s"] = {"value": ing["chunks_per_s"], "met": ing["chunks_per_s"] >= 10000}
-    if res["size"] >= 1_000_000:
-        worst = max(res["latency"][lb]["hybrid_retrieve"]["p95_ms"] for lb in res["latency"])
-        out["retrieve_p95_at_1m"] = {"value": worst, "met": worst <= 50}
-    return out
-
-
-def yn(b: bool) -> str:
-    return "met" if b else "**not met**"
-
-
-def markdown(report: dict[str, Any]) -> str:
-    m = report["machine"]
-    lines = [
-        "# pyhybrid latency benchmark",
-        "",
-        f"Date {m['date']}; {m['nproc']} cores ({m['cpu_model']}), {m['memory_gb']} GB RAM; {m['os']}.",
-        f"{m['postgres']}.",
-        "Extensions: " + ", ".join(f"{k} {v}" for k, v in report["runs"][0]["versions"].items()) + ".",
-        "Server settings: " + ", ".join(f"{k}={v}" for k, v in sorted(m["server_settings"].items())) + ".",
-        f"Load average at start {m['loadavg_start']}, at end {report.get('loadavg_end')} "
-        "(other sessions share this machine).",
-        "",
-        f"Command: `{report['command']}`; wall time {report['wall_s']:.0f} s"
-        + (f" (sizes {', '.join(f'{x:,}' for x in report.get('sizes_this_command', []))})" if report.get('earlier_commands') else "")
-        + ".",
-        *[f"Earlier command of this run (sizes {', '.join(f'{x:,}' for x in e['sizes'])}): `{e['command']}`; "
-          f"wall time {e['wall_s']:.0f} s; date {e['date']}; engine git {e['engine']['git_head']}, digest "
-          f"{e['engine']['sql_and_pyhybrid_sha256']}." for e in report.get("earlier_commands", [])],
-        f"Engine: git {report['engine_at_start']['git_head']} ({report['engine_at_start']['git_head_subject']}), "
-        f"imported from {report['engine_at_start'].get('engine_root', '?')}; "
-        f"local changes in sql/ or pyhybrid/: {len(report['engine_at_start']['local_changes_in_sql_or_pyhybrid'])} files; "
-        f"digest of sql/ + pyhybrid/ {report['engine_at_start']['sql_and_pyhybrid_sha256']} at start"
-        + (f", {report['engine_at_end']['sql_and_pyhybrid_sha256']} at end"
-           + (" (**the engine changed during the run**)" if report['engine_at_end']['sql_and_pyhybrid_sha256']
-              != report['engine_at_start']['sql_and_pyhybrid_sha256'] else " (unchanged)")
-           if report.get("engine_at_end") else "") + ".",
-        "",
-        "Synthetic data: 384-d vectors around 200 L2-normalised gaussian topic centres (each topic varying in its",
-        "own 16-d subspace plus isotropic noise), text of 60 to 160 Zipf-distributed pseudo-words (30% from the",
-        "topic's own 300 words), documents of ~5 chunks on one topic, ~3 edges per chunk within the tenant (NEXT",
-        f"within a document, RELATED to chunks of the same topic), {report['config']['tenants']:,} tenants: one with 50% of the rows, the",
-        "others 1/rank (one ~1%). Everything loaded through TenantSession.ingest / add_edges as the",
-        f"non-superuser role {APP_ROLE} (member of hybrid_app), batches of {report['config']['batch']} chunks.",
-        f"Queries: {report['config']['queries']} per tenant and method after {report['config']['warmup']} warm-up",
-        "queries, each method timed end to end from Python (psycopg 3, unix socket, one transaction with",
-        "set_config('hybrid.tenant_id', ..., true)), methods interleaved query by query. Per-source k = 30, top_k = 10,",
-        "weights 1 / 1 / 0.5, rrf k = 60, graph 1 hop from 3 random chunk ids of the tenant.",
-        "",
-    ]
-    for run in report["runs"]:
-        n = run["size"]
-        t = run["tenants"]
-        labels = list(run["latency"])  # measured order: ascending tenant size
-        lines += [
-            f"## {n:,} chunks",
-            "",
-            f"Engine installed for this size: git {run['engine']['git_head']}, digest {run['engine']['sql_and_pyhybrid_sha256']}"
-            f", {len(run['engine']['local_changes_in_sql_or_pyhybrid'])} locally changed files in sql/ or pyhybrid/.",
-            "",
-            *([f"**Resumed run.** The chunks were loaded and the HNSW index rebuilt by an earlier process of this "
-               f"run (same command without --resume), which was stopped during add_edges; its load "
-               f"({run['resumed']['ingest_load_s']:.0f} s) and rebuild "
-               + (f"({run['resumed']['hnsw_rebuild_s']:.0f} s) " if run['resumed'].get('hnsw_rebuild_s') is not None else "")
-               + "times are taken from its log. Its memory peaks and data generation time are not in this report; "
-               "everything else below was measured by the resumed process on that database.", ""]
-              if run.get("resumed") else []),
-            *([f"Graph edges: {run['edges_coverage']['edges_in_graph']:,} of {run['edges_coverage']['edges_wanted']:,} "
-               f"distinct edges in the graph when the queries ran; the two measured tenants complete: "
-               f"{run['edges_coverage']['measured_tenants_complete']}; tenants left without edges by the edge budget: "
-               f"{len(run['edges_coverage']['tenants_not_loaded_edge_budget'])}; tenants already complete before this "
-               f"process: {len(run['edges_coverage']['tenants_already_complete'])}"
-               + (f" ({', '.join(run['edges_coverage']['tenants_already_complete'])})"
-                  if 0 < len(run['edges_coverage']['tenants_already_complete']) <= 5 else "") + ".", ""]
-              if run.get("edges_coverage") else []),
-            f"Tenants: largest {t['largest']['tenant_id']} {t['largest']['chunks']:,} chunks "
-            f"({t['largest']['share']:.1%}), the ~1% tenant {t['one_percent']['tenant_id']} "
-            f"{t['one_percent']['chunks']:,} chunks ({t['one_percent']['share']:.2%}), smallest {t['smallest_chunks']} chunks.",
-            *([("Measured tenants (nearest each share of --picks): "
-                + ", ".join(f"{lb[:-3]}% {pk['tenant_id']} {pk['chunks']:,} chunks ({pk['share']:.3%})"
-                            for lb, pk in t["picks"].items()) + ".")]
-              if set(t.get("picks", {})) - {"1pct", "50pct"} else []),
-            *([f"create_tenant: {ct['tenants']:,} calls in {tm0['create_tenants_s']:.2f} s (calls alone {ct['calls_total_s']:.2f} s); "
-               f"per call p50 {ct['p50_ms']:.1f} ms, p95 {ct['p95_ms']:.1f} ms, max {ct['max_ms']:.1f} ms "
-               f"(first {ct['first_ms']:.1f} ms, last {ct['last_ms']:.1f} ms)."]
-              if (ct := run.get("create_tenant")) and (tm0 := run["timings"]).get("create_tenants_s") is not None
- else []),
-            "",
-            "### Query latency (ms)",
-            "",
-            "| method | " + " | ".join(f"{lb[:-3]}% {c}" for lb in labels for c in ("p50", "p95", "p99", "rows")) + " |",
-            "|---|" + "---:|" * (4 * len(labels)),
-        ]
-        for mth in ["dense", "lexical_bm25", "graph", "branch_sum", "hybrid_retrieve", "client_fusion", "pgvector_rrf_cte"]:
-            cells = []
-            for lb in labels:
-                a = run["latency"][lb][mth]
-                ra = f"{a['rows_mean']:.1f}" if mth != "branch_sum" else ""
-                cells.append(f"{a['p50_ms']:.2f} | {a['p95_ms']:.2f} | {a['p99_ms']:.2f} | {ra}")
-            lines.append(f"| {METHOD_LABELS[mth]} | " + " | ".join(cells) + " |")
-        short = [f"{METHOD_LABELS[m]} {lb}: n={run['latency'][lb][m]['n']}" for lb in labels for m in METHODS
-                 if run["latency"][lb][m]["n"] < report["config"]["queries"]]
-        short += [f"plain ORDER BY reference {lb}: n={run['latency'][lb]['recall_at_10']['naive_hnsw_queries']}"
-                  for lb in labels
-                  if run["latency"][lb]["recall_at_10"].get("naive_hnsw_queries", report["config"]["queries"])
-                  < report["config"]["queries"]]
-        lines += ["", "rows = mean rows returned (branches asked for 30, fused methods for 10)."
-                  + (" Stopped early (time budget): " + "; ".join(short) + "." if short else ""), "",
-                  "### Dense recall@10 vs exact (numpy over the tenant's vectors)", "",
-                  "| tenant | search_dense mean | min | 5th pct | queries with recall 0 | plain `ORDER BY embedding <=> q LIMIT 10` under RLS | its mean rows | its queries with 0 rows |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for label in labels:
-            r = run["latency"][label]["recall_at_10"]
-            lines.append(f"| {label} ({run['latency'][label]['chunks']:,} chunks) | {r['search_dense_mean']:.3f} | "
-                         f"{r['search_dense_min']:.2f} | {r['search_dense_p05']:.2f} | {r['search_dense_zero_recall_queries']} | "
-                         f"{r['naive_hnsw_under_rls_mean']:.3f} | "
-                         f"{r['naive_hnsw_rows_mean']:.1f} | {r['naive_hnsw_zero_row_queries']} |")
-        ing = run["ingest"]
-        tm = run["timings"]
-        mem = run["memory"]
-        lines += [
-            "",
-            "### Ingest, indexes, memory",
-            "",
-            "| what | value |",
-            "|---|---:|",
-            *([f"| ingest, HNSW + BM25 + GIN present (API end to end) | {ing['chunks_per_s']:,.0f} chunks/s ({tm['ingest_s']:.1f} s, {ing['batches']} batches) |"]
-              if not ing.get("bulk_load") else [
-              f"| ingest inside bulk_load(): HNSW dropped, BM25 + GIN present (API end to end; load only) | {ing['load_only_chunks_per_s']:,.0f} chunks/s ({tm['ingest_s']:.1f} s, {ing['batches']} batches) |",
-              f"| HNSW rebuild on leaving bulk_load() (hybrid.resume_vector_index) | {tm['hnsw_rebuild_s']:.1f} s (HNSW present during the load: {ing['hnsw_present_during_load']}; after: {ing['hnsw_present_after_load']}) |",
-              f"| bulk load + rebuild | {ing['load_plus_rebuild_chunks_per_s']:,.0f} chunks/s ({tm['bulk_load_total_s']:.1f} s) |"]),
-            f"| add_edges | {ing['edges_per_s'] or 0:,.0f} edges/s ({ing['edges_submitted']:,} edges, {tm['edges_s']:.1f} s) |",
-            f"| VACUUM ANALYZE | {tm['vacuum_analyze_s']:.1f} s |",
-            *([f"| create_tenant x {run['create_tenant']['tenants']:,} (setup) | {tm['create_tenants_s']:.2f} s; per call p50 "
-               f"{run['create_tenant']['p50_ms']:.1f} ms, max {run['create_tenant']['max_ms']:.1f} ms |"]
-              if run.get("create_tenant") and "create_tenants_s" in tm else []),
-        ]
-        for name in ("hnsw", "bm25", "gin_tsv"):
-            if f"reindex_{name}_s" in tm:
-                lines.append(f"| REINDEX {name} | {tm[f'reindex_{name}_s']:.1f} s |")
-        lines += [
-            f"| data generation (not in ingest) | {tm['generate_s']:.1f} s |",
-            f"| storage | table {run['storage']['table_mb']:.0f} MB, HNSW {run['storage']['hnsw_mb']:.0f} MB, BM25 {run['storage']['bm25_mb']:.0f} MB, GIN {run['storage']['gin_mb']:.0f} MB |",
-            *(["| HNSW density of the largest partitions | " + ", ".join(
-                f"{d['live_rows']:,} rows: m {d['m']}, ef_construction {d['ef_construction']}" for d in run["hnsw_density"]) + " |"]
-              if run.get("hnsw_density") else []),
-            f"| server peak memory (sum of RSS of postgres processes) | {mem['peak_rss_mb']:,.0f} MB |",
-            f"| server peak memory (sum of PSS, shared pages counted once) | {mem['peak_pss_mb']:,.0f} MB |",
-            f"| peak RSS by phase | " + ", ".join(f"{k} {v:,.0f}" for k, v in mem["by_phase_rss_mb"].items()) + " MB |",
-            f"| run time for this size | {tm['total_s']:.0f} s |",
-            "",
-            "### Targets",
-            "",
-        ]
-        tg = run["targets"]
-        for label in labels:
-            x = tg[f"{label}_retrieve_vs_branch_sum"]
-            lines.append(f"- {label}: hybrid_retrieve p95 {x['hybrid_retrieve_p95_ms']:.2f} ms <= 1.2 x sum of branch p95s "
-                         f"({x['sum_of_branch_p95_ms']:.2f} ms; ratio {x['ratio_to_sum_of_p95']:.2f}): {yn(x['met'])}; "
-                         f"against the p95 of per-query sums ({x['p95_of_per_query_branch_sum_ms']:.2f} ms; ratio "
-                         f"{x['ratio_to_p95_of_sum']:.2f}): {yn(x['met_strict'])}")
-            y = tg[f"{label}_retrieve_below_client_fusion"]
-            lines.append(f"- {label}: hybrid_retrieve p95 {y['hybrid_retrieve_p95_ms']:.2f} ms < client-side fusion p95 "
-                         f"{y['client_fusion_p95_ms']:.2f} ms: {yn(y['met'])}")
-            z = tg[f"{label}_recall_at_10"]
-            lines.append(f"- {label}: dense recall@10 {z['value']:.3f} >= 0.95: {yn(z['met'])}")
-        if "ingest_chunks_per_s" in tg:
-            x = tg["ingest_chunks_per_s"]
-            lines.append(f"- ingest {x['value']:,.0f} chunks/s >= 10,000: {yn(x['met'])}")
-        if "bulk_load_only_chunks_per_s" in tg:
-            x, y = tg["bulk_load_only_chunks_per_s"], tg["bulk_load_plus_rebuild_chunks_per_s"]
-            lines.append(f"- bulk path, load only {x['value']:,.0f} chunks/s >= 10,000: {yn(x['met'])}")
-            lines.append(f"- bulk path, load + HNSW rebuild {y['value']:,.0f} chunks/s >= 10,000: {yn(y['met'])}")
-        if "retrieve_p95_at_1m" in tg:
-            x = tg["retrieve_p95_at_1m"]
-            lines.append(f"- 1M: hybrid_retrieve p95 {x['value']:.2f} ms <= 50 ms: {yn(x['met'])}")
-        lines.append("")
-    if report.get("ingest_probe"):
-        p = report["ingest_probe"]
-        lines += ["## Ingest through HybridClient.bulk_load() (HNSW dropped during the load, rebuilt after)", "",
-                  f"Same API path, one tenant, {p['chunks']:,} chunks into a fresh database: load "
-                  f"{p['load_without_hnsw_chunks_per_s']:,.0f} chunks/s, HNSW rebuild {p['hnsw_rebuild_s']:.1f} s, "
-                  f"overall {p['bulk_load_total_chunks_per_s']:,.0f} chunks/s (target 10,000: "
-                  f"{yn(p['bulk_load_total_chunks_per_s'] >= 10000)}). Then {p['then_with_hnsw_chunks']:,} more chunks "
-                  f"(another tenant) with the rebuilt index present: {p['then_with_hnsw_chunks_per_s']:,.0f} chunks/s.", ""]
-    if report.get("skipped"):
-        lines += ["## Not run", "", report["skipped"], ""]
-    for f in report.get("failed", []):
-        lines += [f"## {f['size']:,} chunks: failed", "", f"After {f['elapsed_s']:.0f} s: `{f['error']}`", ""]
-    lines += ["EXPLAIN (ANALYZE, BUFFERS) of every branch statement, as the app role: `<out>_explain_<size>.txt`.",
-              "Diagnoses of the slow paths (written by hand from those plans): `latency_diagnosis.md`.", ""]
-    return "\n".join(lines)
+def explain_path(args: argparse.Namespace, size: int) -> Path:
+    """<out>_explain.txt beside the result file (<out>_explain_<size>.txt when one command measures several sizes)."""
+    return args.out.parent / (f"{args.out.stem}_explain.txt" if len(args.sizes) == 1 else f"{args.out.stem}_explain_{size}.txt")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100000], help="corpus sizes in chunks (e.g. 100000 1000000)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--batch", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=20240501)
-    ap.add_argument("--out", type=Path, default=Path("bench/results/latency.json"))
+    ap.add_argument("--out", type=Path, default=Path("bench/results/latency_100k.json"))
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/pyhybrid-bench-latency"))
-    ap.add_argument("--keep-db", action="store_true", help="keep each size's database (for EXPLAIN afterwards)")
+    ap.add_argument("--keep-db", action="store_true", help="keep each size's database (for --resume, --explain-only)")
     ap.add_argument("--skip-reindex", action="store_true")
     ap.add_argument("--no-explain", dest="explain", action="store_false",
-                    help="do not write <out>_explain_<size>.txt (EXPLAIN ANALYZE of each branch statement)")
+                    help="do not write the EXPLAIN (ANALYZE, BUFFERS) report of every engine statement")
     ap.add_argument("--method-budget-s", type=float, default=300.0,
                     help="stop timing a method for a tenant after this many seconds (n then < --queries)")
-    ap.add_argument("--probe-rows", type=int, default=50000,
-                    help="ingest probe through HybridClient.bulk_load(), one tenant (0: skip)")
-    ap.add_argument("--max-1m-minutes", type=float, default=45.0,
-                    help="skip a size >= 1M loaded the normal way when the extrapolated run time exceeds this")
     ap.add_argument("--explain-only", action="store_true",
-                    help="only rewrite <out>_explain_<size>.txt from the databases a --keep-db run left")
+                    help="only rewrite the EXPLAIN report from the databases a --keep-db run left")
     ap.add_argument("--resume", type=int, nargs="*", default=[],
-                    help="sizes whose database an interrupted --keep-db run left with every chunk loaded: skip setup "
-                         "and ingest, load the missing edges, then measure as usual (needs --resumed-ingest-s)")
-    ap.add_argument("--resumed-ingest-s", type=float, nargs=2, metavar=("LOAD_S", "REBUILD_S"),
-                    help="the interrupted process's measured load and HNSW rebuild seconds (from its log)")
-    ap.add_argument("--append", action="store_true",
-                    help="keep the runs of other sizes already in --out (their own engine state is kept with them)")
-    ap.add_argument("--edge-budget-s", type=float, default=0.0,
-                    help="after the 1%% and the 50%% tenant, start no other tenant's edges past this many seconds "
-                         "(checked before each tenant: one already started is loaded whole; 0: load all); the "
-                         "coverage is reported")
+                    help="sizes whose complete database a --keep-db run left: migrate it to this checkout and "
+                         "measure the queries again (no ingest figures; the database is kept)")
     ap.add_argument("--ef-search", type=int, default=None,
-                    help="set hybrid.setting hnsw_ef_search for the run (default: the engine's, 100)")
+                    help="set hybrid.setting hnsw_ef_search for the run (default: the engine's breadth rule)")
     ap.add_argument("--tenants", type=int, default=100,
                     help="tenants per database (one holds ~50%% of the rows, the rest 1/rank)")
     ap.add_argument("--picks", type=float, nargs="+", default=[0.5, 0.01],
@@ -1408,45 +994,21 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--tenants must be at least the number of --picks")
     if args.queries < 1:
         ap.error("--queries must be >= 1")
-    if args.resume and not args.resumed_ingest_s:
-        ap.error("--resume needs --resumed-ingest-s LOAD_S REBUILD_S")
 
-    t_all = time.perf_counter()
+    meta = start_meta("latency", argv)
     admin_dsn = start_embedded(args.data_dir)
     admin_dsn = configure_server(args.data_dir, admin_dsn)
     if args.explain_only:
         explain_only(args, admin_dsn)
         return 0
     report: dict[str, Any] = {
-        "command": (f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else "") + "python " + " ".join([os.path.relpath(__file__, Path.cwd()), *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine_info(admin_dsn),
-        "engine_at_start": engine_state(),
         "config": {"queries": args.queries, "warmup": args.warmup, "batch": args.batch, "seed": args.seed,
                    "per_source_k": PER_SOURCE_K, "top_k": TOP_K, "weights": [WEIGHTS.vector, WEIGHTS.keyword, WEIGHTS.graph],
                    "rrf_k": RRF_K, "tenants": N_TENANTS, "picks": PICKS, "dim": DIM, "clusters": N_CLUSTERS, "vocab": VOCAB},
         "runs": [],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    md_path = args.out.with_suffix(".md")
-    if args.append and args.out.exists():
-        prev = json.loads(args.out.read_text())
-        kept = [r for r in prev["runs"] if r["size"] not in args.sizes]
-        report["runs"] = kept
-        report["sizes_this_command"] = sorted(args.sizes)
-        report["earlier_commands"] = prev.get("earlier_commands", []) + [{
-            "command": prev["command"], "wall_s": prev.get("wall_s"), "date": prev["machine"]["date"],
-            "sizes": [r["size"] for r in kept], "engine": prev["engine_at_start"],
-            "loadavg_start": prev["machine"].get("loadavg_start")}]
     for size in sorted(args.sizes):
-        if size >= 1_000_000 and report["runs"] and not (args.bulk_above and size >= args.bulk_above):
-            prev = report["runs"][-1]
-            est = prev["timings"]["total_s"] * size / prev["size"] * 1.3 / 60
-            if est > args.max_1m_minutes:
-                report["skipped"] = (f"{size:,} chunks: skipped; the {prev['size']:,} run took "
-                                     f"{prev['timings']['total_s']:.0f} s, which extrapolates to ~{est:.0f} min "
-                                     f"(> {args.max_1m_minutes:.0f} min allowed).")
-                print(report["skipped"], file=sys.stderr)
-                continue
         t_size = time.perf_counter()
         try:
             res = run_size(args, admin_dsn, size)
@@ -1454,25 +1016,14 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             report.setdefault("failed", []).append({"size": size, "error": f"{type(exc).__name__}: {exc}",
                                                     "elapsed_s": round(time.perf_counter() - t_size, 1)})
-            report["wall_s"] = time.perf_counter() - t_all
-            md_path.write_text(markdown(report)) if report["runs"] else None
             continue
         report["runs"].append(res)
-        report["runs"].sort(key=lambda r: r["size"])
-        report["wall_s"] = time.perf_counter() - t_all
-        report["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-        args.out.write_text(json.dumps(report, indent=1))
-        md_path.write_text(markdown(report))
+        write_result(args.out, meta, report)
         print(f"{size}: done in {res['timings']['total_s']:.0f} s", file=sys.stderr)
-    if args.probe_rows:
-        report["ingest_probe"] = ingest_probe_bulk_load(args, admin_dsn, args.probe_rows)
-    report["wall_s"] = time.perf_counter() - t_all
-    report["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     report["engine_at_end"] = engine_state()
-    args.out.write_text(json.dumps(report, indent=1))
-    md_path.write_text(markdown(report))
-    print(md_path.read_text())
-    return 0
+    write_result(args.out, meta, report)
+    print(args.out)
+    return 0 if not report.get("failed") else 1
 
 
 if __name__ == "__main__":

@@ -1,75 +1,38 @@
 #!/usr/bin/env python
 """pyhybrid beside langchain-postgres (PGVectorStore): retrieval quality and client-side latency.
 
-    python bench/peers.py [--dataset DIR ...] [--out FILE.json]
+    python bench/peers.py [--dataset DIR ...] [--out FILE.json]      (needs pip install langchain-postgres)
 
-What is compared, per collection (DIR has the layout of ../shared/datasets/*; default: cranfield, cisi,
-cacm, scifact there). Both sides get the same documents (title + " " + text, as bench/quality.py), the
-same doc ids, the same precomputed all-MiniLM-L6-v2 vectors (corpus/queries .minilm.f16.npy, cast to
-float32) and the same judged queries; both live on the same embedded PostgreSQL server
-(pyhybrid.server.start_embedded), each in its own fresh database. Every mode returns k = 100 results.
+Per collection (default: cranfield, cisi, cacm, scifact under ../shared/datasets), both sides get the same
+documents (title + " " + text), ids, precomputed all-MiniLM-L6-v2 vectors and judged queries, each in its own
+fresh database on the same embedded server; every mode returns k = 100.
 
-pyhybrid (database peers_pyhybrid_<name>; bench/quality.py's setup_database and ingest; queries through
-the pyhybrid client as the tenant's login role, row-level security on, one transaction per call; the
-engine's own settings, i.e. exact_threshold NOT overridden: exact dense scan up to 5,000 chunks, the
-partition's HNSW index with iterative scan and ef_search max(100, 2 x top_k) above):
-  pyhybrid_hybrid   tenant.retrieve(query_embedding=q, query_text=t, top_k=100) and nothing else: the
-                    defaults (dense + BM25 via pg_textsearch, plain RRF rrf_k 60, weights 1/1,
-                    per_source_k greatest(3 x top_k, 30) = 300; graph weight 0.5 but no seeds and
-                    graph_expand 0, so the graph branch is off)
-  pyhybrid_dense    the same call with keyword_weight=0, graph_weight=0 (dense branch alone)
+pyhybrid (bench/quality.py's setup and ingest; the tenant's login role, RLS on; the engine's own settings):
+  pyhybrid_hybrid  tenant.retrieve(query_embedding=q, query_text=t, top_k=100), the defaults
+  pyhybrid_dense   the same with keyword_weight=0, graph_weight=0
+langchain-postgres 0.0.19 (langchain_postgres.v2: PGEngine, init_vectorstore_table with HybridSearchConfig,
+add_texts, apply_hybrid_search_index; a plain login role; embeddings looked up from the precomputed files;
+no vector index in the first phase, i.e. an exact scan):
+  lc_dense                  similarity_search(t, k=100)
+  lc_hybrid_default         HybridSearchConfig() defaults: weighted_sum 0.5/0.5, 4 rows a branch (<= 8 rows)
+  lc_hybrid_wsum_100        weighted sum, 100 a branch
+  lc_hybrid_rrf_100 / _300  reciprocal_rank_fusion (rrf_k 60), 100 / 300 a branch
+  lc_hybrid_rrf_100_shared  the README pattern (config given once to create_sync): 0.0.19 keeps the first
+                            query's text in it (langchain-ai/langchain-postgres#337), reported to show it
+  Its keyword half is ts_rank_cd over plainto_tsquery (every term must occur); the diagnostics count queries
+  with no such row.
+Second phase (unless --no-hnsw): apply_vector_index(HNSWIndex()) (m 16, ef_construction 64), then
+  lc_dense_hnsw (ef_search 40, no iterative scan: at most 40 rows) and lc_dense_hnsw_ef200, with
+  pyhybrid_dense / pyhybrid_hybrid again as that phase's latency control.
+exact_dense: exact cosine in numpy (quality only).
 
-langchain-postgres (database peers_lc_<name>, owned by a plain login role peers_lc that all its calls
-use; langchain_postgres.v2 PGEngine.from_connection_string("postgresql+psycopg://...") (the README's
-driver), engine.init_vectorstore_table(table, 384, id_column=Column("langchain_id", "TEXT"),
-hybrid_search_config=HybridSearchConfig()) which adds the tsvector column content_tsv,
-PGVectorStore.create_sync(..., hybrid_search_config=HybridSearchConfig(tsv_column="content_tsv")),
-store.add_texts(texts, metadatas=[{"doc_id": id}], ids=doc ids) (it fills content_tsv with
-to_tsvector('pg_catalog.english', content)), store.apply_hybrid_search_index() (the documented GIN
-index on content_tsv), ANALYZE. Distance: the default, cosine. No vector index in the first phase (what
-init_vectorstore_table creates: an exact scan). The embedding_service is PrecomputedEmbeddings: a dict
-lookup text -> precomputed vector (documents from the corpus file, queries from the queries file; no
-model; an unknown text raises):
-  lc_dense               store.similarity_search(t, k=100) on a store without hybrid config
-  lc_hybrid_default      similarity_search(t, k=100, hybrid_search_config=HybridSearchConfig(
-                         tsv_column="content_tsv")): the class defaults, weighted_sum_ranking 0.5/0.5
-                         over min-max normalized scores, primary_top_k = secondary_top_k = 4, so at most
-                         8 rows whatever k is
-  lc_hybrid_wsum_100     weighted_sum_ranking (the default fusion), primary_top_k = secondary_top_k = 100
-  lc_hybrid_rrf_100      fusion_function=reciprocal_rank_fusion (the README's example; its rrf_k 60),
-                         primary_top_k = secondary_top_k = 100
-  lc_hybrid_rrf_300      the same with 300 per branch (pyhybrid's default per_source_k for top_k 100)
-  lc_hybrid_rrf_100_shared
-                         the README pattern: the hybrid config (rrf, 100/100) given once to create_sync and
-                         not per call. langchain-postgres 0.0.19 writes the first query's text into that
-                         shared config's fts_query (issue langchain-ai/langchain-postgres#337), so later
-                         calls keyword-search the FIRST query's text. Reported to show the effect; the
-                         other lc_hybrid_* modes pass a fresh config per call, which avoids it.
-  The keyword half of every lc_hybrid_* mode is langchain-postgres's own SQL: ts_rank_cd(content_tsv,
-  plainto_tsquery('pg_catalog.english', t)) over rows matching that tsquery, i.e. every query term
-  must occur (AND); the diagnostics count queries with no such row.
-Second phase (unless --no-hnsw): store.apply_vector_index(HNSWIndex()) (m 16, ef_construction 64),
-ANALYZE, then
-  lc_dense_hnsw          similarity_search(t, k=100), default query options (pgvector hnsw.ef_search 40,
-                         no iterative scan: at most 40 rows come back)
-  lc_dense_hnsw_ef200    index_query_options=HNSWQueryOptions(ef_search=200) (pyhybrid's effective
-                         ef_search at top_k 100)
-  and pyhybrid_dense / pyhybrid_hybrid again, interleaved, as the latency control of that phase.
-References (quality only, no latency): exact_dense = exact cosine in numpy over the same vectors.
-
-Latency: wall time of one client call (pyhybrid: `with client.tenant(...) as t: t.retrieve(...)`;
-langchain-postgres: the sync similarity_search, which runs its async code on the PGEngine's background
-loop and uses two pooled connections for hybrid), on this machine, against the same server, measured in
-one pass in which every query runs every mode of the phase back to back, the order of the modes rotated
-by query; --warmup queries run first through every mode, untimed. p50 / p95 / mean in ms; ratio =
-pyhybrid p50 / peer p50 (dense modes against pyhybrid_dense, hybrid modes against pyhybrid_hybrid; below
-1 = pyhybrid faster). Writes FILE.json and FILE.md.
+Latency: wall time of one client call, every query running every mode of its phase back to back (order
+rotated by query) after --warmup untimed queries; p50 / p95 / mean ms. Writes FILE.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -80,10 +43,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-try:
-    import pyhybrid  # noqa: F401
-except ImportError:  # running from a checkout without an installed pyhybrid
-    sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 import psycopg
@@ -91,8 +50,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tqdm import tqdm
 
-from _common import Dataset, evaluate, exact_cosine_run, load_dataset, machine_info
-from quality import TENANT, Runner, engine_fingerprint, ingest, setup_database
+from _common import Dataset, engine_state, evaluate, exact_cosine_run, load_dataset, start_meta, write_result
+from quality import TENANT, Runner, ingest, setup_database
 from pyhybrid.errors import InvalidParameterError
 from pyhybrid.server import embedded_status, start_embedded, stop_embedded
 
@@ -364,98 +323,6 @@ def comparator(mode: str) -> str | None:
     return None
 
 
-def write_markdown(path: Path, res: dict[str, Any]) -> None:
-    mi, st = res["machine"], res["settings"]
-    L = ["# pyhybrid beside langchain-postgres (PGVectorStore)", ""]
-    L.append(f"Run {mi['date']} on {mi['nproc']} x {mi['cpu_model']} ({mi['mem_gb']} GB), a shared box with other "
-             f"jobs running (load average at start {st['loadavg_start']}, at end {st['loadavg_end']}): quality "
-             "is unaffected, latencies are indicative only. Both sides on the same embedded server, PostgreSQL "
-             f"{st['server'].get('postgres')}; extensions in the pyhybrid databases {st['server'].get('extensions')}; "
-             f"in the langchain-postgres databases {st.get('lc_extensions')}.")
-    L.append(f"Versions: {st['versions']}. pyhybrid engine: {st.get('engine', {})}.")
-    L.append(f"k = {st['top_k']} for every mode; same docs (title + ' ' + text), ids and MiniLM vectors on both sides. "
-             "Modes and their configurations: see the script's docstring and `settings.modes` in the JSON.")
-    L.append("")
-    L.append("Latency: client-side wall time per call, one pass, modes interleaved per query (order rotated), "
-             f"{st['warmup']} warm-up queries per mode first. Ratio = pyhybrid p50 / peer p50 (dense peers against "
-             "pyhybrid_dense, hybrid peers against pyhybrid_hybrid); below 1 means pyhybrid is faster. Rows marked "
-             "(hnsw phase) come from the second pass, after the HNSW index was added to the peer's table, with "
-             "pyhybrid re-measured in that pass as the control.")
-    L.append("")
-    for name, d in res["datasets"].items():
-        nq = d["queries"]
-        L.append(f"## {name} ({d['docs']} docs, {nq} judged queries)")
-        L.append("")
-        L.append("| mode | nDCG@10 | recall@100 | MRR@10 | mean rows | p50 ms | p95 ms | ratio p50 (pyhybrid / this) |")
-        L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for mode, r in d["modes"].items():
-            for phase, lt in r.get("latency", {"-": None}).items():
-                label = mode + ("" if phase in ("main", "-") else f" ({phase} phase)")
-                lat_cells = ("- | - | -" if lt is None else
-                             f"{lt['p50_ms']:.1f} | {lt['p95_ms']:.1f} | " + (
-                                 f"{lt['ratio_p50']:.2f}" if lt.get("ratio_p50") is not None else "-"))
-                L.append(f"| {label} | {r['ndcg@10']:.3f} | {r['recall@100']:.3f} | {r['mrr@10']:.3f} | "
-                         f"{r.get('mean_rows', '-')} | {lat_cells} |")
-        L.append("")
-        dg = d["diagnostics"]
-        L.append(f"- keyword half of langchain-postgres (AND of all query terms, plainto_tsquery): queries with no "
-                 f"matching row {dg['lc_sparse_zero_match_queries']}/{nq}, with fewer than 10 "
-                 f"{dg['lc_sparse_under10_queries']}/{nq}, median matching rows {dg['lc_sparse_median_matches']}.")
-        L.append(f"- {SHARED_MODE}: keyword half stuck on the first query's text after the first call: "
-                 f"{dg.get('shared_config_fts_query_stuck')}; identical to lc_hybrid_rrf_100 on "
-                 f"{dg.get('shared_equals_per_call')}/{nq} queries.")
-        L.append(f"- sanity: {json.dumps(dg['sanity'])}; lc_dense list identical to pyhybrid_dense on "
-                 f"{dg['lc_dense_equals_pyhybrid_dense']}/{nq} queries.")
-        if dg.get("plans"):
-            L.append(f"- peer dense plans: {json.dumps(dg['plans'])}")
-        if dg.get("errors"):
-            L.append(f"- failed calls: {json.dumps(dg['errors'])}")
-        L.append(f"- ingest: pyhybrid {json.dumps(dg['ingest']['pyhybrid'])}; langchain-postgres "
-                 f"{json.dumps(dg['ingest']['langchain_postgres'])}")
-        L.append("")
-    L.append("## Summary (nDCG@10; p50 ms)")
-    L.append("")
-    names = list(res["datasets"])
-    modes: list[str] = []
-    for n in names:
-        modes += [m for m in res["datasets"][n]["modes"] if m not in modes]
-    L.append("| mode | " + " | ".join(names) + " |")
-    L.append("| --- | " + " | ".join("---:" for _ in names) + " |")
-    for m in modes:
-        cells = []
-        for n in names:
-            r = res["datasets"][n]["modes"].get(m)
-            if r is None:
-                cells.append("-")
-                continue
-            lt = r.get("latency", {}).get("main") or r.get("latency", {}).get("hnsw")
-            cells.append(f"{r['ndcg@10']:.3f}" + (f"; {lt['p50_ms']:.1f}" if lt else ""))
-        L.append(f"| {m} | " + " | ".join(cells) + " |")
-    L.append("")
-    L.append("## Latency ratios (pyhybrid p50 / peer p50; below 1 = pyhybrid faster)")
-    L.append("")
-    L.append("| peer mode | compared with | " + " | ".join(names) + " |")
-    L.append("| --- | --- | " + " | ".join("---:" for _ in names) + " |")
-    for m in modes:
-        if not comparator(m):
-            continue
-        cells = []
-        for n in names:
-            lt = res["datasets"][n]["modes"].get(m, {}).get("latency", {})
-            lt = lt.get("main") or lt.get("hnsw")
-            cells.append(f"{lt['ratio_p50']:.2f}" if lt and lt.get("ratio_p50") is not None else "-")
-        L.append(f"| {m} | {comparator(m)} | " + " | ".join(cells) + " |")
-    L.append("")
-    L.append("## Timings")
-    L.append("")
-    for k, v in res["timings"].items():
-        L.append(f"- {k}: {json.dumps(v)}")
-    L.append("")
-    path.write_text("\n".join(L), encoding="utf-8")
-
-
-# ---------------------------------------------------------------- main
-
 def versions() -> dict[str, str]:
     out = {}
     for p in ("langchain-postgres", "langchain-core", "SQLAlchemy", "psycopg", "pgvector", "pyhybrid",
@@ -471,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", action="append", help="dataset folder (repeatable; default: the four collections "
                     "under /work/shared/datasets)")
-    ap.add_argument("--out", default="bench/results/peers.json", help="output JSON (a .md is written next to it)")
+    ap.add_argument("--out", default="bench/results/peers.json", help="output JSON")
     ap.add_argument("--data-dir", default="/tmp/pyhybrid-bench-peers", help="embedded server data directory")
     ap.add_argument("--top-k", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=20, help="queries run untimed through every mode first")
@@ -482,6 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--stop-server", choices=("auto", "yes", "no"), default="auto",
                     help="stop the embedded server at the end: auto = when this run started it")
     args = ap.parse_args(argv)
+    meta = start_meta("peers", argv)
     datasets = args.dataset or DEFAULT_DATASETS
 
     t_start = time.perf_counter()
@@ -498,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lc_ext: dict[str, str] = {}
     modes_cfg: dict[str, Any] = {}
     dbs: list[str] = []
-    fingerprint = engine_fingerprint()
+    fingerprint = engine_state()
     engines: list[PGEngine] = []
     try:
         for dpath in datasets:
@@ -634,7 +502,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         })
         out = {
             "datasets": results,
-            "machine": machine_info(),
             "settings": {
                 "top_k": args.top_k, "warmup": args.warmup, "batch_size": args.batch_size,
                 "content": "title + ' ' + text", "embeddings": "corpus/queries .minilm.f16.npy (all-MiniLM-L6-v2)",
@@ -648,10 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
             "timings": timings,
         }
-        out_path.write_text(json.dumps(out, indent=1), encoding="utf-8")
-        md = out_path.with_suffix(".md")
-        write_markdown(md, out)
-        print(f"\nwrote {out_path} and {md} in {timings['total_seconds']:.0f} s")
+        write_result(out_path, meta, out)
+        print(f"\nwrote {out_path} in {timings['total_seconds']:.0f} s")
     finally:
         for e in engines:
             try:

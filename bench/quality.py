@@ -7,8 +7,7 @@ Each DIR has the layout of ../shared/datasets/* (corpus.jsonl, corpus.ids.txt, c
 queries.jsonl, queries.ids.txt, queries.minilm.f16.npy, qrels.tsv). For every collection the script
 creates a fresh database on the embedded server, migrates it, ingests the corpus (title + " " + text with
 the given embeddings) for one tenant and runs every judged query as that tenant's login role (so row-level
-security applies). Writes FILE.json (shape: {"datasets": {name: {mode: {"ndcg@10", "recall@100",
-"mrr@10", "queries"}}}, ...}) and FILE.md.
+security applies). Writes FILE.json ({"datasets": {name: {mode: {"ndcg@10", "recall@100", "mrr@10", ...}}}}).
 
 Modes (all top_k results of one engine call per query unless said otherwise):
   dense, bm25, ts_rank          hybrid_retrieve with one source (weights 1,0,0 / 0,1,0)
@@ -36,9 +35,6 @@ what the fused list holds (at most 2 x per_source_k); the engine is then called 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import subprocess
 import re
 import sys
 import time
@@ -47,10 +43,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-try:
-    import pyhybrid  # noqa: F401
-except ImportError:  # running from a checkout without an installed pyhybrid
-    sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 import psycopg
@@ -58,7 +50,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from tqdm import tqdm
 
-from _common import Dataset, bm25_run, evaluate, exact_cosine_run, load_dataset, machine_info
+from _common import Dataset, bm25_run, engine_state, evaluate, exact_cosine_run, load_dataset, start_meta, write_result
 from pyhybrid import Chunk, HybridWeights, connect, migrate
 from pyhybrid.errors import InvalidParameterError
 from pyhybrid.fusion import fuse_scores
@@ -114,27 +106,6 @@ def setup_database(admin_dsn: str, dbname: str, exact_threshold: int | None) -> 
         info["extensions"] = dict(c.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall())
         info["bm25_available"] = bool(c.execute("SELECT hybrid.bm25_available()").fetchone()[0])
     return db, make_conninfo(db, user=ROLE), info
-
-
-def engine_fingerprint() -> dict[str, Any]:
-    """Which engine SQL was migrated: a digest of sql/ and migrations/ (files can change between runs)."""
-    # the engine actually imported (PYTHONPATH may point at another checkout than this script's)
-    root = Path(migrate.__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for d in (root / "sql", root / "migrations"):
-        for f in sorted(d.rglob("*")) if d.is_dir() else []:
-            if f.is_file() and f.suffix in (".sql", ".py"):
-                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
-    out: dict[str, Any] = {"sql_sha256": h.hexdigest()[:16], "engine_root": str(root)}
-    try:
-        out["git_head"] = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                         text=True, timeout=10).stdout.strip() or None
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "sql", "pyhybrid", "migrations"],
-                               capture_output=True, text=True, timeout=10).stdout.split("\n")
-        out["uncommitted_engine_files"] = sorted(x[3:] for x in dirty if x.strip())
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return out
 
 
 def bm25_index_params(db: str) -> dict[str, Any]:
@@ -361,140 +332,10 @@ def leave_one_out(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any
 
 # ---------------------------------------------------------------- report
 
-def fmt(x: Any) -> str:
-    return f"{x:.3f}" if isinstance(x, float) else str(x)
-
-
-def write_markdown(path: Path, res: dict[str, Any]) -> None:
-    names = list(res["datasets"])
-    modes: list[str] = []
-    for n in names:
-        for m in res["datasets"][n]:
-            if m not in modes:
-                modes.append(m)
-    L: list[str] = ["# pyhybrid retrieval quality", ""]
-    mi = res["machine"]
-    st = res["settings"]
-    L.append(f"Run {mi['date']} on {mi['nproc']} x {mi['cpu_model']}; PostgreSQL {st['server'].get('postgres')}, "
-             f"extensions {st['server'].get('extensions')}.")
-    L.append(f"top_k {st['top_k']}; plain RRF: weights vector {st['weights']['vector']} / keyword "
-             f"{st['weights']['keyword']} / graph 0, rrf_k {st['rrf_k']}, per_source_k {st['per_source_k']}; "
-             f"exact_threshold setting: {st['exact_threshold']} ({st['exact_threshold_note']}).")
-    L.append(f"BM25 index: {st.get('bm25_index', {})}.")
-    L.append(f"Engine SQL per collection (digest of sql/ + migrations/ at migration time): {st.get('engine', {})}.")
-    L.append("Metrics: nDCG@10 (gain 2^rel - 1, ideal DCG from every judged doc), recall@100, MRR@10, means over the "
-             "judged queries; an id the engine returns twice keeps its rank slot but counts once.")
-    L.append("")
-    for metric in METRICS:
-        L.append(f"## {metric}")
-        L.append("")
-        L.append("| mode | " + " | ".join(f"{n} ({res['datasets'][n][modes[0]]['queries']} q)" for n in names) + " |")
-        L.append("| --- | " + " | ".join("---:" for _ in names) + " |")
-        for m in modes:
-            cells = []
-            for n in names:
-                v = res["datasets"][n].get(m, {}).get(metric)
-                cells.append("-" if v is None else f"{v:.3f}")
-            L.append(f"| {m} | " + " | ".join(cells) + " |")
-        L.append("")
-    L.append("## Fused vs best single branch (nDCG@10)")
-    L.append("")
-    L.append("| collection | lexical | best single | plain RRF | margin | tuned | margin |")
-    L.append("| --- | --- | --- | ---: | ---: | ---: | ---: |")
-    for n in names:
-        for lex, b in res["bar"][n].items():
-            L.append(f"| {n} | {lex} | {b['best_single_mode']} {b['best_single']:.3f} | {b['plain_rrf']:.3f} | "
-                     f"{b['plain_margin']:+.3f}{'' if b['plain_meets'] else ' FAIL'} | "
-                     f"{fmt(b.get('tuned'))} | " + (f"{b['tuned_margin']:+.3f}{'' if b['tuned_meets'] else ' FAIL'}"
-                                                      if 'tuned_margin' in b else "-") + " |")
-    L.append("")
-    if res.get("tuned"):
-        L.append("## Tuned settings (grid on these same collections)")
-        L.append("")
-        for mode, t in res["tuned"].items():
-            L.append(f"- `{mode}`: fusion {t['fusion']}, vector_weight {t['vector_weight']}, keyword_weight "
-                     f"{t['keyword_weight']}, rrf_k {t['rrf_k']}, per_source_k {t['per_source_k']}; meets the bar on "
-                     f"all: {t['meets_bar_all']}; mean nDCG@10 {t['grid_mean_ndcg@10']:.4f}; engine run equals the "
-                     f"grid's Python fusion on {t['engine_matches_grid_queries']}/{t['queries']} queries; "
-                     f"p50 {t.get('p50_ms', '-')} ms per call.")
-        L.append("")
-    if res.get("grid"):
-        g = res["grid"]
-        n_settings = len(next(iter(g["results"].values()), []))
-        L.append(f"## Grid ({n_settings} settings per lexical method)")
-        L.append("")
-        L.append(f"fusion {g.get('fusion', ['rrf'])}; weights (vector, keyword) {g['weights']}; rrf_k {g['rrf_k']} "
-                 f"(rrf only); per_source_k {g['per_source_k']}. Full grid in the JSON (grid.results).")
-        L.append("")
-        for lex, rows in g["results"].items():
-            ok = sum(r["meets_bar_all"] for r in rows)
-            L.append(f"### {lex}: {ok}/{len(rows)} settings meet the bar on all collections; top 10 by mean nDCG@10")
-            L.append("")
-            L.append("| fusion | w_vec | w_kw | rrf_k | psk | " + " | ".join(names) + " | mean | min margin | bar |")
-            L.append("| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in names) + " | ---: | ---: | --- |")
-            for r in sorted(rows, key=lambda r: -r["mean_ndcg@10"])[:10]:
-                L.append(f"| {r.get('fusion', 'rrf')} | {r['vector_weight']} | {r['keyword_weight']} | {r['rrf_k']:g} | "
-                         f"{r['per_source_k']} | "
-                         + " | ".join(f"{r['datasets'][n]['ndcg@10']:.3f}" for n in names)
-                         + f" | {r['mean_ndcg@10']:.4f} | {r['min_margin']:+.4f} | {'ok' if r['meets_bar_all'] else 'no'} |")
-            L.append("")
-            for which, loo in (g.get("leave_one_out", {}).get(lex) or {}).items():
-                if not loo:
-                    continue
-                L.append(f"Leave-one-collection-out ({lex}, {which}): the setting picked on the other collections, "
-                         "scored on the held-out one.")
-                L.append("")
-                L.append("| held out | setting (fusion, w_vec, w_kw, rrf_k, psk) | nDCG@10 | margin vs best single |")
-                L.append("| --- | --- | ---: | ---: |")
-                for n, v in loo.items():
-                    s = v["setting"]
-                    L.append(f"| {n} | {s.get('fusion', 'rrf')}, {s['vector_weight']}, {s['keyword_weight']}, "
-                             f"{s['rrf_k']:g}, {s['per_source_k']} | {v['heldout_ndcg@10']:.3f} | {v['heldout_margin']:+.3f} |")
-                L.append("")
-    L.append("## Sanity: engine dense vs exact cosine (nDCG@10)")
-    L.append("")
-    for n, s in res["sanity"].items():
-        L.append(f"- {n}: dense {s['dense']:.4f}, exact {s['exact_dense']:.4f}, diff {s['diff']:+.4f} -> "
-                 f"{'OK' if s['ok'] else 'FAIL'} (tolerance {SANITY_TOL})")
-    L.append("")
-    L.append("## Diagnostics")
-    L.append("")
-    rep = {n: d.get("queries_with_repeated_ids", {}) for n, d in res["diagnostics"].items()}
-    cols = []
-    for d in rep.values():
-        cols += [c for c in d if c not in cols]
-    if cols:
-        L.append("Queries whose returned list holds some chunk id more than once (engine modes at top_k; "
-                 "`branch_*_kN`: the branch function called alone with k = N):")
-        L.append("")
-        L.append("| list | " + " | ".join(f"{n} ({res['datasets'][n]['dense']['queries']} q)" for n in rep) + " |")
-        L.append("| --- | " + " | ".join("---:" for _ in rep) + " |")
-        for c in cols:
-            L.append(f"| {c} | " + " | ".join(str(rep[n].get(c, "-")) for n in rep) + " |")
-        L.append("")
-    for n, d in res["diagnostics"].items():
-        L.append(f"- {n}: {json.dumps({k: v for k, v in d.items() if k != 'queries_with_repeated_ids'})}")
-    L.append("")
-    L.append("Notes: `exact_dense` and `ref_bm25` are independent references computed in Python (exact cosine over "
-             "the same f16 embeddings; Okapi BM25 over PostgreSQL's to_tsvector lexemes with the index's k1/b, query "
-             "terms weighted by their count). The README's plain-BM25 figures use another configuration (k1 0.9, "
-             "b 0.4, no stemming), so `bm25` is compared with `ref_bm25`, not with them. The tuned modes are picked "
-             "on these same collections: see the leave-one-collection-out tables for a fairer estimate.")
-    L.append("")
-    L.append("## Timings")
-    L.append("")
-    for n, t in res["timings"].items():
-        L.append(f"- {n}: {json.dumps(t)}")
-    L.append("")
-    path.write_text("\n".join(L), encoding="utf-8")
-
-
-# ---------------------------------------------------------------- main
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", action="append", required=True, help="dataset folder (repeatable)")
-    ap.add_argument("--out", required=True, help="output JSON file (a .md table is written next to it)")
+    ap.add_argument("--out", required=True, help="output JSON file")
     ap.add_argument("--data-dir", default="/tmp/pyhybrid-bench-quality", help="embedded server data directory")
     ap.add_argument("--top-k", type=int, default=100)
     ap.add_argument("--per-source-k", type=int, default=100, help="per_source_k of the plain modes")
@@ -508,6 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit-queries", type=int, default=0, help="only the first N judged queries (smoke tests)")
     ap.add_argument("--keep-db", action="store_true", help="keep the bench databases")
     args = ap.parse_args(argv)
+    meta = start_meta("quality", argv)
     if args.per_source_k < args.top_k:
         ap.error("--per-source-k must be >= --top-k")
     exact_threshold = None if args.exact_threshold == "engine" else int(args.exact_threshold)
@@ -540,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 qids = qids[: args.limit_queries]
             print(f"\n== {name}: {len(ds.doc_ids)} docs, {len(qids)} judged queries ({ds.path})")
             dbname = ("pyhybrid_quality_" + re.sub(r"[^a-z0-9_]", "_", name.lower()))[:63]
-            fingerprint = engine_fingerprint()
+            fingerprint = engine_state()
             db, tenant_dsn, server_info = setup_database(admin_dsn, dbname, exact_threshold)
             fingerprints[name] = fingerprint
             dbs.append(dbname)
@@ -680,7 +522,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         out: dict[str, Any] = {
             "datasets": results,
-            "machine": machine_info(),
             "settings": {
                 "top_k": args.top_k, "k": args.rrf_k, "rrf_k": args.rrf_k, "per_source_k": args.per_source_k,
                 "weights": {"vector": 1.0, "keyword": 1.0, "graph": 0.0},
@@ -700,10 +541,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "diagnostics": diagnostics,
             "timings": timings,
         }
-        out_path.write_text(json.dumps(out, indent=1), encoding="utf-8")
-        md_path = out_path.with_suffix(".md")
-        write_markdown(md_path, out)
-        print(f"\nwrote {out_path} and {md_path} in {timings['total_seconds']:.0f} s")
+        write_result(out_path, meta, out)
+        print(f"\nwrote {out_path} in {timings['total_seconds']:.0f} s")
         for n, s in sanity.items():
             if not s["ok"]:
                 print(f"FAIL: sanity check on {n}: engine dense nDCG@10 {s['dense']:.4f} differs from exact "

@@ -1,40 +1,17 @@
 """How the real engine scales in the number of tenants: a partition of hybrid.chunk per tenant, many tenants.
 
-A fresh database on the embedded server, migrated with pyhybrid.migrate.upgrade. For each step of --steps
-tenant counts, tenants are added up to that count, each with `hybrid.create_tenant` (admin: its partition
-with HNSW, BM25, GIN and btree indexes, RLS forced) and then --rows chunks (random unit 384-d vectors,
-text from a small vocabulary) ingested through the client, `connect(app).tenant(id).ingest(...)`, as a
-trusted app role. Then, at each step:
-
-- create / ingest: seconds per tenant (median, p95, max) for the tenants added in that step;
-- catalog: rows of pg_class, partitions of hybrid.chunk, size of the catalogs (pg_total_relation_size of
-  every pg_catalog table), database size;
-- memory: summed RSS and PSS of the server's processes; the main shared memory segment; pg_textsearch's
-  entries in pg_shmem_allocations; the dynamic shared memory segments (/dev/shm) the server's processes map;
-  the size of pg_textsearch's DSA area as its bm25_summarize_index reports it (one area holds the state of
-  every BM25 index of the server: a small tenant's index stays whole in its memtable there);
-- retrieval, for --sample tenants (the first and the last created among them), each through a login role of
-  its own bound to it by `hybrid.grant_tenant`: a new connection, its first `hybrid_retrieve` (cold
-  caches: the backend builds hybrid.chunk's partition descriptor), then --calls more (warm), with
-  query_embedding and query_text (lexical 'bm25'); the relation locks the backend holds at the end of a
-  retrieval's transaction (pg_locks, minus those of a transaction that only reads pg_locks) and how many
-  of them are partitions of hybrid.chunk; the private memory (USS) of that backend afterwards;
-- retrieval right after another tenant was created (the relcache invalidation of ATTACH makes every
-  backend rebuild the partition descriptor), with a warm connection, --probes times;
-- planning: EXPLAIN (ANALYZE, SUMMARY) of a dense statement on hybrid.chunk with a sampled tenant's key
-  as a literal (plan-time pruning), as the admin, median planning and execution ms;
-- the FK cascade: relation locks of the statement the ON DELETE CASCADE of hybrid.chunk's foreign key to
-  hybrid.corpus runs (a generic plan on the parent, no tenant key), for a corpus with no chunk;
-- drop_tenant: seconds for the probe tenants (empty, no corpus) and for --drops tenants holding chunks, at
-  every step; an error is recorded with whether the tenant is still there;
-- at the last step, the lock table's capacity: lock entries one transaction holds (hybrid.chunk and its
-  partitions, then temporary tables) before "out of shared memory"; rolled back.
-
-A step that fails (out of shared memory, a pg_textsearch limit, anything) records the error and the count
-reached, is measured at that count if the server still answers, and ends the run. --budget-min bounds the
-time spent creating tenants: past it, the run measures the count reached and stops.
-
     python bench/tenants.py --steps 1 100 1000 10000 --out bench/results/tenants.json
+
+A fresh database on the embedded server. For each of --steps tenant counts, tenants are added up to it, each
+by `hybrid.create_tenant` (its partition with HNSW, BM25, GIN and btree indexes, RLS forced) and --rows chunks
+ingested as a trusted app role. At each step: create / ingest seconds per tenant; catalog rows and size,
+database size; server RSS / PSS, pg_textsearch's shared memory and DSA area, the /dev/shm segments mapped;
+for --sample tenants, each through a login role of its own (`hybrid.grant_tenant`): a new connection's first
+`hybrid_retrieve` (cold) and --calls warm ones, the relation locks held and how many are partitions, the
+backend's USS; retrieval right after another tenant's creation (--probes); planning and execution of a pruned
+dense statement; the FK cascade's locks; `drop_tenant` of --drops tenants holding chunks; at the last step,
+how many locks one transaction can take. A failing step records its error and ends the run; --budget-min
+bounds the time spent creating tenants.
 """
 
 from __future__ import annotations
@@ -44,7 +21,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -56,13 +32,12 @@ import psutil
 import psycopg
 from psycopg import conninfo, sql
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench._common import machine_info  # noqa: E402
+from _common import ROOT, start_meta, write_result  # noqa: E402
 from pyhybrid import Chunk, connect, migrate  # noqa: E402
 from pyhybrid.server import start_embedded  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 DB = "bench_tenants"
 DIM = 384
 APP = "bt_app"
@@ -155,22 +130,6 @@ def error_text(exc: BaseException) -> str:
     if sqlstate is None and cause is not None:
         sqlstate = getattr(cause, "sqlstate", None)
     return f"{type(exc).__name__}{f' [{sqlstate}]' if sqlstate else ''}: {str(exc).strip()}"
-
-
-def git_head() -> str:
-    import pyhybrid
-
-    root = Path(pyhybrid.__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "sql", "pyhybrid"], cwd=root, capture_output=True,
-                               text=True).stdout.strip()
-    except OSError:
-        return "?"
-    return head + (" (local changes in sql/ or pyhybrid/)" if dirty else "")
-
-
-# ----------------------------------------------------------------------------- measurements
 
 
 def catalog_facts(admin: psycopg.Connection[Any]) -> dict[str, Any]:
@@ -432,121 +391,6 @@ def measure_step(args: argparse.Namespace, dsn: str, app_dsn: str, admin: psycop
 # ----------------------------------------------------------------------------- report
 
 
-def num(x: Any) -> str:
-    return f"{x:,}" if isinstance(x, int) else "-"
-
-
-def markdown(report: dict[str, Any]) -> str:
-    cfg = report["config"]
-    lines = ["# Tenants: the real engine with a partition per tenant, as the tenant count grows", "",
-             f"Engine {report['engine_commit']}; `{report['command']}`; {cfg['rows']} chunks per tenant "
-             f"(random unit {DIM}-d vectors, {WORDS_PER_CHUNK} words of a {len(WORDS)}-word vocabulary), "
-             f"ingested through `connect(app).tenant(id).ingest(...)`; retrieval sampled at {cfg['sample']} tenants "
-             f"(first and last created among them), each through a login role bound by `hybrid.grant_tenant`, "
-             f"a new connection's first call (cold) then {cfg['calls']} calls (warm): query_embedding + query_text, "
-             f"lexical 'bm25', top_k 10. Machine: {report['machine']['nproc']} cores, {report['machine']['mem_gb']} GB, "
-             f"shared with other work. Server settings: "
-             + ", ".join(f"{k}={v}" for k, v in report["settings"].items()) + ".", "",
-             "| tenants | create_tenant s (median / p95 / max) | ingest s/tenant (median / p95) | pg_class rows | catalogs MB "
-             "| database MB | server RSS / PSS MB | DSM mapped MB | pg_textsearch DSA MB | retrieve warm ms (median / p95) | retrieve cold ms "
-             "(median / p95) | after a create ms (median) | locks per retrieve | partitions locked | dense plan / exec ms "
-             "| backend USS MB | FK cascade locks | drop_tenant s (with chunks) |",
-             "|---:|---|---|---:|---:|---:|---|---:|---:|---|---|---:|---|---:|---|---:|---|---|"]
-    for r in report["steps"]:
-        c, i, rt = r.get("create_s"), r.get("ingest_s"), r.get("retrieve", {})
-        dr = r.get("drop_tenant_with_chunks") or []
-        fk = r.get("fk_cascade_locks", "-")
-        drop_txt = ", ".join("error" if "error" in d else f"{d['s']}" for d in dr) or "-"
-        m = r.get("memory_after_queries") or r.get("memory", {})
-        ac = r.get("retrieve_after_create", {})
-        f = lambda d, a, b: f"{d[a]} / {d[b]}" if d else "-"  # noqa: E731
-        lines.append(
-            f"| {r['tenants']:,} | {f(c, 'median', 'p95')} / {c['max'] if c else '-'} | {f(i, 'median', 'p95')} | "
-            f"{num(r.get('pg_class_rows'))} | {r.get('catalog_mb', '-')} | {r.get('database_mb', '-')} | "
-            f"{m.get('rss_mb', '-')} / {m.get('pss_mb', '-')} | {m.get('dsm_mapped_mb', '-')} | "
-            f"{r.get('pg_textsearch_dsa', {}).get('dsa_total_mb', '-')} | "
-            f"{f(rt.get('warm_ms'), 'median', 'p95')} | {f(rt.get('cold_ms'), 'median', 'p95')} | "
-            f"{ac['after_ms']['median'] if ac.get('after_ms') else '-'} | "
-            f"{', '.join(map(str, rt.get('locks_retrieve', []))) or '-'} | {rt.get('partitions_locked_max', '-')} | "
-            f"{r.get('dense_plan_ms', '-')} / {r.get('dense_exec_ms', '-')} | {rt.get('backend_uss_mb_median', '-')} | "
-            f"{fk if not str(fk).startswith('error') else 'error: ' + str(fk).split(': ', 2)[-1]} | {drop_txt} |")
-    lines += ["",
-              "create_tenant: `SELECT hybrid.create_tenant(id)` as admin, per tenant added in the step. ingest: one "
-              "`ingest()` transaction of the tenant's chunks as the app role. catalogs: pg_total_relation_size of every "
-              "pg_catalog table. RSS / PSS: summed over the server's processes after the retrieval sample. DSM mapped: "
-              "the /dev/shm segments the server's processes map (pg_textsearch's DSA area, the cumulative statistics). "
-              "pg_textsearch DSA: 'DSA total size' in bm25_summarize_index of the last tenant's BM25 index (one DSA "
-              "area for every BM25 index of the server; a small tenant's index stays in its memtable there). warm: "
-              "client-side, the sample's calls pooled. cold: a new connection's first call. after a create: a warm "
-              "connection's call right after another session created a tenant. locks per retrieve: relation locks held "
-              "at the end of a retrieval's transaction minus those of a transaction that only reads pg_locks. dense "
-              "plan / exec: EXPLAIN ANALYZE of `... FROM hybrid.chunk WHERE tenant_key = <literal> ... ORDER BY "
-              "embedding <=> q LIMIT 30` as admin (medians). backend USS: private memory of a tenant role's backend "
-              "after its calls (median). FK cascade locks: relation locks of the statement the ON DELETE CASCADE of "
-              "hybrid.chunk's foreign key to hybrid.corpus runs (`DELETE FROM hybrid.chunk WHERE tenant_id = $1 AND "
-              "corpus_id = $2`, generic plan, no tenant key), for a corpus with no chunk. drop_tenant: "
-              "`hybrid.drop_tenant` as admin of tenants holding chunks (not sampled ones), per tenant.", ""]
-    last = report["steps"][-1] if report["steps"] else None
-    if last:
-        ex = last.get("retrieve", {}).get("relations_locked_example")
-        lc = last.get("lock_capacity")
-        if lc:
-            lines += [f"Lock table: one transaction held {lc['lock_entries_held_before_error']:,} lock entries (hybrid.chunk "
-                      f"and its partitions, then temporary tables) before `{lc['error']}` (max_locks_per_transaction "
-                      f"{report['settings'].get('max_locks_per_transaction')}, max_connections "
-                      f"{report['settings'].get('max_connections')}).", ""]
-        dsa = last.get("pg_textsearch_dsa")
-        if dsa:
-            lines += [f"pg_textsearch at {last['tenants']:,} tenants (bm25_summarize_index('{dsa.get('index')}')): DSA total "
-                      f"size {dsa.get('dsa_total_mb')} MB; that index's memtable {dsa.get('memtable_terms')} terms, "
-                      f"{dsa.get('memtable_documents')} documents; on disk {dsa.get('on_disk_bytes')} bytes.", ""]
-        if ex:
-            lines += [f"Relations locked by one retrieval at {last['tenants']:,} tenants (with the pg_locks view): "
-                      + ", ".join(f"`{x}`" for x in ex) + ".", ""]
-        ts = last.get("pg_textsearch_shmem", {})
-        lines += ["pg_textsearch in pg_shmem_allocations: "
-                  + (", ".join(f"`{e['name']}` {e['allocated_size']} B" for e in ts.get("entries", [])) or "no entry")
-                  + f" (main segment {ts.get('main_segment_allocated_mb')} MB allocated). pg_textsearch settings: "
-                  + ", ".join(f"{k}={v}" for k, v in report.get("pg_textsearch_settings", {}).items()) + ".", ""]
-        for r in report["steps"]:
-            ac = r.get("retrieve_after_create")
-            if ac and ac.get("probe_create_s"):
-                lines.append(f"- {r['tenants']:,} tenants: probe create_tenant median {ac['probe_create_s']['median']} s, "
-                             f"drop_tenant (empty) median {ac['probe_drop_empty_s']['median']} s; warm retrieve before a "
-                             f"create {ac['before_ms']['median']} ms, right after {ac['after_ms']['median']} ms (medians of "
-                             f"{ac['after_ms']['n']}).")
-        for r in report["steps"]:
-            for d in r.get("drop_tenant_with_chunks", []):
-                if "error" in d:
-                    lines.append(f"- drop_tenant of {d['tenant']} at {r['tenants']:,} tenants **failed** after {d['s']} s "
-                                 f"(tenant still present: {d['tenant_still_present']}, partitions after: "
-                                 f"{d['partitions_after']:,}): `{' '.join(d['error'].split())}`")
-                else:
-                    lines.append(f"- drop_tenant of {d['tenant']} ({d['removed'].get('chunks')} chunks) at {r['tenants']:,} "
-                                 f"tenants: {d['s']} s.")
-            if r.get("measure_error"):
-                lines.append(f"- measuring at {r['tenants']:,} tenants failed: `{' '.join(r['measure_error'].split())}`")
-        lines.append("")
-    if report.get("failure"):
-        f = report["failure"]
-        lines += [f"**Stopped by an error** at {f['tenants_reached']:,} tenants (while {f['during']}): `{f['error']}`", ""]
-    if report.get("stopped_by_budget"):
-        b = report["stopped_by_budget"]
-        lines += [f"**Stopped by the time budget** ({b['budget_min']} min of tenant creation) at "
-                  f"{b['tenants_reached']:,} tenants; the next step asked for {b['step_asked']:,}.", ""]
-    lines.append(f"Wall time: {report.get('wall_s', 0) / 60:.1f} min.")
-    return "\n".join(lines) + "\n"
-
-
-def write(report: dict[str, Any], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    out.with_suffix(".md").write_text(markdown(report))
-
-
-# ----------------------------------------------------------------------------- main
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, nargs="+", default=[1, 100, 1000, 10000])
@@ -560,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/pyhybrid-bench-tenants"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tenants.json")
     args = ap.parse_args(argv)
+    meta = start_meta("tenants", argv)
     t_all = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     server = start_embedded(args.data_dir)
@@ -575,9 +420,6 @@ def main(argv: list[str] | None = None) -> int:
     app_dsn = conninfo.make_conninfo(dsn, user=APP)
     migrate.upgrade(dsn)
     report: dict[str, Any] = {
-        "command": (f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else "") + "python "
-                   + " ".join([os.path.relpath(__file__, Path.cwd()), *(argv if argv is not None else sys.argv[1:])]),
-        "engine_commit": git_head(), "machine": machine_info(), "loadavg_start": [round(x, 2) for x in os.getloadavg()],
         "settings": settings, "pg_textsearch_settings": ts_settings,
         "config": {"steps": sorted(args.steps), "rows": args.rows, "sample": args.sample, "calls": args.calls,
                    "probes": args.probes, "drops": args.drops, "budget_min": args.budget_min, "seed": args.seed},
@@ -658,20 +500,14 @@ def main(argv: list[str] | None = None) -> int:
             row["elapsed_min"] = round((time.perf_counter() - t_all) / 60, 1)
             row["loadavg"] = [round(x, 2) for x in os.getloadavg()]
             report["steps"].append(row)
-            report["wall_s"] = round(time.perf_counter() - t_all, 1)
-            write(report, args.out)
-            short = {k: row.get(k) for k in ("tenants", "create_s", "ingest_s", "pg_class_rows", "catalog_mb", "database_mb",
-                                             "memory_after_queries", "dense_plan_ms", "measure_s")}
-            short["retrieve_warm_ms"] = row.get("retrieve", {}).get("warm_ms")
-            short["retrieve_cold_ms"] = row.get("retrieve", {}).get("cold_ms")
-            short["locks"] = row.get("retrieve", {}).get("locks_retrieve")
-            print(json.dumps(short), file=sys.stderr, flush=True)
+            write_result(args.out, meta, report)
+            rt = row.get("retrieve", {})
+            print(json.dumps({"tenants": row.get("tenants"), "create_s": row.get("create_s"), "warm_ms": rt.get("warm_ms"),
+                              "cold_ms": rt.get("cold_ms"), "measure_s": row.get("measure_s")}), file=sys.stderr, flush=True)
             if stop:
                 break
-    report["wall_s"] = round(time.perf_counter() - t_all, 1)
-    report["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    write(report, args.out)
-    print(args.out.with_suffix(".md").read_text())
+    write_result(args.out, meta, report)
+    print(args.out)
     return 0
 
 

@@ -1,0 +1,281 @@
+"""Render bench/RESULTS.md and the plots from the stored results: python bench/report.py [--results DIR] [--out FILE]."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+METHODS = {"dense": "(a) search_dense alone", "lexical_bm25": "(a) search_lexical bm25 alone",
+           "graph": "(a) search_graph alone", "branch_sum": "(a) sum of the three (per query)",
+           "hybrid_retrieve": "(b) hybrid_retrieve", "client_fusion": "(c) 3 calls + client RRF + hydrate",
+           "pgvector_rrf_cte": "(d) pgvector-python RRF CTE"}
+Table = list[list[Any]]
+
+
+def md_table(head: list[str], rows: Table) -> list[str]:
+    def cell(x: Any) -> str:
+        if isinstance(x, float):
+            return f"{x:,.3f}" if abs(x) < 1 else f"{x:,.2f}"
+        return f"{x:,}" if isinstance(x, int) and not isinstance(x, bool) else str(x)
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + \
+        ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows] + [""]
+
+
+def provenance(meta: dict[str, Any], name: str) -> list[str]:
+    e, m = meta.get("engine", {}), meta.get("machine", {})
+    cmd = meta.get("command")
+    load = meta.get("loadavg_start")
+    lines = [f"Engine pyhybrid {e.get('version', '?')} at git `{e.get('git_head', '?')}`"
+             + (f" ({e['note']})" if e.get("note") else "") + f"; machine {m.get('nproc', '?')} cores "
+             f"({m.get('cpu_model', '?')}), {m.get('mem_gb', '?')} GB; date {meta.get('date', '?')}"
+             + (f"; 1-min load average {load[0]:.2f} at the start (a shared machine)" if load else "")
+             + (f"; wall {meta['wall_s']:.0f} s" if meta.get("wall_s") else "") + f". File `results/{name}`.", ""]
+    lines += [f"Command: `{cmd}`" if cmd else "Command: not recorded in the result.", ""]
+    if meta.get("rerun") and meta["rerun"] != cmd:
+        lines += [f"Re-run with the suite as it is now: `{meta['rerun']}`", ""]
+    return lines
+
+
+def quality(d: dict[str, Any]) -> list[str]:
+    names = list(d["datasets"])
+    modes = list(d["datasets"][names[0]])
+    out: list[str] = []
+    for metric in ("ndcg@10", "recall@100", "mrr@10"):
+        counts = ", ".join(f"{n} {d['datasets'][n][modes[0]]['queries']} q" for n in names)
+        out += [f"**{metric}** ({counts})", ""]
+        out += md_table(["mode", *names], [[m, *(d["datasets"][n].get(m, {}).get(metric, "-") for n in names)]
+                                           for m in modes])
+    tuned = d.get("tuned", {})
+    if tuned:
+        out += ["Tuned settings (grid on these same collections: optimistic):", ""]
+        out += md_table(["mode", "fusion", "vector_weight", "keyword_weight", "rrf_k", "per_source_k", "grid mean nDCG@10"],
+                        [[k, t["fusion"], t["vector_weight"], t["keyword_weight"], t["rrf_k"], t["per_source_k"],
+                          t["grid_mean_ndcg@10"]] for k, t in tuned.items()])
+    return out
+
+
+def peers(d: dict[str, Any]) -> list[str]:
+    names = list(d["datasets"])
+    modes = list(d["datasets"][names[0]]["modes"])
+
+    def cell(n: str, m: str) -> str:
+        r = d["datasets"][n]["modes"].get(m)
+        if r is None:
+            return "-"
+        lat = r.get("latency", {}).get("main") or next(iter(r.get("latency", {}).values()), {})
+        return f"{r['ndcg@10']:.3f} / {lat.get('p50_ms', '-')} ms"
+    return ["nDCG@10 / p50 per call (client side):", ""] + md_table(["mode", *names], [[m, *(cell(n, m) for n in names)]
+                                                                                    for m in modes])
+
+
+def graph_quality(d: dict[str, Any]) -> list[str]:
+    out = [f"{d['dataset']}: {d['queries']} judged queries, {d['docs']} docs, {d['edges_load']['edges']:,} edges "
+           f"({', '.join(d['edges_load']['rels'])}).", "", "Without the graph (graph_weight 0):", ""]
+    out += md_table(["base", "nDCG@10", "recall@100", "MRR@10", "p50 ms"],
+                    [[b, r["ndcg@10"], r["recall@100"], r["mrr@10"], r["p50_ms"]] for b, r in d["baselines"].items()])
+    grid = d["engine_grid"]
+    best = sorted(grid, key=lambda r: -r["delta_ndcg@10"])[:8]
+    out += [f"With the graph: {sum(r['delta_ndcg@10'] >= 0 for r in grid)} of {len(grid)} engine settings reach the "
+            "nDCG@10 of the same call without it; the best 8 and the named calls:", ""]
+    rows = [[r["base"], r["edge_types"], r["graph_expand"], r["graph_weight"], r["ndcg@10"], r["delta_ndcg@10"],
+             f"{r['wins']}/{r['losses']}", r["p_value"], r["null_delta"]] for r in best]
+    rows += [[f"{k}: {r['base']}", r["edge_types"], r["graph_expand"], r["graph_weight"], r["ndcg@10"],
+              r["delta_ndcg@10"], f"{r['wins']}/{r['losses']}", r["p_value"], r["null_delta"]]
+             for k, r in d.get("named_engine", {}).items()]
+    return out + md_table(["base", "edge types", "graph_expand", "graph_weight", "nDCG@10", "delta", "+/-", "p",
+                           "random-edges delta"], rows)
+
+
+def latency(d: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for r in d["runs"]:
+        picks = r["tenants"].get("picks", {})
+        labels = list(r["latency"])
+        out += [f"**{r['size']:,} chunks**, {r['tenants']['count']} tenants; measured: "
+                + ", ".join(f"{lb} {picks.get(lb, {}).get('tenant_id', '')} ({r['latency'][lb]['chunks']:,} chunks)"
+                            for lb in labels)
+                + f"; {d['config']['queries']} queries a tenant, methods interleaved; ms end to end from Python.", ""]
+        out += md_table(["method", *(f"{lb} {s}" for lb in labels for s in ("p50", "p95", "p99"))],
+                        [[METHODS[m], *(r["latency"][lb][m][s] for lb in labels for s in ("p50_ms", "p95_ms", "p99_ms"))]
+                         for m in METHODS if m in r["latency"][labels[0]]])
+        out += md_table(["tenant", "search_dense recall@10", "min", "queries at 0", "plain ORDER BY <=> under RLS"],
+                        [[lb, x["search_dense_mean"], x["search_dense_min"], x["search_dense_zero_recall_queries"],
+                          x["naive_hnsw_under_rls_mean"]] for lb in labels for x in [r["latency"][lb]["recall_at_10"]]])
+        ing, st = r.get("ingest", {}), r.get("storage", {})
+        rows: Table = []
+        if r.get("resumed"):
+            rows.append(["ingest", "not re-measured: a kept database measured again (--resume)" +
+                         (f"; its load {r['resumed']['ingest_load_s']} s and HNSW rebuild {r['resumed']['hnsw_rebuild_s']} s "
+                          "were taken from the interrupted build's log" if isinstance(r["resumed"], dict) else "")])
+        if ing and not (isinstance(r.get("resumed"), dict) and not ing.get("edges_submitted")):
+            mode = "inside bulk_load() (HNSW dropped, rebuilt after)" if ing.get("bulk_load") else "HNSW present"
+            rows.append(["ingest (TenantSession.ingest)", f"{ing['chunks_per_s']:,} chunks/s, {mode}"])
+            if ing.get("bulk_load"):
+                rows.append(["HNSW rebuild; load + rebuild", f"{ing['hnsw_rebuild_s']} s; {ing['load_plus_rebuild_chunks_per_s']:,} chunks/s"])
+            if ing.get("edges_per_s"):
+                rows.append(["add_edges", f"{ing['edges_per_s']:,} edges/s ({ing['edges_submitted']:,} edges)"])
+        if st:
+            rows.append(["storage", ", ".join(f"{k[:-3]} {v:,} MB" for k, v in st.items())])
+        if r.get("memory"):
+            rows.append(["server peak RSS / PSS", f"{r['memory']['peak_rss_mb']:,} / {r['memory']['peak_pss_mb']:,} MB"])
+        if r.get("explain_file"):
+            rows.append(["EXPLAIN (ANALYZE, BUFFERS) of every statement", f"`{r['explain_file'].removeprefix('bench/')}`"])
+        out += md_table(["what", "value"], rows)
+    return out
+
+
+def tenants(d: dict[str, Any]) -> list[str]:
+    rows = []
+    for s in d["steps"]:
+        rt = s.get("retrieve", {})
+        drops = s.get("drop_tenant_with_chunks") or []
+        drop_ms = [x["s"] for x in drops if isinstance(x, dict) and isinstance(x.get("s"), (int, float))]
+        rows.append([s["tenants"], s["create_s"]["median"] * 1000, s["create_s"]["p95"] * 1000,
+                     rt.get("warm_ms", {}).get("median", "-"), rt.get("warm_ms", {}).get("p95", "-"),
+                     rt.get("cold_ms", {}).get("median", "-"), s["catalog_mb"], s["database_mb"],
+                     s.get("memory", {}).get("pss_mb", "-"), rt.get("partitions_locked_max", "-"),
+                     f"{max(drop_ms):.3f}" if drop_ms else "-"])
+    return [f"{d['config']['rows']} chunks a tenant; hybrid_retrieve as tenant login roles, {d['config']['sample']} "
+            "tenants sampled a step.", ""] + md_table(
+        ["tenants", "create_tenant p50 ms", "p95 ms", "retrieve warm p50 ms", "warm p95 ms", "first call p50 ms",
+         "catalog MB", "database MB", "server PSS MB", "partitions locked", "drop_tenant max s"], rows)
+
+
+def load(d: dict[str, Any]) -> list[str]:
+    out = [f"{d['clients']} clients x {d['seconds']} s over {d['tenants']} tenants: {d['operations']:,} operations, "
+           f"{d['throughput_ops_per_s']} per s, {len(d['errors'])} errors, {d['retries']} retries, "
+           f"{d['missing_chunks']} missing and {d['unexpected_chunks']} unexpected chunks.", ""]
+    out += md_table(["operation", "n", "p50 ms", "p99 ms"],
+                    [[op, v.get("n", "-"), v.get("p50"), v.get("p99")] for op, v in d["latency_ms"].items()])
+    rs = d.get("restart")
+    if rs:  # --restart
+        out += [f"Then a clean restart: start with the BM25 heal {rs['start_with_bm25_heal_s']} s; chunks intact: "
+                f"{rs['intact']}.", ""]
+        out += md_table(["tenant", "live / expected chunks", "first retrieve ms", "rows ranked by BM25"],
+                        [[t, f"{v['live_chunks']} / {v['expected']}", v["first_retrieve_ms"], v["rows_ranked_by_bm25"]]
+                         for t, v in rs["tenants"].items()])
+    return out
+
+
+def replicas(d: dict[str, Any]) -> list[str]:
+    return [f"{d['chunks']:,} chunks, {d['tenants']} tenants; every server on the same machine.", ""] + md_table(
+        ["standbys", "readers", "queries/s", "p50 ms", "p99 ms", "vs primary only"],
+        [[r["replicas"], r["readers"], r["qps"], r["p50_ms"], r["p99_ms"], x]
+         for r, x in zip(d["runs"], d["qps_ratio_to_primary_only"])])
+
+
+RUN = {"replicas": "python bench/load.py --replicas 0 1 2"}
+SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
+    "quality": ("Retrieval quality on the shared collections", quality),
+    "peers": ("Beside the peers: langchain-postgres PGVectorStore", peers),
+    "graph_quality": ("The graph branch on a real citation graph", graph_quality),
+    "latency": ("Latency and recall", latency),
+    "tenants": ("Scale in tenants", tenants),
+    "load": ("Load: concurrent clients, every operation", load),
+    "replicas": ("Read replicas", replicas),
+}
+
+
+def plot_latency(runs: list[tuple[dict[str, Any], str]], out: Path) -> Path | None:
+    runs = sorted(runs, key=lambda x: x[0]["size"])
+    if not runs:
+        return None
+    labels = list(runs[0][0]["latency"])
+    fig, axes = plt.subplots(1, len(labels), figsize=(6 * len(labels), 4.5), squeeze=False)
+    sizes = [r["size"] for r, _ in runs]
+    for ax, lb in zip(axes[0], labels):
+        for m in ("dense", "lexical_bm25", "graph", "hybrid_retrieve", "client_fusion"):
+            ax.plot(sizes, [r["latency"][lb][m]["p95_ms"] for r, _ in runs], "o-", label=METHODS[m] + " p95")
+        ax.set_xscale("log")
+        ax.set_xticks(sizes, [f"{s:,}\n(git {g})" for s, g in zip(sizes, (g for _, g in runs))])
+        ax.set_title(f"{lb} tenant")
+        ax.set_ylabel("ms")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("p95 latency by corpus size (2 shared cores; each size measured at its own commit)", fontsize=10)
+    fig.tight_layout()
+    path = out / "latency_vs_size.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_quality(d: dict[str, Any], out: Path) -> Path:
+    names = list(d["datasets"])
+    modes = [m for m in d["datasets"][names[0]] if not m.endswith("_tuned") or m in ("hybrid_bm25_tuned",)]
+    fig, ax = plt.subplots(figsize=(10, 4))
+    w = 0.8 / len(modes)
+    for j, m in enumerate(modes):
+        ax.bar([i + j * w for i in range(len(names))], [d["datasets"][n][m]["ndcg@10"] for n in names], w, label=m)
+    ax.set_xticks([i + 0.4 - w / 2 for i in range(len(names))], names)
+    ax.set_ylabel("nDCG@10")
+    ax.legend(fontsize=7, ncol=4)
+    fig.suptitle(f"nDCG@10 by mode (engine {d['meta']['engine'].get('git_head')})", fontsize=10)
+    fig.tight_layout()
+    path = out / "quality_by_mode.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_tenants(d: dict[str, Any], out: Path) -> Path:
+    n = [s["tenants"] for s in d["steps"]]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(n, [s["retrieve"]["warm_ms"]["median"] for s in d["steps"]], "o-", label="hybrid_retrieve warm p50")
+    ax.plot(n, [s["retrieve"]["warm_ms"]["p95"] for s in d["steps"]], "o--", label="hybrid_retrieve warm p95")
+    ax.plot(n, [1000 * s["create_s"]["median"] for s in d["steps"]], "s-", label="create_tenant p50")
+    ax.set_xscale("log")
+    ax.set_xlabel("tenants (a partition each)")
+    ax.set_ylabel("ms")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.suptitle(f"By number of tenants (engine {d['meta']['engine'].get('git_head')})", fontsize=10)
+    fig.tight_layout()
+    path = out / "latency_vs_tenants.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--results", type=Path, default=HERE / "results")
+    ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    args = ap.parse_args(argv)
+    found: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for p in sorted(args.results.glob("*.json")):
+        d = json.loads(p.read_text())
+        if "meta" in d and d["meta"].get("benchmark") in SECTIONS:
+            found.setdefault(d["meta"]["benchmark"], []).append((p.name, d))
+    plots: list[Path | None] = []
+    lat_runs = [(r, d["meta"]["engine"].get("git_head", "?")) for _, d in found.get("latency", []) for r in d["runs"]]
+    plots.append(plot_latency(lat_runs, args.results))
+    plots += [plot_quality(d, args.results) for _, d in found.get("quality", [])[:1]]
+    plots += [plot_tenants(d, args.results) for _, d in found.get("tenants", [])[:1]]
+    lines = ["# Benchmark results", "",
+             "Rendered by `python bench/report.py` from the JSON files in `bench/results/`; do not edit by hand. Each "
+             "section names the engine commit, the machine, the date and the command of its result file; re-running a "
+             "benchmark rewrites its own file only (bench/README.md). One-off investigations: bench/FINDINGS.md.", ""]
+    for key, (title, render) in SECTIONS.items():
+        lines += [f"## {title}", ""]
+        if key not in found:
+            lines += [f"No result of the current engine stored yet: run `{RUN.get(key, 'python bench/' + key + '.py')}` (bench/README.md).", ""]
+        for name, d in found.get(key, []):
+            lines += provenance(d["meta"], name) + render(d)
+    lines += ["## Plots", ""] + [f"![{p.stem}](results/{p.name})" for p in plots if p] + [""]
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    print(args.out, *[p for p in plots if p], sep="\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
