@@ -614,7 +614,7 @@ def _rst_walk(node: Any, depth: int, sections: _Sections, blocks: list[Block], l
         elif isinstance(child, (nodes.bullet_list, nodes.enumerated_list)):
             blocks.append(Block("lines", "\n".join(_rst_list_lines(child, "")), sections.path))
         elif isinstance(child, nodes.definition_list):
-            out = []
+            out: list[str] = []
             for item in child.children:
                 for part in item.children:
                     indent = "" if isinstance(part, (nodes.term, nodes.classifier)) else "    "
