@@ -225,8 +225,6 @@ def _pack(blocks: list[Block], budget: int, overlap: int, count: TokenCounter) -
                     flush(carry=True)
                     while cur and size() + piece.tokens > budget:
                         cur.pop(0)
-                if not cur and piece.sep != "\n\n":
-                    piece = _Unit(piece.sep, piece.text, piece.heading, piece.tokens)
                 cur.append(piece)
     flush(carry=False)
     return chunks
@@ -351,11 +349,15 @@ def _source(lines: list[str], span: Any) -> str:
     return "\n".join(lines[span[0]:span[1]]).strip("\n").rstrip()
 
 
-def _md_blocks(text: str, sections: _Sections, blocks: list[Block]) -> None:
+@functools.lru_cache(maxsize=1)
+def _markdown_parser() -> Any:
     from markdown_it import MarkdownIt
 
-    md = MarkdownIt("commonmark").enable("table")
-    tokens = md.parse(text)
+    return MarkdownIt("commonmark").enable("table")
+
+
+def _md_blocks(text: str, sections: _Sections, blocks: list[Block]) -> None:
+    tokens = _markdown_parser().parse(text)
     lines = text.split("\n")
     i = 0
     while i < len(tokens):
@@ -650,7 +652,7 @@ class _HTMLBlocks(HTMLParser):
     """Blocks and <title> of an HTML page: headings, <pre> kept as is, tables row by row, list items;
     scripts and styles dropped."""
 
-    SKIP = {"script", "style", "noscript", "template", "head"}
+    SKIP = {"script", "style", "noscript", "template"}
     BREAKS = {"p", "div", "br", "section", "article", "blockquote", "dd", "dt", "header", "footer", "main", "nav",
               "aside", "figure", "figcaption", "details", "summary", "body", "html", "form", "address", "hr"}
 
@@ -684,7 +686,7 @@ class _HTMLBlocks(HTMLParser):
         self.blocks.append(Block("prose", text, self.sections.path))
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
-        if tag in self.SKIP and tag != "head":
+        if tag in self.SKIP:
             self._skip += 1
         elif tag == "title":
             self._in_title = True
@@ -717,7 +719,7 @@ class _HTMLBlocks(HTMLParser):
             self._flush()
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in self.SKIP and tag != "head":
+        if tag in self.SKIP:
             self._skip = max(self._skip - 1, 0)
         elif tag == "title":
             self._in_title = False
