@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pyhybrid.chunking import chunk_document, count_tokens, guess_title, parse_document, scan_source
+from pyhybrid.chunking import DEFAULT_CHUNK_TOKENS, chunk_document, count_tokens, guess_title, parse_document, scan_source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -239,7 +239,7 @@ def test_the_projects_own_markdown_keeps_every_code_block_and_its_first_heading_
     for t in MarkdownIt("commonmark").enable("table").parse(text):
         if t.type == "fence" and not t.info.startswith("{"):
             assert _lines_intact(t.content.rstrip("\n"), contents), t.content[:80]
-    assert max(count_tokens(contents)) <= 200
+    assert max(count_tokens(contents)) <= DEFAULT_CHUNK_TOKENS
 
 
 def test_suffix_less_files_are_read_only_when_they_read_as_prose(tmp_path: Path) -> None:
