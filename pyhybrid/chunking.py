@@ -265,7 +265,7 @@ def _first_text_line(blocks: Sequence[Block]) -> str:
             for ln in b.text.splitlines():
                 ln = ln.strip()
                 if ln and not _NOT_A_TITLE.match(ln):
-                    return ln[:200]
+                    return ln.lstrip("# ").strip()[:200]
     return ""
 
 

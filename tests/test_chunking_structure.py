@@ -203,6 +203,7 @@ def test_a_hash_comment_in_a_code_block_is_never_the_title_and_rst_underlines_ar
     assert guess_title("Fusion\n======\n\nWeighted RRF.\n", "rst") == "Fusion"
     assert guess_title("---\n(repeatability)=\n\nMeasure twice.") == "Measure twice."
     assert parse_document(HTML, "html").title == "Graph branch"
+    assert parse_document("# Pump manual\n\nA suffix-less README.\n", "text").title == "Pump manual"
 
 
 def test_prose_chunks_fit_the_token_budget_and_overlap_within_a_section() -> None:

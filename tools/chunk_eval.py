@@ -5,7 +5,10 @@ is scored by its best chunk (cosine with the query). The sample is the same for 
 longer than --min-tokens, the relevant ones of --queries sampled queries plus --distractors others.
 Embeddings are cached on disk (keyed by the chunk's whitespace-normalised text).
 
-    python tools/chunk_eval.py --collection scifact --queries 150 --distractors 900
+The figures of the commit that set pyhybrid.chunking's defaults came from (cache in /tmp/chunk-eval/):
+
+    python tools/chunk_eval.py --collection cisi --queries 76 --distractors 1000
+    python tools/chunk_eval.py --collection scifact --queries 150 --distractors 500
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--collection", required=True)
     p.add_argument("--queries", type=int, default=150, help="queries sampled (all if fewer)")
-    p.add_argument("--distractors", type=int, default=900, help="unjudged documents added (all if fewer)")
+    p.add_argument("--distractors", type=int, default=500, help="unjudged documents added (all if fewer)")
     p.add_argument("--min-tokens", type=int, default=128, help="documents longer than this many tokens only")
     p.add_argument("--sizes", default="128:16,192:24,254:32", help="chunk_tokens:overlap_tokens settings")
     p.add_argument("--threads", type=int, default=2)
