@@ -115,3 +115,15 @@ def test_a_folder_chunked_and_ingested_twice_embeds_nothing_the_second_time(db: 
                 res = t.ingest(records, corpus_id="docs")
             assert (res.inserted, res.unchanged) == expected
     assert embedder.embedded == 3
+
+
+def test_ingest_records_checks_embeds_and_writes_each_batch_as_the_session_does(db: Db) -> None:
+    from pyhybrid.ingest import ingest_records
+
+    embedder = CountingEmbedder()
+    first = ingest_records(db.dsn("pyh_app"), "acme", "docs", iter(_docs()), quiet=True, embedder=embedder,
+                           batch_size=2)
+    again = ingest_records(db.dsn("pyh_app"), "acme", "docs", iter(_docs()), quiet=True, embedder=embedder)
+    assert first == {"inserted": 4, "updated": 0, "unchanged": 0, "superseded": 0, "embedded": 4}
+    assert again == {"inserted": 0, "updated": 0, "unchanged": 4, "superseded": 0, "embedded": 0}
+    assert embedder.embedded == 4
