@@ -136,6 +136,7 @@ class IngestPlan:
     def __init__(self, chunks: Iterable[Chunk | Mapping[str, Any]], embedder: Any, allow_missing: bool) -> None:
         self.items: list[Chunk | Mapping[str, Any]] = list(chunks)
         self.skipped = 0
+        self._todo: list[int] = []
         self.embed: Callable[[Sequence[str]], Any] | None = None
         if embedder is not None:
             from .embed import as_embedder
