@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import psycopg
 
 from .errors import InvalidParameterError, SchemaError, from_psycopg
 from .query import RetrieveQuery, check_text
-from .types import ChunkRef
+from .types import Chunk, ChunkRef, IngestResult
 
 SOURCE_FAILED = "hybrid_retrieve.source_failed"
 LEXICAL_FALLBACK = "hybrid.search_lexical: the BM25 index is stale"
@@ -119,6 +120,73 @@ def unchanged_payload(chunks: Iterable[Mapping[str, Any]]) -> str:
 
     keys = ("chunk_id", "document_id", "position", "content", "acl_labels", "metadata")
     return json.dumps([{k: c.get(k) for k in keys} for c in chunks], ensure_ascii=False)
+
+
+_RECORD_KEYS = ("chunk_id", "document_id", "position", "content", "acl_labels", "metadata")
+
+
+def _get(chunk: Chunk | Mapping[str, Any], key: str) -> Any:
+    return getattr(chunk, key, None) if isinstance(chunk, Chunk) else chunk.get(key)
+
+
+class IngestPlan:
+    """What ingest(chunks, embedder=...) does before its COPY, for the sync and async sessions alike:
+    documents stored exactly so are skipped, then the chunks that arrive without an embedding are embedded."""
+
+    def __init__(self, chunks: Iterable[Chunk | Mapping[str, Any]], embedder: Any, allow_missing: bool) -> None:
+        self.items: list[Chunk | Mapping[str, Any]] = list(chunks)
+        self.skipped = 0
+        self._todo: list[int] = []
+        self.embed: Callable[[Sequence[str]], Any] | None = None
+        if embedder is not None:
+            from .embed import as_embedder
+
+            self.embed = as_embedder(embedder)
+        missing = self._missing()
+        if missing and self.embed is None and not allow_missing:
+            warnings.warn(
+                f"ingest: {len(missing)} chunk(s) have no embedding (the first: chunk_id "
+                f"{_get(self.items[missing[0]], 'chunk_id')!r}), so dense search never finds them; storing chunks "
+                "without embeddings is deprecated and will be refused in the next release: pass embedder= "
+                "(e.g. pyhybrid.embed.default_embedder()), or allow_missing_embeddings=True for lexical- and "
+                "graph-only chunks", DeprecationWarning, stacklevel=3)
+
+    def _missing(self) -> list[int]:
+        return [i for i, c in enumerate(self.items) if isinstance(c, (Chunk, Mapping)) and _get(c, "embedding") is None]
+
+    def to_check(self) -> list[dict[str, Any]]:
+        """The chunks of every document that has a chunk to embed (for unchanged_documents); [] without an embedder."""
+        if self.embed is None:
+            return []
+        docs = {_get(self.items[i], "document_id") for i in self._missing()}
+        return [{k: _get(c, k) for k in _RECORD_KEYS} for c in self.items
+                if isinstance(c, (Chunk, Mapping)) and _get(c, "document_id") in docs]
+
+    def skip(self, unchanged: set[str]) -> None:
+        """Leave out every chunk of the documents stored exactly so (counted as unchanged)."""
+        if unchanged:
+            kept = [c for c in self.items if not isinstance(c, (Chunk, Mapping)) or _get(c, "document_id") not in unchanged]
+            self.skipped += len(self.items) - len(kept)
+            self.items = kept
+
+    def to_embed(self) -> list[str]:
+        """The contents to embed (those of chunks without an embedding; [] without an embedder)."""
+        if self.embed is None:
+            return []
+        self._todo = [i for i in self._missing() if isinstance(_get(self.items[i], "content"), str)]
+        return [_get(self.items[i], "content") for i in self._todo]
+
+    def fill(self, vectors: Any) -> None:
+        """Give the chunks of to_embed() their vectors (copies: the caller's chunks are not changed)."""
+        for i, v in zip(self._todo, vectors):
+            c = self.items[i]
+            self.items[i] = dataclasses.replace(c, embedding=v) if isinstance(c, Chunk) else {**c, "embedding": v}
+
+    def result(self, row: Mapping[str, Any] | None) -> IngestResult:
+        """The IngestResult of finish_ingest's row (None: nothing was sent), skipped chunks counted as unchanged."""
+        counts = {k: int(v) for k, v in (row or {"inserted": 0, "updated": 0, "unchanged": 0, "superseded": 0}).items()}
+        counts["unchanged"] += self.skipped
+        return IngestResult(**counts)
 
 
 def rows_to_refs(rows: Iterable[Mapping[str, Any]]) -> list[ChunkRef]:

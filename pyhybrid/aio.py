@@ -19,9 +19,11 @@ from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
 class AsyncTenantSession:
     """Work done for one tenant inside one transaction (see AsyncHybridClient.tenant)."""
 
-    def __init__(self, conn: psycopg.AsyncConnection[dict[str, Any]], tenant_id: str) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[dict[str, Any]], tenant_id: str, *, embedder: Any = None) -> None:
         self.conn = conn
         self.tenant_id = tenant_id
+        self.embedder = embedder
+        """What ingest() embeds chunks without an embedding with, unless given one (the client's embedder)."""
         self._dim: int | None = None
 
     async def retrieve(self, query: RetrieveQuery | Any = None, /, *, rerank: Any = None, rerank_depth: int = 50,
@@ -70,10 +72,26 @@ class AsyncTenantSession:
             self._dim = int(row["dim"])
         return self._dim
 
-    async def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default") -> IngestResult:
-        """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing)."""
+    async def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default", *,
+                     embedder: Any = None, allow_missing_embeddings: bool = False) -> IngestResult:
+        """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing).
+
+        embedder (default: the client's): a texts -> vectors callable, e.g. pyhybrid.embed.default_embedder(),
+        run in a worker thread; documents already stored exactly so are skipped (counted as unchanged), then
+        the chunks that arrive without an embedding are embedded. Without an embedder, chunks without an
+        embedding raise a DeprecationWarning (refused in the next release) unless allow_missing_embeddings=True
+        (chunks meant for lexical and graph search only).
+        """
         _base.check_name("corpus_id", corpus_id)
-        payload = _copy.prepare_chunks(chunks, self.tenant_id, await self.embedding_dim())
+        plan = _base.IngestPlan(chunks, self.embedder if embedder is None else embedder, allow_missing_embeddings)
+        if check := plan.to_check():
+            plan.skip(await self.unchanged_documents(check, corpus_id=corpus_id))
+        if texts := plan.to_embed():
+            assert plan.embed is not None
+            plan.fill(await asyncio.to_thread(plan.embed, texts))
+        if not plan.items:
+            return plan.result(None)
+        payload = _copy.prepare_chunks(plan.items, self.tenant_id, await self.embedding_dim())
         with _base.translate_errors():
             async with self.conn.transaction():
                 await self.conn.execute(_sql.BEGIN_INGEST_SQL)
@@ -81,7 +99,7 @@ class AsyncTenantSession:
                     await copy.write(payload)
                 res = await (await self.conn.execute(_sql.FINISH_INGEST_SQL, (corpus_id,))).fetchone()
         assert res is not None
-        return IngestResult(**{k: int(v) for k, v in res.items()})
+        return plan.result(res)
 
     async def unchanged_documents(self, chunks: Iterable[Mapping[str, Any]], corpus_id: str = "default") -> set[str]:
         """The document ids among chunks that the tenant already stores exactly so (nothing to embed or write)."""
@@ -126,14 +144,17 @@ class AsyncHybridClient:
     """The async pyhybrid client: a single connection, or a pool. Create with connect_async()."""
 
     def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4,
-                 replicas: Sequence[str] = (), replica_wait: float = 5.0) -> None:
+                 replicas: Sequence[str] = (), replica_wait: float = 5.0, embedder: Any = None) -> None:
         """No I/O here: the connection (or pool) opens with open(), `with`, or the first call that needs it.
 
         replicas: DSNs of hot standbys; tenant(..., read_only=True) sessions run there, round-robin, and
         everything else on dsn (the primary). replica_wait: how long a read_your_writes session waits for
         a replica to replay this client's last write before it reads from the primary instead.
+        embedder: what the tenant sessions' ingest() embeds chunks without an embedding with (a texts ->
+        vectors callable such as pyhybrid.embed.default_embedder()).
         """
         self.dsn = dsn
+        self.embedder = embedder
         self._use_pool = pool
         self._min_size, self._max_size = min_size, max_size
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
@@ -199,7 +220,7 @@ class AsyncHybridClient:
                     if read_only:
                         await conn.execute(_sql.READ_ONLY_SQL)
                     await conn.execute(_sql.SET_TENANT_SQL, (tid, labels))
-                    yield AsyncTenantSession(conn, tid)
+                    yield AsyncTenantSession(conn, tid, embedder=self.embedder)
                 if not read_only and self._replicas:
                     async with conn.transaction():
                         row = await ((await conn.execute(_sql.WAL_LSN_SQL)).fetchone())
@@ -277,9 +298,10 @@ class AsyncHybridClient:
 
 
 async def connect_async(
-    dsn: str | None = None, *, pool: bool = False, min_size: int = 1, max_size: int = 4
+    dsn: str | None = None, *, pool: bool = False, min_size: int = 1, max_size: int = 4, embedder: Any = None
 ) -> AsyncHybridClient:
     """An open AsyncHybridClient on dsn, else $PYHYBRID_DSN, else the embedded server."""
     from .server import resolve_dsn
 
-    return await AsyncHybridClient(resolve_dsn(dsn), pool=pool, min_size=min_size, max_size=max_size).open()
+    return await AsyncHybridClient(resolve_dsn(dsn), pool=pool, min_size=min_size, max_size=max_size,
+                                   embedder=embedder).open()

@@ -18,9 +18,11 @@ from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
 class TenantSession:
     """Work done for one tenant inside one transaction (see HybridClient.tenant)."""
 
-    def __init__(self, conn: psycopg.Connection[dict[str, Any]], tenant_id: str) -> None:
+    def __init__(self, conn: psycopg.Connection[dict[str, Any]], tenant_id: str, *, embedder: Any = None) -> None:
         self.conn = conn
         self.tenant_id = tenant_id
+        self.embedder = embedder
+        """What ingest() embeds chunks without an embedding with, unless given one (the client's embedder)."""
         self._dim: int | None = None
 
     def retrieve(self, query: RetrieveQuery | Any = None, /, *, rerank: Any = None, rerank_depth: int = 50,
@@ -65,17 +67,33 @@ class TenantSession:
             self._dim = int(row["dim"])
         return self._dim
 
-    def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default") -> IngestResult:
-        """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing)."""
+    def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default", *,
+               embedder: Any = None, allow_missing_embeddings: bool = False) -> IngestResult:
+        """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing).
+
+        embedder (default: the client's): a texts -> vectors callable, e.g. pyhybrid.embed.default_embedder();
+        documents already stored exactly so are skipped (counted as unchanged), then the chunks that arrive
+        without an embedding are embedded. Without an embedder, chunks without an embedding raise a
+        DeprecationWarning (refused in the next release) unless allow_missing_embeddings=True (chunks meant
+        for lexical and graph search only).
+        """
         _base.check_name("corpus_id", corpus_id)
-        payload = _copy.prepare_chunks(chunks, self.tenant_id, self.embedding_dim())
+        plan = _base.IngestPlan(chunks, self.embedder if embedder is None else embedder, allow_missing_embeddings)
+        if check := plan.to_check():
+            plan.skip(self.unchanged_documents(check, corpus_id=corpus_id))
+        if texts := plan.to_embed():
+            assert plan.embed is not None
+            plan.fill(plan.embed(texts))
+        if not plan.items:
+            return plan.result(None)
+        payload = _copy.prepare_chunks(plan.items, self.tenant_id, self.embedding_dim())
         with _base.translate_errors(), self.conn.transaction():
             self.conn.execute(_sql.BEGIN_INGEST_SQL)
             with self.conn.cursor() as cur, cur.copy(_copy.COPY_CHUNKS_SQL) as copy:
                 copy.write(payload)
             res = self.conn.execute(_sql.FINISH_INGEST_SQL, (corpus_id,)).fetchone()
         assert res is not None
-        return IngestResult(**{k: int(v) for k, v in res.items()})
+        return plan.result(res)
 
     def unchanged_documents(self, chunks: Iterable[Mapping[str, Any]], corpus_id: str = "default") -> set[str]:
         """The document ids among chunks that the tenant already stores exactly so (nothing to embed or write)."""
@@ -117,14 +135,17 @@ class HybridClient:
     """A pyhybrid client on psycopg 3: a single connection, or a pool when pool=True."""
 
     def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4,
-                 replicas: Sequence[str] = (), replica_wait: float = 5.0) -> None:
+                 replicas: Sequence[str] = (), replica_wait: float = 5.0, embedder: Any = None) -> None:
         """No I/O here: the connection (or pool) opens with open(), `with`, or the first call that needs it.
 
         replicas: DSNs of hot standbys; tenant(..., read_only=True) sessions run there, round-robin, and
         everything else on dsn (the primary). replica_wait: how long a read_your_writes session waits for
         a replica to replay this client's last write before it reads from the primary instead.
+        embedder: what the tenant sessions' ingest() embeds chunks without an embedding with (a texts ->
+        vectors callable such as pyhybrid.embed.default_embedder()).
         """
         self.dsn = dsn
+        self.embedder = embedder
         self._use_pool = pool
         self._min_size, self._max_size = min_size, max_size
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
@@ -190,7 +211,7 @@ class HybridClient:
                     if read_only:
                         conn.execute(_sql.READ_ONLY_SQL)
                     conn.execute(_sql.SET_TENANT_SQL, (tid, labels))
-                    yield TenantSession(conn, tid)
+                    yield TenantSession(conn, tid, embedder=self.embedder)
                 if not read_only and self._replicas:
                     with conn.transaction():
                         row = conn.execute(_sql.WAL_LSN_SQL).fetchone()
@@ -273,8 +294,9 @@ class HybridClient:
         self.close()
 
 
-def connect(dsn: str | None = None, *, pool: bool = False, min_size: int = 1, max_size: int = 4) -> HybridClient:
+def connect(dsn: str | None = None, *, pool: bool = False, min_size: int = 1, max_size: int = 4,
+            embedder: Any = None) -> HybridClient:
     """A HybridClient on dsn, else $PYHYBRID_DSN, else the embedded server (started if needed)."""
     from .server import resolve_dsn
 
-    return HybridClient(resolve_dsn(dsn), pool=pool, min_size=min_size, max_size=max_size)
+    return HybridClient(resolve_dsn(dsn), pool=pool, min_size=min_size, max_size=max_size, embedder=embedder)

@@ -142,7 +142,7 @@ def import_tenant(client: HybridClient, path: str | Path, tenant_id: str | None 
             nonlocal batch
             if batch:
                 assert batch_corpus is not None
-                t.ingest(batch, corpus_id=batch_corpus)
+                t.ingest(batch, corpus_id=batch_corpus, allow_missing_embeddings=True)  # as exported
                 counts["chunks"] += len(batch)
                 batch = []
 
