@@ -28,7 +28,7 @@ def _acme(db: Db) -> None:
         with c.tenant("acme", ["*"]) as t:
             t.ingest(chunks("a", 2, seed=8))
             t.ingest([Chunk(chunk_id="restricted", document_id="R", content="quality audit finding",
-                            acl_labels=["quality"])], corpus_id="qms")
+                            acl_labels=["quality"])], corpus_id="qms", allow_missing_embeddings=True)
             t.add_edges([{"src": "restricted", "dst": RESTRICTED_ENTITY, "rel": "MENTIONS"},
                          {"src": RESTRICTED_ENTITY, "dst": "acme:entity:shared", "rel": "RELATED"},
                          {"src": "a-0", "dst": "acme:entity:shared", "rel": "MENTIONS"}])
@@ -99,6 +99,24 @@ def test_loading_an_edge_of_another_tenants_type_name_registers_the_callers_own(
         assert admin.execute("SELECT tenant_id, name, slot FROM hybrid.edge_type ORDER BY tenant_id, slot").fetchall() == [
             ("acme", "MENTIONS", 0), ("acme", "RELATED", 1), ("acme", "FALCON_MERGER_TALKS", 2),
             ("acme", "NOBODY_USES_THIS", 3), ("globex", "FALCON_MERGER_TALKS", 0)]
+
+
+@pytest.mark.usefixtures("require_age")
+def test_a_type_used_only_around_hidden_chunks_is_unknown_to_a_reader_without_their_label(db: Db) -> None:
+    # RELATED joins the entity only the restricted chunk names to another entity
+    _acme(db)
+    with _as(db, "pyh_acme", HIDDEN_LABELS) as conn:
+        assert conn.execute("SELECT name FROM hybrid.edge_types()").fetchall() == [("MENTIONS",)]
+        hidden, unknown = (
+            [re.sub(name, "<name>", str(x)) for x in (
+                *_error(conn, "SELECT * FROM hybrid.search_graph(ARRAY['a-0'], graph_edge_types => ARRAY[%s])", name),
+                *_error(conn, "SELECT hybrid.edge_type_label(%s)", name))]
+            for name in ("RELATED", "NOBODY_USES_THIS"))
+        assert hidden == unknown and hidden[0] == "22023"
+    with _as(db, "pyh_acme", "quality") as conn:
+        assert conn.execute("SELECT name FROM hybrid.edge_types()").fetchall() == [("MENTIONS",), ("RELATED",)]
+        assert conn.execute("SELECT chunk_id FROM hybrid.search_graph(ARRAY['restricted'], 3, "
+                            "graph_edge_types => ARRAY['MENTIONS', 'RELATED'])").fetchall() == [("a-0",)]
 
 
 @pytest.mark.usefixtures("require_age")
@@ -224,7 +242,7 @@ def test_a_tenant_login_role_granted_every_label_writes_and_sees_every_chunk_it_
         assert [r.chunk_id for r in t.retrieve(query_text="quality audit finding")] == ["restricted"]
         assert t.add_edges([{"src": "a-1", "dst": "restricted", "rel": "MENTIONS"}]).edges_added == 1
         t.ingest([Chunk(chunk_id="restricted", document_id="R", content="quality audit finding, closed",
-                        acl_labels=["quality"])], corpus_id="qms")
+                        acl_labels=["quality"])], corpus_id="qms", allow_missing_embeddings=True)
     with psycopg.connect(db.dsn()) as admin:
         assert admin.execute("SELECT content, acl_labels FROM hybrid.chunk WHERE chunk_id = 'restricted'").fetchall() == [
             ("quality audit finding, closed", ["quality"])]
@@ -247,7 +265,7 @@ def test_content_whose_text_search_vector_passes_the_1_mb_limit_is_named_and_not
                            match=r"chunk row 2 \(chunk_id 'huge'\): content makes a text-search vector over "
                                  r"PostgreSQL's 1 MB limit"):
             t.ingest([Chunk(chunk_id="ok", document_id="D", content="fine"),
-                      Chunk(chunk_id="huge", document_id="D", content=huge)])
+                      Chunk(chunk_id="huge", document_id="D", content=huge)], allow_missing_embeddings=True)
     with psycopg.connect(db.dsn()) as admin:
         assert admin.execute("SELECT count(*) FROM hybrid.chunk WHERE tenant_id = 'acme'").fetchone() == (0,)
 
@@ -320,7 +338,8 @@ def test_finish_ingest_refuses_a_staged_row_of_another_tenant_by_its_own_check(d
 def test_a_tenant_login_role_claiming_every_label_gets_only_the_labels_it_was_granted(db: Db) -> None:
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme", ["*"]) as t:
         t.ingest([Chunk(chunk_id="quality-doc", document_id="Q", content="falcon audit", acl_labels=["quality"]),
-                  Chunk(chunk_id="board-doc", document_id="B", content="falcon board minutes", acl_labels=["board"])])
+                  Chunk(chunk_id="board-doc", document_id="B", content="falcon board minutes", acl_labels=["board"])],
+                 allow_missing_embeddings=True)
     with _as(db, "pyh_acme", "*") as conn:  # granted "quality" only
         assert conn.execute("SELECT hybrid._acl_all(), hybrid._current_acl()").fetchone() == (False, [])
         assert conn.execute("SELECT chunk_id FROM hybrid_retrieve(query_text => 'falcon')").fetchall() == []

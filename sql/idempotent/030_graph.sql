@@ -143,6 +143,57 @@ COMMENT ON FUNCTION hybrid.register_edge_type(text) IS
 'Registers the edge type rel (UPPER_SNAKE_CASE) for the current tenant, idempotent. Loading an edge of a new type registers it too: types are each tenant''s own names, invisible to other tenants.';
 REVOKE ALL ON FUNCTION hybrid.register_edge_type(text) FROM PUBLIC;
 
+-- hybrid._edge_types_seen: which of the tenant's edge types the caller may know of
+CREATE OR REPLACE FUNCTION hybrid._edge_types_seen(names text[]) RETURNS text[]
+LANGUAGE plpgsql STABLE SECURITY INVOKER  -- called by the definer functions, as hybrid_definer
+SET search_path = pg_catalog, ag_catalog, public, pg_temp  -- graphid operators live in ag_catalog
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all() OR hybrid._may_write();
+    v_out text[] := '{}';
+    et record;
+    v_src text[];
+    v_dst text[];
+    v_seen text[];
+    v_batch integer;
+BEGIN
+    -- a type name is the tenant's vocabulary: a caller who sees every chunk knows every type; any
+    -- other knows a type once it sees one of its edges (both ends visible), so a type used only
+    -- around chunks it cannot see is as unknown to it as a name nobody uses. Looked for in batches
+    -- of 1,000 edges, at most 100 batches: past that a type counts as unseen.
+    FOR et IN SELECT t.name, t.slot FROM hybrid.edge_type t
+              WHERE t.tenant_id = v_tenant AND (names IS NULL OR t.name = ANY (names)) ORDER BY t.name LOOP
+        IF v_all THEN
+            v_out := v_out || et.name;
+            CONTINUE;
+        END IF;
+        FOR v_batch IN 0..99 LOOP
+            -- the label table holds every tenant's edges of this slot; RLS gives hybrid_definer the tenant's
+            EXECUTE format($sql$
+                SELECT array_agg(a.node_id), array_agg(b.node_id)
+                FROM (SELECT e.start_id, e.end_id FROM hybrid_graph.%I e ORDER BY e.id LIMIT 1000 OFFSET $2) e
+                JOIN hybrid.graph_node a ON a.tenant_id = $1 AND a.vertex_id = e.start_id
+                JOIN hybrid.graph_node b ON b.tenant_id = $1 AND b.vertex_id = e.end_id
+            $sql$, 'rel_' || et.slot) INTO v_src, v_dst USING v_tenant, v_batch * 1000;
+            EXIT WHEN v_src IS NULL;
+            v_seen := hybrid._visible_chunk_ids(v_key, v_src || v_dst, NULL, NULL, v_tenant, v_acl, false)
+                      || hybrid._entities_seen(v_key, v_src || v_dst, v_tenant, v_acl, false);
+            IF EXISTS (SELECT 1 FROM unnest(v_src, v_dst) AS x(s, d) WHERE x.s = ANY (v_seen) AND x.d = ANY (v_seen)) THEN
+                v_out := v_out || et.name;
+                EXIT;
+            END IF;
+            EXIT WHEN cardinality(v_src) < 1000;
+        END LOOP;
+    END LOOP;
+    RETURN v_out;
+END
+$$;
+COMMENT ON FUNCTION hybrid._edge_types_seen(text[]) IS
+'The names among names (NULL: all) of the current tenant''s edge types that the caller may know of: all of them for a caller who sees every chunk (hybrid._acl_all, or a writer), else those of which it sees at least one edge (both ends visible; the first 100,000 edges are looked at).';
+
 -- hybrid.edge_type_label: the AGE label to name one of the tenant's edge types in Cypher
 CREATE OR REPLACE FUNCTION hybrid.edge_type_label(rel text) RETURNS text
 LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by hybrid_definer: tenant login roles read no table
@@ -156,9 +207,9 @@ BEGIN
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
     END IF;
     SELECT 'rel_' || et.slot INTO v_label FROM hybrid.edge_type et
-    WHERE et.tenant_id = hybrid._current_tenant() AND et.name = rel;
+    WHERE et.tenant_id = hybrid._current_tenant() AND et.name = rel AND et.name = ANY (hybrid._edge_types_seen(ARRAY[rel]));
     IF v_label IS NULL THEN
-        -- another tenant's type and a name nobody uses get the same answer
+        -- another tenant's type, one whose edges the caller cannot see and a name nobody uses: one answer
         RAISE EXCEPTION 'rel % is not an edge type of this tenant', coalesce(quote_literal(rel), 'NULL')
             USING ERRCODE = '22023', HINT = 'SELECT name FROM hybrid.edge_types() lists them.';
     END IF;
@@ -176,11 +227,12 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN QUERY SELECT et.name, 'rel_' || et.slot FROM hybrid.edge_type et
-                 WHERE et.tenant_id = hybrid._current_tenant() ORDER BY et.name;
+                 WHERE et.tenant_id = hybrid._current_tenant() AND et.name = ANY (hybrid._edge_types_seen(NULL))
+                 ORDER BY et.name;
 END
 $$;
 COMMENT ON FUNCTION hybrid.edge_types() IS
-'The current tenant''s edge types (name) and the opaque AGE label holding each one''s edges (label).';
+'The current tenant''s edge types (name) that the caller may know of (hybrid._edge_types_seen: all for a caller who sees every chunk, else those with an edge it sees) and the opaque AGE label holding each one''s edges (label).';
 
 -- hybrid._entities_seen: which entity nodes of a tenant the caller may see
 CREATE OR REPLACE FUNCTION hybrid._entities_seen(tenant_key integer, ids text[], tenant text, acl text[],

@@ -374,6 +374,7 @@ DECLARE
     v_next_pos integer[];
     v_next_kind text[];
     v_types oid[];
+    v_known text[];
     v_unknown text;
     h integer;
 BEGIN
@@ -388,15 +389,15 @@ BEGIN
     IF graph_edge_types IS NOT NULL THEN
         -- edge types are the tenant's own names (hybrid.edge_type): another tenant's type and a name
         -- nobody uses get the same answer; each type's edges live in its opaque label table
-        SELECT t INTO v_unknown FROM unnest(graph_edge_types) t
-        WHERE t IS NULL OR NOT EXISTS (SELECT 1 FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant AND et.name = t)
-        LIMIT 1;
+        -- (and a type whose edges the caller cannot see, the same: hybrid._edge_types_seen)
+        v_known := hybrid._edge_types_seen(graph_edge_types);
+        SELECT t INTO v_unknown FROM unnest(graph_edge_types) t WHERE t IS NULL OR NOT t = ANY (v_known) LIMIT 1;
         IF FOUND THEN
             RAISE EXCEPTION 'graph_edge_types: % is not an edge type of this tenant', coalesce(quote_literal(v_unknown), 'NULL')
                 USING ERRCODE = '22023', HINT = 'Loading an edge registers its type; SELECT name FROM hybrid.edge_types() lists them.';
         END IF;
         SELECT coalesce(array_agg(to_regclass('hybrid_graph.rel_' || et.slot)::oid), '{}') INTO v_types
-        FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant AND et.name = ANY (graph_edge_types);
+        FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant AND et.name = ANY (v_known);
     END IF;
     -- seeds the caller cannot see start no path: a chunk seed must be a visible live chunk
     SELECT array_agg(s.id ORDER BY s.p), array_agg(s.p ORDER BY s.p), array_agg(g.kind ORDER BY s.p)
