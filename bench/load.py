@@ -131,7 +131,6 @@ def run_load(admin_dsn: str, app_dsn: str, *, clients: int, seconds: float, tena
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         for name in names:
             c.execute("SELECT hybrid.create_tenant(%s)", (name,))
-        c.execute("SELECT hybrid.register_edge_type('MENTIONS')")
     pool = [Client(i, names[i % tenants], random.Random(seed * 7919 + i)) for i in range(clients)]
     stop_at = time.monotonic() + seconds
     threads = [threading.Thread(target=_run_client, args=(cl, app_dsn, stop_at, max_ops)) for cl in pool]

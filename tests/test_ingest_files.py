@@ -264,6 +264,6 @@ def test_ingest_edges_refuses_document_ids_and_reports_new_entities(db: Db, tmp_
     from pyhybrid import HybridClient
 
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:  # an entity named like the document
-        t.add_edges([{"src": "pump", "dst": "tp.md", "rel": "MENTIONS"}])
+        t.add_edges([{"src": "tp.md#0", "dst": "tp.md", "rel": "MENTIONS"}])  # a chunk names it: it is seen
     assert main(app) == 2
     assert "dst 'tp.md' names both a document and an entity node of tenant 'acme'" in _err(capsys)
