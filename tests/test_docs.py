@@ -11,10 +11,10 @@ import json
 import math
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -76,7 +76,7 @@ def demo() -> Iterator[Demo]:
 
 # ---- the checks: what the sentence after each block says ---------------------------------------------
 
-Result = Any  # Python: (namespace, stdout); SQL: the rows of each statement; bash: the stdout of each line
+Result = Any  # Python: (namespace, stdout, warning names); SQL: the rows of each statement; bash: the stdout of each line
 CHECKS: dict[str, Callable[[Result, Demo], None]] = {}
 
 
@@ -224,6 +224,7 @@ def _bm25_status(results: Result, demo: Demo) -> None:
 @check("replica")
 def _replica(res: Result, demo: Demo) -> None:
     assert ast.literal_eval(res[1].strip())[0] == "acme:NOTE-1#0"
+    assert "LexicalFallbackWarning" in res[2]  # BM25 on a standby: ts_rank, with the warning the text names
 
 
 # blocks that write to the demo's data run last, so that the others see the demo as `pyhybrid demo` left it
@@ -272,9 +273,12 @@ def test_docs_snippet_runs_as_written_and_does_what_the_text_says(
     if b.lang == "python":
         ns: dict[str, Any] = {"__name__": "__docs__"}
         out = io.StringIO()
-        with contextlib.redirect_stdout(out):
+        with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             exec(compile(b.code, b.where, "exec"), ns)
-        result = (ns, out.getvalue())
+        assert not [w for w in caught if issubclass(w.category, DeprecationWarning)
+                    and "pyhybrid" in str(w.filename) + str(w.message)], "the docs use a deprecated name"
+        result = (ns, out.getvalue(), [w.category.__name__ for w in caught])
     elif b.lang == "sql":
         result = _run_sql(b.code, demo.dsn())
     elif b.check == "psql":  # the psql line, fed the SQL block after it
