@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,7 @@ def demo() -> Iterator[Demo]:
         assert main(["demo"]) == 0
     yield Demo(data_dir, out.getvalue())
     stop_embedded(data_dir)
+    shutil.rmtree(data_dir.parent, ignore_errors=True)
     mp.undo()
 
 

@@ -13,6 +13,7 @@ hybrid.setting key from hybrid.setting_keys(). The output depends only on the ca
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import uuid
@@ -122,6 +123,7 @@ def render_fresh() -> str:
         return render(dsn)
     finally:
         stop_embedded(data_dir)
+        shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
