@@ -1,4 +1,4 @@
-"""pyhybrid: hybrid retrieval (dense + lexical + graph, fused by RRF) inside PostgreSQL."""
+"""pyhybrid: hybrid retrieval (dense + lexical + graph, fused by convex, RRF or DBSF fusion) inside PostgreSQL."""
 
 from . import server
 from ._base import LexicalFallbackWarning, SourceFailedWarning
@@ -54,4 +54,4 @@ __all__ = [
     "fuse",
     "rrf_fuse",
 ]
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -100,6 +100,10 @@ def finish_upgrade(dbapi_conn: Any, *, force: bool = False) -> list[str]:
             "INSERT INTO hybrid.setting (key, value) VALUES ('sql_digest', %s), ('version', %s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (digest, __version__))
         done.append("re-applied sql/idempotent")
+    else:  # a release whose SQL did not change still names itself in hybrid.version()
+        cur.execute("INSERT INTO hybrid.setting (key, value) VALUES ('version', %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value "
+                    "WHERE hybrid.setting.value IS DISTINCT FROM excluded.value", (__version__,))
     return done
 
 

@@ -178,7 +178,7 @@ DEPRECATED: dict[str, str] = {
     "vector": "query_embedding", "per_backend_top_k": "per_source_k", "k": "rrf_k", "filters": "filter",
     "weights": "vector_weight, keyword_weight, graph_weight",
 }
-"""0.1's Python keyword names, accepted with a DeprecationWarning until 0.3."""
+"""0.1's Python keyword names, accepted with a DeprecationWarning (kept in 0.3.0; removal: CHANGELOG.md)."""
 
 RESULT_COLUMNS: dict[str, str] = {
     "chunk_id": "text", "document_id": "text", "corpus_id": "text", "tenant_id": "text",

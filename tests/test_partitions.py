@@ -337,13 +337,16 @@ def test_a_densify_that_fails_keeps_the_old_index_and_leaves_no_half_built_one(d
     holder = psycopg.connect(db.dsn())
     holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
     holder.execute("SELECT count(*) FROM hybrid.tenant")
-    release = threading.Timer(4.0, holder.rollback)
-    release.start()
+    # the snapshot is held until densify has failed on it (its lock_timeout, an event in the server), not for
+    # a fixed time; the watchdog only ends a wait that lock_timeout failed to end, and then the test fails
+    watchdog = threading.Timer(300.0, holder.rollback)
+    watchdog.start()
     try:
         with pytest.raises(ConflictError):
             densify_vector_indexes(conninfo.make_conninfo(db.dsn(), options="-c lock_timeout=3000"))
     finally:
-        release.join()
+        watchdog.cancel()
+        holder.rollback()
         holder.close()
     with psycopg.connect(db.dsn(), autocommit=True) as admin:
         assert _hnsw_options(admin)[part] is None  # its own density back

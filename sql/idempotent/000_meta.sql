@@ -6,10 +6,10 @@ LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT value FROM hybrid.setting WHERE key = 'version' $$;
 COMMENT ON FUNCTION hybrid.version() IS
-'The pyhybrid release the installed SQL comes from (e.g. 0.2.0); see sql/README.md for what a version promises SQL callers.';
+'The pyhybrid release the installed SQL comes from (pyhybrid.__version__, written at each upgrade); see sql/README.md for what a version promises SQL callers.';
 
 COMMENT ON SCHEMA hybrid IS
-'pyhybrid: hybrid retrieval (dense + lexical + graph, fused by RRF) under row-level security. Call public.hybrid_retrieve(...) or hybrid.retrieve(...); see COMMENT ON FUNCTION of each.';
+'pyhybrid: hybrid retrieval (dense + lexical + graph, fused by convex, RRF or DBSF fusion) under row-level security. Call public.hybrid_retrieve(...) or hybrid.retrieve(...); see COMMENT ON FUNCTION of each.';
 COMMENT ON TABLE hybrid.setting IS
 'Install-wide settings, one row a key: embedding_dim (the vector dimension, fixed at install), graph (the AGE graph''s name, where AGE is installed), version (the pyhybrid release the SQL comes from), sql_digest (a digest of sql/idempotent/, to re-apply it only when it changed), vector_index_suspended (present while hybrid.suspend_vector_index holds the HNSW index off for a bulk load), and the optional tuning keys exact_threshold (dense search is exact up to this many visible chunks, default 500), hnsw_ef_search (the HNSW search breadth; default: growing with the partition, 100 to 1000, see hybrid._dense_plan), hnsw_m and hnsw_ef_construction (the HNSW graph''s density for hybrid.resume_vector_index''s next build, every partition), hnsw_dense_rows (without those two, partitions of at least this many live chunks, default 100,000, get m 24 and ef_construction 128 instead of pgvector''s 16 and 64; see hybrid._hnsw_density).';
 COMMENT ON TABLE hybrid.tenant IS 'Tenants: the unit of isolation. Created by hybrid.create_tenant (admin).';

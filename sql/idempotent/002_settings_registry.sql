@@ -1,0 +1,35 @@
+-- The registry of hybrid.setting keys: every key the SQL or the Python package reads or writes, with its
+-- default and meaning, in one place. docs/sql-reference.md is generated from it (tools/sql_reference.py),
+-- and tests/test_sql_reference.py checks it against the keys and literal defaults of the function bodies.
+
+-- hybrid.setting_keys: each hybrid.setting key, its default (NULL: none; the key is absent until set) and meaning
+CREATE OR REPLACE FUNCTION hybrid.setting_keys()
+RETURNS TABLE (key text, default_value text, meaning text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    VALUES
+        ('embedding_dim', '384',
+         'The vector dimension, fixed at install (pyhybrid migrate --dim, else the session setting hybrid.install_dim, else 384).'),
+        ('graph', 'hybrid_graph',
+         'The AGE graph''s name; written where AGE is installed (sql/optional/age_graph.sql).'),
+        ('version', NULL,
+         'The pyhybrid release the installed SQL comes from (pyhybrid.__version__), written at every upgrade; read by hybrid.version().'),
+        ('sql_digest', NULL,
+         'A SHA-256 of sql/idempotent/ and sql/optional/, so an upgrade re-applies them only when they changed.'),
+        ('vector_index_suspended', NULL,
+         'Present (the time it was set) while hybrid.suspend_vector_index holds the HNSW index off for a bulk load.'),
+        ('exact_threshold', '500',
+         'Dense search is exact (a top-N sort) up to this many chunks in scope, through the partition''s HNSW index above it (hybrid._dense_plan).'),
+        ('hnsw_ef_search', NULL,
+         'The HNSW search breadth; unset: 100 x sqrt(rows / 11,111) of the tenant''s partition, between 100 and 1000 (hybrid._dense_plan).'),
+        ('hnsw_m', NULL,
+         'The HNSW graph''s m for every partition at hybrid.resume_vector_index''s next build; unset: by hnsw_dense_rows (16 where only hnsw_ef_construction is set).'),
+        ('hnsw_ef_construction', NULL,
+         'The HNSW graph''s ef_construction for every partition at the next build; unset: by hnsw_dense_rows (64 where only hnsw_m is set).'),
+        ('hnsw_dense_rows', '100000',
+         'Without hnsw_m and hnsw_ef_construction, partitions of at least this many live chunks get m 24 and ef_construction 128, smaller ones pgvector''s 16 and 64 (hybrid._hnsw_density).')
+$$;
+COMMENT ON FUNCTION hybrid.setting_keys() IS
+'Every hybrid.setting key: (key, default_value, meaning); default_value NULL means the key has no default and is absent until written. The registry docs/sql-reference.md is generated from.';
+REVOKE ALL ON FUNCTION hybrid.setting_keys() FROM PUBLIC;
