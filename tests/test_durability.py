@@ -65,7 +65,7 @@ class Server:
             c.execute("SELECT hybrid.create_tenant('acme'), hybrid.grant_app(%s)", (APP,))
         chunks = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
         with HybridClient(self.app) as client, client.tenant("acme") as t:
-            t.ingest([{k: v for k, v in c.items() if k != "embedding"} for c in chunks])
+            t.ingest([{k: v for k, v in c.items() if k != "embedding"} for c in chunks], allow_missing_embeddings=True)
         assert self.states() == {self.bm25: "ok"}
         results = self.lexical()
         assert len(results) >= 40, "the BM25 branch should find hits for every query"
@@ -134,7 +134,8 @@ class Server:
         with HybridClient(self.app) as client:
             for i, t in enumerate(tenants):
                 with client.tenant(t) as s:
-                    s.ingest([{"chunk_id": f"{t}#0", "document_id": t, "content": f"occlusion alarm note {i}"}])
+                    s.ingest([{"chunk_id": f"{t}#0", "document_id": t, "content": f"occlusion alarm note {i}"}],
+                             allow_missing_embeddings=True)
         return tenants
 
     @property
@@ -443,7 +444,7 @@ def test_kill_9_during_a_bulk_ingest_leaves_every_batch_whole_or_absent(server: 
     with HybridClient(fresh_app) as client:
         demo = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
         with client.tenant("acme") as t:
-            t.ingest([{k: v for k, v in d.items() if k != "embedding"} for d in demo])
+            t.ingest([{k: v for k, v in d.items() if k != "embedding"} for d in demo], allow_missing_embeddings=True)
         for k in committed:
             batch = chunks(f"b{k}", BATCH, doc_size=4, seed=k)
             for ch in batch:
@@ -521,7 +522,7 @@ def test_backup_and_restore_into_a_fresh_server_as_the_readme_says_gives_identic
             c.execute("SELECT hybrid.create_tenant('globex')")
         with client.tenant("globex") as t:
             t.ingest([{"chunk_id": f"g{i}", "document_id": f"g{i}", "content": f"globex valve report {i} keypad"}
-                      for i in range(30)])
+                      for i in range(30)], allow_missing_embeddings=True)
             t.add_edges([{"src": "g1", "dst": "g2", "rel": "VERIFIES"}])
         with client.tenant("acme") as t:
             t.add_edges([{"src": "acme:REQ-012#0", "dst": "acme:TP-031#2", "rel": "VERIFIES"}])
@@ -605,7 +606,7 @@ def test_a_hot_standby_serves_reads_dense_and_graph_as_the_primary_and_lexical_b
 
             with client.tenant("acme") as t:  # a write through the client: the standby must replay it
                 t.ingest([{"chunk_id": "late", "document_id": "late", "content": "downstream occlusion alarm late"}],
-                         corpus_id="late")
+                         corpus_id="late", allow_missing_embeddings=True)
             primary = reads()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")

@@ -175,7 +175,7 @@ def load_sample(dsn: str) -> None:
         with client.tenant("acme") as t:
             t.ingest(chunks("a", 40, doc_size=4, seed=1))
             t.ingest([Chunk(chunk_id="q", document_id="Q", content="restricted pump alarm note",
-                            acl_labels=["quality"])])
+                            acl_labels=["quality"])], allow_missing_embeddings=True)
             t.add_edges([{"src": "a-1", "dst": "a-7", "rel": "VERIFIES"},
                          {"src": "a-7", "dst": "acme:entity:pump", "rel": "MENTIONS"}])
         with client.tenant("globex") as t:

@@ -26,7 +26,7 @@ def _secret_graph(db: Db) -> int:
         with c.tenant("acme", ["*"]) as t:
             t.ingest(chunks("a", 2, seed=8))
             t.ingest([Chunk(chunk_id="restricted", document_id="R", content="quality audit finding",
-                            acl_labels=["quality"])], corpus_id="qms")
+                            acl_labels=["quality"])], corpus_id="qms", allow_missing_embeddings=True)
             t.add_edges([{"src": "restricted", "dst": "acme:entity:only-via-restricted", "rel": "MENTIONS"},
                          {"src": "a-0", "dst": "a-1", "rel": "VERIFIES"}])
     with psycopg.connect(db.dsn()) as admin:
@@ -253,7 +253,7 @@ def test_the_bm25_word_oracle_is_closed(db: Db, role: str, probe: str) -> None:
     # globex holds a word; scoring any text against the shared index would reveal whether it occurs
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
         t.ingest([Chunk(chunk_id=f"s{i}", document_id=f"s{i}", content="project falcon launch plan")
-                  for i in range(5)])
+                  for i in range(5)], allow_missing_embeddings=True)
     # refused by privilege, or (the cast form, where to_bm25query is not called) by pg_textsearch's own
     # rule that the index must be on the scored column: either way no score comes back
     with _as(db, role) as conn, pytest.raises((psycopg.errors.InsufficientPrivilege, psycopg.errors.WrongObjectType)):
@@ -263,7 +263,7 @@ def test_the_bm25_word_oracle_is_closed(db: Db, role: str, probe: str) -> None:
 def test_a_tenant_login_role_cannot_explain_its_way_around_rls(db: Db) -> None:
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
         t.ingest([Chunk(chunk_id=f"s{i}", document_id=f"s{i}", content="project falcon launch plan")
-                  for i in range(5)])
+                  for i in range(5)], allow_missing_embeddings=True)
     with _as(db, "pyh_acme") as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("EXPLAIN ANALYZE SELECT * FROM hybrid.chunk WHERE tsv @@ 'falcon'::tsquery")
@@ -324,9 +324,9 @@ def test_errors_raised_inside_the_definer_functions_relay_nothing_of_another_ten
     # context gets its own result, never a unique violation or a message carrying globex's values
     with HybridClient(db.dsn("pyh_app")) as c:
         with c.tenant("globex") as t:
-            t.ingest([Chunk(chunk_id="dup", document_id="D", content="globex falcon secret")])
+            t.ingest([Chunk(chunk_id="dup", document_id="D", content="globex falcon secret")], allow_missing_embeddings=True)
         with c.tenant("acme") as t:
-            t.ingest([Chunk(chunk_id="dup", document_id="D", content="acme own text")])
+            t.ingest([Chunk(chunk_id="dup", document_id="D", content="acme own text")], allow_missing_embeddings=True)
             rows = t.retrieve(query_text="falcon secret own text")
     assert [r.chunk_id for r in rows] == ["dup"]
     with _as(db, "pyh_acme_writer") as conn:
