@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,38 @@ def finish_upgrade(dbapi_conn: Any, *, force: bool = False) -> list[str]:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (digest, __version__))
         done.append("re-applied sql/idempotent")
     return done
+
+
+_REVISION = re.compile(r'^(down_revision|revision)\s*=\s*(?:"([^"]*)"|None)', re.M)
+
+
+def head_revision() -> str:
+    """The Alembic head of this package's migrations, read from the revision files (without loading Alembic)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in migrations_dir().joinpath("versions").glob("*.py"):
+        for key, value in _REVISION.findall(path.read_text(encoding="utf-8")):
+            if value:
+                (revisions if key == "revision" else parents).add(value)
+    heads = sorted(revisions - parents)
+    if len(heads) != 1:
+        raise SchemaError(f"the package's migrations have {len(heads)} heads ({heads}), expected one")
+    return heads[0]
+
+
+_STATE_SQL = """SELECT (SELECT string_agg(version_num, ',') FROM public.alembic_version) AS revision,
+       (SELECT value FROM hybrid.setting WHERE key = 'sql_digest') AS digest"""
+
+
+def is_current(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the database's schema is this package's: its Alembic revision and sql_digest (one query;
+    False when the schema or the version table is missing). The connection is left as it was."""
+    try:
+        with conn.transaction():
+            row = conn.execute(_STATE_SQL).fetchone()
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        return False
+    return row is not None and row[0] == head_revision() and row[1] == sql_digest()
 
 
 def _alembic_config(url: str, dim: int | None, reapply: bool = False) -> Any:
