@@ -280,3 +280,14 @@ def test_embedded_dsn_of_the_app_role_on_a_fresh_data_dir_names_the_command_that
     finally:
         stop_embedded(path)
         shutil.rmtree(parent, ignore_errors=True)
+
+
+# finding 13
+def test_the_test_servers_temporary_directory_is_removed_with_the_server() -> None:
+    from tests.conftest import embedded_server_in_temp_dir
+
+    with embedded_server_in_temp_dir(prefix="pyhybrid-cli-test-") as dsn:
+        with psycopg.connect(dsn) as c:
+            parent = Path(c.execute("SHOW data_directory").fetchone()[0]).parent  # type: ignore[index]
+        assert parent.name.startswith("pyhybrid-cli-test-") and parent.is_dir()
+    assert not parent.exists()
