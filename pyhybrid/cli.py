@@ -496,7 +496,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     target = Target(args)
     target.ensure_ready(migrate_always=True)
-    return run_demo(target.admin, target.app, quiet=args.quiet)
+    return run_demo(target.admin, target.app, quiet=args.quiet, flags=_data_dir_flag(args))
 
 
 def vector_literal(vector: Any) -> str:

@@ -26,8 +26,8 @@ def _env() -> dict[str, str]:
 
 
 def run(*args: str, data_dir: Path | None = None, check: int | None = 0) -> subprocess.CompletedProcess[str]:
-    """pyhybrid ARGS, the global --data-dir put after the subcommand (both places are accepted)."""
-    argv = [BIN, args[0], *(["--data-dir", str(data_dir)] if data_dir else []), *args[1:]]
+    """pyhybrid [--data-dir DATA_DIR] ARGS."""
+    argv = [BIN, *(["--data-dir", str(data_dir)] if data_dir else []), *args]
     done = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=600)
     if check is not None:
         assert done.returncode == check, (argv, done.stdout[-2000:], done.stderr[-3000:])
@@ -166,9 +166,9 @@ def test_migrate_refuses_another_dimension_on_an_install(data_dir: Path) -> None
 
 
 def test_global_flags_before_and_after_the_subcommand(data_dir: Path) -> None:
-    before = subprocess.run([BIN, "--data-dir", str(data_dir), "server", "url"], capture_output=True, text=True,
-                            env=_env())
-    assert before.returncode == 0 and before.stdout == run("server", "url", data_dir=data_dir).stdout
+    after = run("server", "url", "--data-dir", str(data_dir)).stdout
+    assert after.startswith("postgresql://") and after == run("server", "url", data_dir=data_dir).stdout
+    assert run("tenant", "create", "flagsafter", "--data-dir", str(data_dir)).stdout.strip() == "flagsafter"
 
 
 def test_rerank_shows_its_score_and_the_rows_are_in_its_order(data_dir: Path) -> None:

@@ -143,7 +143,7 @@ def test_ingest_edges_errors_name_the_file_the_line_and_the_format(db: Db, tmp_p
     good = tmp_path / "good.jsonl"
     good.write_text('{"src": "a", "dst": "b", "rel": "MENTIONS"}\n')
     assert main([*base, str(good), "--tenant", "no-such-tenant"]) == 2
-    assert "tenant_id 'no-such-tenant' does not exist" in _err(capsys)
+    assert "tenant 'no-such-tenant' does not exist: create it with `pyhybrid --dsn ... tenant create no-such-tenant`" in _err(capsys)
     with pytest.raises(SystemExit):
         main([*base, "--help"])
     assert '"rel": "VERIFIES"' in capsys.readouterr().out
