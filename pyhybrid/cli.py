@@ -557,7 +557,9 @@ class _Help(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+        default = action.default
+        if "default" in text or default is None or default is False or default == argparse.SUPPRESS \
+                or not action.option_strings:
             return text
         return f"{text} (default: %(default)s)"
 
@@ -686,7 +688,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--corpus-ids", "--corpus", dest="corpus_ids", action="append",
                    help="restrict to a corpus (repeatable; default: every corpus)")
     s.add_argument("--top-k", type=int, default=10, help="rows returned")
-    s.add_argument("--per-source-k", type=int, default=None, help="each branch's cut (default max(top_k*3, 30))")
+    s.add_argument("--per-source-k", type=int, default=None, help="each branch's cut (default: max(--top-k * 3, 30))")
     s.add_argument("--weights", default=None,
                    help="vector,keyword,graph weights in one flag (default: hybrid_retrieve's, 1,1,0.5)")
     s.add_argument("--vector-weight", type=float, default=None, help="dense branch weight; 0 turns it off (default 1)")
@@ -697,7 +699,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fusion", choices=["rrf", "convex", "dbsf"], default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")
-    s.add_argument("--skip", type=int, default=0, help="fused rows to skip before top_k (pages: give --per-source-k)")
+    s.add_argument("--skip", type=int, default=0, help="fused rows to skip before the --top-k returned (pages: give --per-source-k)")
     s.add_argument("--siblings", type=int, default=0,
                    help="show the N nearest chunks of the same document around each hit")
     s.add_argument("--graph-edge-types", action="append",
