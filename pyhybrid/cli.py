@@ -532,7 +532,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
     if args.tenant:
         _base.tenant_params(args.tenant, None)
         # the session acts for the tenant; a transaction can still say otherwise with SET LOCAL
-        env["PGOPTIONS"] = (env.get("PGOPTIONS", "") + f" -c hybrid.tenant_id={args.tenant}").strip()
+        value = args.tenant.replace("\\", "\\\\").replace(" ", "\\ ")  # libpq splits options at unescaped spaces
+        env["PGOPTIONS"] = (env.get("PGOPTIONS", "") + f" -c hybrid.tenant_id={value}").strip()
     psql = str(bundled_psql())
     argv = [psql, dsn, *[a for a in args.psql_args if a != "--"]]
     if os.name == "posix":
