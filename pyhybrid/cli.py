@@ -160,7 +160,15 @@ def _query(args: argparse.Namespace) -> RetrieveQuery:
         raise InvalidParameterError(f"--filter must be a JSON object such as '{{\"lang\": \"en\"}}': {exc.msg} "
                                     f"at character {exc.pos + 1} of {args.filter!r}") from None
     # hybrid_retrieve's own defaults unless a flag says otherwise
-    w = HybridWeights.parse(args.weights) if args.weights else None
+    try:
+        w = HybridWeights.parse(args.weights) if args.weights else None
+        if w:
+            RetrieveQuery(query_text="x", vector_weight=w.vector, keyword_weight=w.keyword, graph_weight=w.graph)
+    except InvalidParameterError as exc:  # a weight of --weights: not the flag --vector-weight
+        m = re.match(r"^(vector|keyword|graph)_weight (.*)$", str(exc))
+        if not m:
+            raise
+        raise InvalidParameterError(f"--weights: the {m[1]} weight {m[2]}") from None
     weights: dict[str, Any] = (
         {"vector_weight": w.vector, "keyword_weight": w.keyword, "graph_weight": w.graph} if w else {})
     for name in ("vector_weight", "keyword_weight", "graph_weight", "rrf_k", "fusion"):
@@ -377,7 +385,8 @@ _UNSUPPORTED = re.compile(r"^unsupported file type (\S*) \((.*)\)$")
 
 
 def _report_skipped(skipped: Sequence[tuple[str, str]], quiet: bool) -> None:
-    """One line per skipped file (none with quiet), unsupported types gathered in one line with what is read."""
+    """A line per file that looked readable and was not (a binary .txt, a broken PDF); the files of unsupported
+    types in one line, with the types read (none with quiet)."""
     by_type: dict[str, int] = {}
     reads = ""
     for f, reason in skipped:
@@ -385,7 +394,7 @@ def _report_skipped(skipped: Sequence[tuple[str, str]], quiet: bool) -> None:
         if m:
             by_type[m[1]] = by_type.get(m[1], 0) + 1
             reads = m[2]
-        elif not quiet:
+        else:
             print(f"pyhybrid: skipped {f}: {reason}", file=sys.stderr)
     if by_type and not quiet:
         kinds = ", ".join(f"{n} {t or '(no suffix)'}" for t, n in sorted(by_type.items()))
@@ -400,9 +409,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     # read everything first: a bad path or record fails here, before a tenant or a row is written
     scan = scan_source(Path(args.path), root=Path(args.root) if args.root else None, max_words=args.chunk_size,
                        overlap_words=args.overlap)
-    if not args.quiet:
-        for f, note in scan.notes:
-            print(f"pyhybrid: note: {f}: {note}", file=sys.stderr)
+    for f, note in scan.notes:
+        print(f"pyhybrid: note: {f}: {note}", file=sys.stderr)
     _report_skipped(scan.skipped, args.quiet)
     docs = len({r.get("document_id") for r in scan.records})
     print(f"read {len(scan.files_read)} file(s): {len(scan.records)} chunk(s) of {docs} document(s); "
@@ -668,7 +676,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--acl", help="comma-separated ACL labels for chunks that carry none (default: none)")
     s.add_argument("--bulk", action="store_true",
                    help="drop the HNSW index during the load and rebuild it after (admin; for large loads)")
-    s.add_argument("--quiet", action="store_true", help="no progress bar, no line per skipped file")
+    s.add_argument("--quiet", action="store_true", help="no progress bar, no line about files of unsupported types (files that could not be read are "
+                        "still named)")
     s.set_defaults(func=cmd_ingest)
 
     s = add("ingest-edges", help='load graph edges from JSONL {"src", "dst", "rel"}',

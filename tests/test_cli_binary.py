@@ -180,17 +180,21 @@ def test_rerank_shows_its_score_and_the_rows_are_in_its_order(data_dir: Path) ->
     assert len(scores) == 10 and scores == sorted(scores, reverse=True)
 
 
-def test_ingest_quiet_prints_no_skip_lines_and_unsupported_types_are_one_line(data_dir: Path) -> None:
+def test_ingest_quiet_leaves_out_unsupported_types_which_are_one_line_otherwise(data_dir: Path) -> None:
     d = data_dir.parent / "mixed"
     d.mkdir(exist_ok=True)
     for name in ("a.xyz", "b.xyz", "c.bin2"):
         (d / name).write_text("x")
     (d / "keep.md").write_text("# Keep\n\nThe pump alarms within 30 seconds.")
+    (d / "broken.txt").write_bytes(b"\x00\x01binary")
     quiet = run("ingest", str(d), "--tenant", "acme", "--quiet", data_dir=data_dir).stderr
-    assert "skipped " not in quiet.replace("skipped 3 file(s)", "")
+    assert [line for line in quiet.splitlines() if "skipped" in line] == [
+        f"pyhybrid: skipped {d / 'broken.txt'}: binary file (it holds NUL bytes)",
+        "read 1 file(s): 1 chunk(s) of 1 document(s); skipped 4 file(s)"]
     loud = run("ingest", str(d), "--tenant", "acme", "--dry-run", data_dir=data_dir).stderr
     skip_lines = [line for line in loud.splitlines() if line.startswith("pyhybrid: skipped")]
-    assert skip_lines == ["pyhybrid: skipped 3 file(s) of unsupported type: 1 .bin2, 2 .xyz (read: .txt .md .markdown "
+    assert skip_lines == [f"pyhybrid: skipped {d / 'broken.txt'}: binary file (it holds NUL bytes)",
+                          "pyhybrid: skipped 3 file(s) of unsupported type: 1 .bin2, 2 .xyz (read: .txt .md .markdown "
                           ".rst .html .pdf .jsonl, README-like names and files without a suffix)"]
     assert "chunk/s" not in loud and "it/s" not in loud  # no progress bar for a dry run
 
