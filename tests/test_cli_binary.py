@@ -294,3 +294,12 @@ def test_the_test_servers_temporary_directory_is_removed_with_the_server() -> No
             parent = Path(c.execute("SHOW data_directory").fetchone()[0]).parent  # type: ignore[index]
         assert parent.name.startswith("pyhybrid-cli-test-") and parent.is_dir()
     assert not parent.exists()
+
+
+def test_the_deprecation_test_leaks_no_warning_into_the_summary() -> None:
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-W", "error::DeprecationWarning",
+                           "tests/test_retrieve.py::test_the_0_1_keyword_names_still_work_with_a_deprecation_warning"],
+                          capture_output=True, text=True, cwd=root, env=_env())
+    assert done.returncode == 0 and "warning" not in done.stdout.splitlines()[-1], done.stdout[-3000:]
