@@ -676,7 +676,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--acl", help="comma-separated ACL labels for chunks that carry none (default: none)")
     s.add_argument("--bulk", action="store_true",
                    help="drop the HNSW index during the load and rebuild it after (admin; for large loads)")
-    s.add_argument("--quiet", action="store_true", help="no progress bar, no line about files of unsupported types (files that could not be read are "
+    s.add_argument("--quiet", action="store_true",
+                   help="no progress bar, no line about files of unsupported types (files that could not be read are "
                         "still named)")
     s.set_defaults(func=cmd_ingest)
 
@@ -709,7 +710,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fusion", choices=["rrf", "convex", "dbsf"], default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")
-    s.add_argument("--skip", type=int, default=0, help="fused rows to skip before the --top-k returned (pages: give --per-source-k)")
+    s.add_argument("--skip", type=int, default=0,
+                   help="fused rows to skip before the --top-k returned (pages: give --per-source-k)")
     s.add_argument("--siblings", type=int, default=0,
                    help="show the N nearest chunks of the same document around each hit")
     s.add_argument("--graph-edge-types", action="append",
