@@ -38,6 +38,7 @@ FLAGS = {
 """The parameter names errors use (hybrid_retrieve's, the Python API's) and the flag a CLI user typed."""
 _FLAG_WORD = re.compile(r"(?<![\w.-])(" + "|".join(sorted(FLAGS, key=len, reverse=True)) + r")(?![\w-])")
 _MISSING_TENANT = re.compile(r"tenant_id '([^']*)' does not exist")
+_UNREGISTERED_EDGE_TYPE = re.compile(r"edge type (\S+) is not registered")
 
 
 def in_flags(message: str) -> str:
@@ -100,10 +101,16 @@ def _create_tenant(target: Target, args: argparse.Namespace) -> bool:
 
 @contextlib.contextmanager
 def _tenant_hint(args: argparse.Namespace) -> Iterator[None]:
-    """A missing tenant's error names the pyhybrid command that creates it."""
+    """A missing tenant's or edge type's error names the pyhybrid command that creates it (not the SQL)."""
     try:
         yield
     except PyhybridError as exc:
+        edge_type = _UNREGISTERED_EDGE_TYPE.search(str(exc))
+        if edge_type:
+            raise InvalidParameterError(
+                f"edge type {edge_type[1]} is not registered, and this role may not register one: run the same "
+                f"pyhybrid ingest-edges as an admin or app role (e.g. pyhybrid --dsn ADMIN_DSN ingest-edges ...), "
+                "which registers the edge types it loads") from exc
         m = _MISSING_TENANT.search(str(exc))
         if not m:
             raise
@@ -684,7 +691,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("ingest-edges", help='load graph edges from JSONL {"src", "dst", "rel"}',
             description="Load graph edges for a tenant. The file holds " + EDGE_FORMAT + ".",
             epilog='example line: {"src": "manual.md#0", "dst": "tests.md#3", "rel": "VERIFIES"}; '
-                   "edge types are registered by an admin or app role (hybrid.register_edge_type); "
+                   "a new edge type is registered when an admin or app role loads it (a tenant login role "
+                   "cannot); "
                    "search --seed ID starts the graph branch from a chunk or entity")
     s.add_argument("path", help="a JSONL file of edges")
     s.add_argument("--tenant", required=True, help="the tenant the edges belong to (required)")

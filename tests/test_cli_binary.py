@@ -303,3 +303,14 @@ def test_the_deprecation_test_leaks_no_warning_into_the_summary() -> None:
                            "tests/test_retrieve.py::test_the_0_1_keyword_names_still_work_with_a_deprecation_warning"],
                           capture_output=True, text=True, cwd=root, env=_env())
     assert done.returncode == 0 and "warning" not in done.stdout.splitlines()[-1], done.stdout[-3000:]
+
+
+def test_a_tenant_role_loading_a_new_edge_type_is_told_the_pyhybrid_command(data_dir: Path) -> None:
+    psql(data_dir, "CREATE ROLE cli_tenant_role LOGIN;", "--admin")
+    run("tenant", "grant", "acme", "cli_tenant_role", data_dir=data_dir)
+    dsn = run("server", "url", data_dir=data_dir).stdout.strip().replace("postgres:@", "cli_tenant_role@")
+    f = data_dir.parent / "new_type.jsonl"
+    f.write_text('{"src": "acme:REQ-012#0", "dst": "acme:TP-031#2", "rel": "CLI_TEST_NEW_TYPE"}\n')
+    err = run("ingest-edges", str(f), "--tenant", "acme", "--dsn", dsn, check=2).stderr
+    assert "edge type CLI_TEST_NEW_TYPE is not registered" in err and "pyhybrid --dsn ADMIN_DSN ingest-edges" in err
+    assert "SELECT" not in err
