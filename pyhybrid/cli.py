@@ -33,7 +33,7 @@ FLAGS = {
     "graph_hops": "--graph-hops", "graph_expand": "--graph-expand", "skip": "--skip", "siblings": "--siblings",
     "graph_edge_types": "--graph-edge-types", "graph_seeds": "--seed", "corpus_ids": "--corpus", "filter": "--filter",
     "fusion": "--fusion", "lexical": "--lexical", "rerank_depth": "--rerank-depth", "acl_labels": "--acl",
-    "query_text": "the query text", "chunk_size": "--chunk-size", "overlap": "--overlap",
+    "query_text": "the query text", "chunk_size": "--chunk-size", "overlap": "--overlap", "dim": "--dim",
 }
 """The parameter names errors use (hybrid_retrieve's, the Python API's) and the flag a CLI user typed."""
 _FLAG_WORD = re.compile(r"(?<![\w.-])(" + "|".join(sorted(FLAGS, key=len, reverse=True)) + r")(?![\w-])")
