@@ -36,7 +36,7 @@ FLAGS = {
     "query_text": "the query text", "chunk_size": "--chunk-size", "overlap": "--overlap", "dim": "--dim",
 }
 """The parameter names errors use (hybrid_retrieve's, the Python API's) and the flag a CLI user typed."""
-_FLAG_WORD = re.compile(r"(?<![\w.-])(" + "|".join(sorted(FLAGS, key=len, reverse=True)) + r")(?![\w-])")
+_FLAG_WORD = re.compile(r"(?<![\w./-])(" + "|".join(sorted(FLAGS, key=len, reverse=True)) + r")(?![\w/-])")
 _MISSING_TENANT = re.compile(r"tenant_id '([^']*)' does not exist")
 _UNREGISTERED_EDGE_TYPE = re.compile(r"edge type (\S+) is not registered")
 
