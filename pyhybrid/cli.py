@@ -66,10 +66,10 @@ class Target:
         is not this package's or the role is missing (one query decides), or always with migrate_always."""
         if not self.embedded:
             return
-        with psycopg.connect(self.admin, autocommit=True) as c:
-            role = c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone() is not None
-            if role and not migrate_always and migrate.is_current(c):
-                return
+        if not migrate_always:
+            with psycopg.connect(self.admin, autocommit=True) as c:
+                if migrate.is_current(c, APP_ROLE):
+                    return
         migrate.upgrade(self.admin)
         with psycopg.connect(self.admin, autocommit=True) as c:
             if c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone() is None:

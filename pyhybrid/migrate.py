@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from dataclasses import dataclass
@@ -122,18 +123,20 @@ def head_revision() -> str:
 
 
 _STATE_SQL = """SELECT (SELECT string_agg(version_num, ',') FROM public.alembic_version) AS revision,
-       (SELECT value FROM hybrid.setting WHERE key = 'sql_digest') AS digest"""
+       (SELECT value FROM hybrid.setting WHERE key = 'sql_digest') AS digest,
+       %s::text IS NULL OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s) AS role"""
 
 
-def is_current(conn: psycopg.Connection[Any]) -> bool:
-    """Whether the database's schema is this package's: its Alembic revision and sql_digest (one query;
-    False when the schema or the version table is missing). The connection is left as it was."""
+def is_current(conn: psycopg.Connection[Any], role: str | None = None) -> bool:
+    """Whether the database's schema is this package's: its Alembic revision and sql_digest, and role exists
+    if given (one statement; False when the schema or the version table is missing). On a connection that
+    is not in autocommit, the statement runs in a savepoint, so that a failure leaves the transaction usable."""
     try:
-        with conn.transaction():
-            row = conn.execute(_STATE_SQL).fetchone()
+        with contextlib.nullcontext() if conn.autocommit else conn.transaction():
+            row = conn.execute(_STATE_SQL, (role, role)).fetchone()
     except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
         return False
-    return row is not None and row[0] == head_revision() and row[1] == sql_digest()
+    return row is not None and row[0] == head_revision() and row[1] == sql_digest() and bool(row[2])
 
 
 def _alembic_config(url: str, dim: int | None, reapply: bool = False) -> Any:

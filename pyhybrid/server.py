@@ -53,8 +53,11 @@ def start_embedded(data_dir: Path | None = None, report: Callable[[str], None] |
     (pyhybrid.maintenance.heal_bm25_everywhere); report gets a line for each (default: the log).
     """
     path = (data_dir or default_data_dir()).expanduser()
+    status = embedded_status(path)
+    if status["running"] and status["dsn"]:  # its postmaster.pid names the socket: no need to load pgserver
+        return str(status["dsn"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    was_running = embedded_status(path)["running"]
+    was_running = status["running"]
     pgserver = _pgserver()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
