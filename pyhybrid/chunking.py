@@ -888,24 +888,12 @@ def not_prose(text: str) -> str | None:
 
 
 def _records_from_jsonl(f: Path, shown: str) -> Iterator[dict[str, Any]]:
-    with f.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidParameterError(f"{shown}:{n}: not valid JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise InvalidParameterError(f"{shown}:{n}: a chunk record must be a JSON object, got {type(rec).__name__}")
-            unknown = sorted(set(rec) - RECORD_KEYS)
-            missing = [k for k in RECORD_REQUIRED if rec.get(k) in (None, "")]
-            if unknown or missing:
-                what = f"unknown key(s) {unknown}" if unknown else f"missing {', '.join(missing)}"
-                raise InvalidParameterError(
-                    f"{shown}:{n}: {what}; a chunk record has chunk_id, document_id and content (required) and "
-                    f"position, metadata, acl_labels, embedding (optional)")
-            yield rec
+    from ._jsonl import read_jsonl
+
+    for _, rec in read_jsonl(f, shown=shown, what="a chunk record", keys=RECORD_KEYS, required=RECORD_REQUIRED,
+                             format_hint="a chunk record has chunk_id, document_id and content (required) and "
+                                         "position, metadata, acl_labels, embedding (optional)"):
+        yield rec
 
 
 def scan_source(path: Path, *, root: Path | None = None, chunk_tokens: int | None = None,

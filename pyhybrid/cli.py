@@ -1,26 +1,56 @@
-"""The pyhybrid command line: server, migrate, doctor, tenant, ingest, ingest-edges, search, demo."""
+"""The pyhybrid command line: server, migrate, doctor, tenant, ingest, ingest-edges, search, embed, sql, demo."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import psycopg
+import psycopg.sql
 from psycopg import conninfo
 
-from . import _sql, maintenance, migrate, server, transfer
-from .errors import InvalidParameterError, PyhybridError
+from . import _base, _sql, maintenance, migrate, server, transfer
+from ._jsonl import read_jsonl
+from .errors import InvalidParameterError, PyhybridError, from_psycopg
 from .ingest import ingest_records
 from .query import RetrieveQuery
 from .types import ChunkRef, HybridWeights
 
 APP_ROLE = "pyhybrid_app"
+
+
+FLAGS = {
+    "tenant_id": "--tenant", "top_k": "--top-k", "per_source_k": "--per-source-k", "vector_weight": "--vector-weight",
+    "keyword_weight": "--keyword-weight", "graph_weight": "--graph-weight", "rrf_k": "--rrf-k",
+    "graph_hops": "--graph-hops", "graph_expand": "--graph-expand", "skip": "--skip", "siblings": "--siblings",
+    "graph_edge_types": "--graph-edge-types", "graph_seeds": "--seed", "corpus_ids": "--corpus", "filter": "--filter",
+    "fusion": "--fusion", "lexical": "--lexical", "rerank_depth": "--rerank-depth", "acl_labels": "--acl",
+    "query_text": "the query text", "chunk_size": "--chunk-size", "overlap": "--overlap", "dim": "--dim",
+}
+"""The parameter names errors use (hybrid_retrieve's, the Python API's) and the flag a CLI user typed."""
+_FLAG_WORD = re.compile(r"(?<![\w./-])(" + "|".join(sorted(FLAGS, key=len, reverse=True)) + r")(?![\w/-])")
+_MISSING_TENANT = re.compile(r"tenant_id '([^']*)' does not exist")
+_READ_ONLY = re.compile(r"role (\S+) may read tenant '([^']+)' but not write it")
+
+
+def in_flags(message: str) -> str:
+    """An error message with parameter names replaced by the flags that set them."""
+    return _FLAG_WORD.sub(lambda m: FLAGS[m[1]], message)
+
+
+def _data_dir_flag(args: argparse.Namespace) -> str:
+    """The global flag that names the server the user chose, to repeat in a hint ('' for the default one)."""
+    if getattr(args, "dsn", None):
+        return "--dsn ... "  # not the DSN itself: it may hold a password
+    return f"--data-dir {shlex.quote(str(args.data_dir))} " if getattr(args, "data_dir", None) else ""
 
 
 class Target:
@@ -31,10 +61,15 @@ class Target:
         data_dir = Path(args.data_dir) if getattr(args, "data_dir", None) else None
         self.admin = server.resolve_dsn(args.dsn, data_dir)
 
-    def ensure_ready(self) -> None:
-        """On the embedded server: migrate to head and create the app role (both idempotent)."""
+    def ensure_ready(self, *, migrate_always: bool = False) -> None:
+        """On the embedded server: migrate to head and create the app role (both idempotent) when the schema
+        is not this package's or the role is missing (one query decides), or always with migrate_always."""
         if not self.embedded:
             return
+        if not migrate_always:
+            with psycopg.connect(self.admin, autocommit=True) as c:
+                if migrate.is_current(c, APP_ROLE):
+                    return
         migrate.upgrade(self.admin)
         with psycopg.connect(self.admin, autocommit=True) as c:
             if c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone() is None:
@@ -44,10 +79,11 @@ class Target:
             c.execute("SELECT hybrid.grant_app(%s)", (APP_ROLE,))
 
     def ensure_tenant(self, tenant: str) -> None:
-        """On the embedded server, create the tenant if missing."""
-        if self.embedded:
-            with psycopg.connect(self.admin, autocommit=True) as c:
-                c.execute(_sql.CREATE_TENANT_SQL, (tenant,))
+        """Create the tenant if missing (as the admin DSN)."""
+        from ._base import translate_errors
+
+        with translate_errors(), psycopg.connect(self.admin, autocommit=True) as c:
+            c.execute(_sql.CREATE_TENANT_SQL, (tenant,))
 
     @property
     def app(self) -> str:
@@ -55,15 +91,46 @@ class Target:
         return conninfo.make_conninfo(self.admin, user=APP_ROLE) if self.embedded else self.admin
 
 
-def _print_table(refs: Sequence[ChunkRef], *, width: int = 72, skip: int = 0) -> None:
+def _create_tenant(target: Target, args: argparse.Namespace) -> bool:
+    """Create --tenant when --create-tenant says so (default: on the embedded server only); True if it did."""
+    create = target.embedded if args.create_tenant is None else args.create_tenant
+    if create:
+        target.ensure_tenant(args.tenant)
+    return bool(create)
+
+
+@contextlib.contextmanager
+def _tenant_hint(args: argparse.Namespace) -> Iterator[None]:
+    """A missing tenant's error, or a reading role's refused write, names the pyhybrid command that mends it (not
+    the SQL)."""
+    try:
+        yield
+    except PyhybridError as exc:
+        reader = _READ_ONLY.search(str(exc))
+        if reader:
+            raise InvalidParameterError(
+                f"role {reader[1]} may read tenant {reader[2]!r} but not write it: writing needs every ACL label; "
+                f"an admin grants them with `pyhybrid {_data_dir_flag(args)}tenant grant {reader[2]} {reader[1]} "
+                "--acl '*'`") from exc
+        m = _MISSING_TENANT.search(str(exc))
+        if not m:
+            raise
+        raise InvalidParameterError(
+            f"tenant {m[1]!r} does not exist: create it with `pyhybrid {_data_dir_flag(args)}tenant create {m[1]}` "
+            f"(admin), or pass --create-tenant") from exc
+
+
+def _print_table(refs: Sequence[ChunkRef], *, width: int = 72, skip: int = 0, rerank: bool = False) -> None:
     idw = max([26, *(len(r.chunk_id) for r in refs)])  # whole ids: a cut id can look like another one
-    print(f"{'rank':>4}  {'chunk':<{idw}} {'fused':>8}  {'dense':>5} {'lex':>5} {'graph':>5}  content")
+    rr = f" {'rerank':>8}" if rerank else ""
+    print(f"{'rank':>4}  {'chunk':<{idw}}{rr} {'fused':>8}  {'dense':>5} {'lex':>5} {'graph':>5}  content")
     for i, r in enumerate(refs, start=skip + 1):
         def rk(v: int | None) -> str:
             return "-" if v is None else str(v)
         text = " ".join((r.content or "").split())
         text = text if len(text) <= width else text[: width - 1] + "…"
-        print(f"{i:>4}  {r.chunk_id:<{idw}} {r.score:8.5f}  {rk(r.vector_rank):>5} {rk(r.keyword_rank):>5} "
+        rs = "" if not rerank else f" {'-':>8}" if r.rerank_score is None else f" {r.rerank_score:8.5f}"
+        print(f"{i:>4}  {r.chunk_id:<{idw}}{rs} {r.score:8.5f}  {rk(r.vector_rank):>5} {rk(r.keyword_rank):>5} "
               f"{rk(r.graph_rank):>5}  {text}")
 
 
@@ -77,11 +144,22 @@ def _print_context(ref: ChunkRef) -> None:
         print(f"        {arrow} {c.get('rel')} {arrow} {c.get('node_id')} ({c.get('kind')}){title}")
 
 
-def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
-    """Run one search as the CLI does; prints the table, JSON or explanation."""
-    from .client import HybridClient
-    from .embed import default_embedder
+def _literal(conn: psycopg.Connection[Any], value: str) -> str:
+    return psycopg.sql.Literal(value).as_string(conn)
 
+
+def psql_block(conn: psycopg.Connection[Any], query: RetrieveQuery, tenant: str, acl: Sequence[str]) -> str:
+    """The call as a block that runs as is in psql (pyhybrid sql): the role the search ran as, a transaction,
+    the tenant context, the call."""
+    role = psycopg.sql.Identifier(str(conn.info.user)).as_string(conn)
+    lines = ["BEGIN;", f"SET LOCAL ROLE {role};", f"SET LOCAL hybrid.tenant_id = {_literal(conn, tenant)};"]
+    if acl:
+        lines.append(f"SET LOCAL hybrid.acl_labels = {_literal(conn, ','.join(acl))};")
+    return "\n".join([*lines, query.to_sql(), "COMMIT;"])
+
+
+def _query(args: argparse.Namespace) -> RetrieveQuery:
+    """The RetrieveQuery of the search flags, embedding the text when the dense branch has weight."""
     if not args.text.strip() and not args.seed:
         raise InvalidParameterError("the query text is empty: give words to search for (or --seed ID)")
     try:
@@ -90,42 +168,87 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
         raise InvalidParameterError(f"--filter must be a JSON object such as '{{\"lang\": \"en\"}}': {exc.msg} "
                                     f"at character {exc.pos + 1} of {args.filter!r}") from None
     # hybrid_retrieve's own defaults unless a flag says otherwise
-    w = HybridWeights.parse(args.weights) if args.weights else None
+    try:
+        w = HybridWeights.parse(args.weights) if args.weights else None
+        if w:
+            RetrieveQuery(query_text="x", vector_weight=w.vector, keyword_weight=w.keyword, graph_weight=w.graph)
+    except InvalidParameterError as exc:  # a weight of --weights: not the flag --vector-weight
+        m = re.match(r"^(vector|keyword|graph)_weight (.*)$", str(exc))
+        if not m:
+            raise
+        raise InvalidParameterError(f"--weights: the {m[1]} weight {m[2]}") from None
     weights: dict[str, Any] = (
         {"vector_weight": w.vector, "keyword_weight": w.keyword, "graph_weight": w.graph} if w else {})
     for name in ("vector_weight", "keyword_weight", "graph_weight", "rrf_k", "fusion"):
         if getattr(args, name) is not None:
             weights[name] = getattr(args, name)
-    base = RetrieveQuery(query_text=args.text if args.text.strip() else None, graph_seeds=args.seed or None,
-                         **weights)
-    query = RetrieveQuery(
-        query_embedding=default_embedder().embed_query(args.text) if base.vector_weight > 0 and args.text.strip()
-        else None,
-        query_text=args.text if args.text.strip() else None, graph_seeds=args.seed or None,
+    defaults = {f.name: f.default for f in dataclasses.fields(RetrieveQuery)}
+    text = args.text if args.text.strip() else None
+    dense = text is not None and float(weights.get("vector_weight", defaults["vector_weight"])) > 0
+    graph = float(weights.get("graph_weight", defaults["graph_weight"])) > 0
+    embedding = None
+    if dense:
+        from .embed import default_embedder
+
+        embedding = default_embedder().embed_query(args.text)
+    return RetrieveQuery(
+        query_embedding=embedding, query_text=text, graph_seeds=args.seed or None,
         corpus_ids=args.corpus_ids or None, top_k=args.top_k, per_source_k=args.per_source_k,
         filter=flt, graph_hops=args.graph_hops,
-        lexical=args.lexical, graph_expand=args.graph_expand if base.graph_weight > 0 else 0,
+        lexical=args.lexical, graph_expand=args.graph_expand if graph else 0,
         with_graph_context=True, per_document=args.per_document, skip=args.skip, siblings=args.siblings,
         graph_edge_types=args.graph_edge_types, **weights,
     )
+
+
+NO_SEED_VISIBLE = "no seed among the given ids is visible to tenant {tenant!r}"
+"""The same words whether a seed is another tenant's or nobody's: a caller cannot tell them apart."""
+
+
+def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
+    """Run one search as the CLI does; prints the table, JSON or explanation."""
+    from .client import HybridClient
+
+    query = _query(args)
     acl = [a for a in (args.acl or "").split(",") if a]
     report: dict[str, Any] = {}
+    block = ""
+    unseen: list[str] = []
     with HybridClient(dsn) as client, client.tenant(args.tenant, acl) as t:
+        if query.graph_seeds:
+            kinds = t.classify_ids(query.graph_seeds)
+            unseen = [s for s in query.graph_seeds if not {"chunk", "entity"} & set(kinds.get(s, []))]
         refs = t.retrieve(query, rerank=args.rerank, rerank_depth=args.rerank_depth)
-        if args.explain and not args.json:
+        if args.explain:
             report = t.explain_retrieve(query)
+            block = psql_block(t.conn, query, args.tenant, acl)
+    if unseen and len(unseen) == len(query.graph_seeds or []):
+        print(f"pyhybrid: note: {NO_SEED_VISIBLE.format(tenant=args.tenant)}: " + ", ".join(unseen), file=sys.stderr)
+    elif unseen:
+        print(f"pyhybrid: note: {len(unseen)} of the {len(query.graph_seeds or [])} seeds are not visible to tenant "
+              f"{args.tenant!r}: " + ", ".join(unseen), file=sys.stderr)
     if args.json:
         out = [dataclasses.asdict(r) for r in refs]
-        print(json.dumps(out, indent=2, default=list))
+        if args.explain:
+            print(json.dumps({"rows": out, "explain": report, "psql": block}, indent=2, default=list))
+        else:
+            print(json.dumps(out, indent=2, default=list))
         return refs
-    _print_table(refs, skip=query.skip)
     if not refs:
-        # the same words whatever the cause: a tenant role cannot tell "no such tenant" from "not yours"
+        graph_only = query.query_text is None
+        if graph_only and unseen and len(unseen) == len(query.graph_seeds or []):
+            why = "nothing to start the graph branch from"
+        elif graph_only:
+            why = (f"the seeds have no neighbours within {query.graph_hops} hop(s) that this role may see "
+                   f"(edges are loaded with: pyhybrid {_data_dir_flag(args)}ingest-edges FILE --tenant {args.tenant})")
+        else:
+            # the same words whatever the cause: a tenant role cannot tell "no such tenant" from "not yours"
+            why = "the tenant or corpus may not exist, hold no chunks this role may see, or nothing matched"
         print(f"no results for tenant {args.tenant!r}"
-              + (f" in corpus {', '.join(args.corpus_ids)}" if args.corpus_ids else "")
-              + ": the tenant or corpus may not exist, hold no chunks this role may see, or nothing matched",
+              + (f" in corpus {', '.join(args.corpus_ids)}" if args.corpus_ids else "") + f": {why}",
               file=sys.stderr)
-    if refs:
+    else:
+        _print_table(refs, skip=query.skip, rerank=bool(args.rerank))
         _print_context(refs[0])
     for r in refs:
         if r.siblings:
@@ -145,8 +268,9 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
             found = [name for name in ("dense", "lexical", "graph") if r["ranks"].get(name) is not None]
             terms = " + ".join(f"{name} {v:.5f}" for name, v in (r.get("contributions") or {}).items() if v)
             print(f"  {r['chunk_id']}: found by {', '.join(found)}; {r['score']:.5f} = {terms or '0'}")
-        print("\nThe SQL call (paste into psql as is):")
-        print(query.to_sql())
+        print(f"\nThe SQL call, as the role this search ran as (run it as is in: pyhybrid {_data_dir_flag(args)}sql"
+              + ("; it returns the fused rows, before --rerank" if args.rerank else "") + "):")
+        print(block)
     return refs
 
 
@@ -175,23 +299,37 @@ def cmd_server(args: argparse.Namespace) -> int:
         print(f"data directory: {where}  ({size / 1e6:.1f} MB)" if where.is_dir()
               else f"data directory: {where}  (not created yet)")
         print(f"running: {'yes, pid ' + str(st.get('pid')) + ', ' + str(st.get('dsn')) if st['running'] else 'no'}")
-        print("it keeps running after a pyhybrid command ends; stop it with: pyhybrid server stop")
-        print(f"to remove it and every tenant's data: pyhybrid server stop && rm -rf {where}")
+        # the hints name this data dir: copied, they act on this server and no other
+        flag = f"--data-dir {shlex.quote(str(where))}"
+        print(f"it keeps running after a pyhybrid command ends; stop it with: pyhybrid {flag} server stop")
+        print(f"to remove it and every tenant's data: pyhybrid {flag} server stop && rm -rf {shlex.quote(str(where))}")
         print(f"elsewhere: pyhybrid --data-dir DIR ... or ${server.ENV_DATA_DIR}=DIR; an external server: "
               f"--dsn or ${server.ENV_DSN}")
     else:
         st = server.embedded_status(data_dir)
         if not st["running"]:
-            print("the embedded server is not running: pyhybrid server start", file=sys.stderr)
+            print(f"the embedded server is not running: pyhybrid {_data_dir_flag(args)}server start", file=sys.stderr)
             return 1
         print(st["dsn"])
     return 0
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    if args.dim is not None and not 1 <= args.dim <= 2000:
+        raise InvalidParameterError(f"--dim must be between 1 and 2000 (HNSW limit), got {args.dim}")
     target = Target(args)
     with psycopg.connect(target.admin) as c:
         report = migrate.check_extensions(c)
+        if args.dim is not None and not args.downgrade:
+            row = c.execute("SELECT to_regclass('hybrid.chunk') IS NOT NULL").fetchone()
+            if row and row[0]:
+                dim = c.execute(_sql.EMBEDDING_DIM_SQL).fetchone()
+                if dim and dim[0] != args.dim:
+                    raise InvalidParameterError(
+                        f"--dim {args.dim}: this install stores {dim[0]}-dimension embeddings, and --dim applies "
+                        f"to a fresh install only; to start over with {args.dim} (every tenant's data is removed): "
+                        f"pyhybrid {_data_dir_flag(args)}migrate --downgrade base && "
+                        f"pyhybrid {_data_dir_flag(args)}migrate --dim {args.dim}")
     for name, what in report.missing_optional.items():
         print(f"note: extension {name!r} is not available on this server: {what} is disabled", file=sys.stderr)
     if args.downgrade:
@@ -231,40 +369,59 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     target.ensure_ready()
     with HybridClient(target.admin) as c:
         if args.action == "create":
-            print(c.create_tenant(args.name))
+            print(c.create_tenant(args.tenant))
         elif args.action == "grant":
-            c.grant_tenant(args.role, args.name, [a for a in (args.acl or "").split(",") if a])
-            print(f"role {args.role} may act for tenant {args.name}")
+            c.grant_tenant(args.role, args.tenant, [a for a in (args.acl or "").split(",") if a])
+            print(f"role {args.role} may act for tenant {args.tenant}")
         elif args.action == "grant-app":
-            c.grant_app(args.name)
-            print(f"role {args.name} is a trusted app role")
+            c.grant_app(args.role)
+            print(f"role {args.role} is a trusted app role")
         elif args.action == "drop":
             if not args.yes:
                 raise InvalidParameterError(f"tenant drop removes every chunk, corpus, graph node and grant of "
-                                            f"{args.name!r}: confirm with --yes")
-            removed = c.drop_tenant(args.name)
-            print(f"dropped tenant {args.name}: " + ", ".join(f"{v} {k}" for k, v in removed.items()))
+                                            f"{args.tenant!r}: confirm with --yes")
+            removed = c.drop_tenant(args.tenant)
+            print(f"dropped tenant {args.tenant}: " + ", ".join(f"{v} {k}" for k, v in removed.items()))
         elif args.action == "export":
-            if not args.file:
-                raise InvalidParameterError("tenant export needs FILE: pyhybrid tenant export TENANT FILE")
-            n = transfer.export_tenant(c, args.name, args.file)
-            print(f"exported tenant {args.name} to {args.file}: " + ", ".join(f"{v} {k}" for k, v in n.items()))
+            n = transfer.export_tenant(c, args.tenant, args.file)
+            print(f"exported tenant {args.tenant} to {args.file}: " + ", ".join(f"{v} {k}" for k, v in n.items()))
         else:  # import
-            n = transfer.import_tenant(c, args.name, args.as_tenant)
-            print(f"imported {args.name}: " + ", ".join(f"{v} {k}" for k, v in n.items()))
+            n = transfer.import_tenant(c, args.file, args.as_tenant)
+            print(f"imported {args.file}: " + ", ".join(f"{v} {k}" for k, v in n.items()))
     return 0
+
+
+_UNSUPPORTED = re.compile(r"^unsupported file type (\S*) \((.*)\)$")
+
+
+def _report_skipped(skipped: Sequence[tuple[str, str]], quiet: bool) -> None:
+    """A line per file that looked readable and was not (a binary .txt, a broken PDF); the files of unsupported
+    types in one line, with the types read (none with quiet)."""
+    by_type: dict[str, int] = {}
+    reads = ""
+    for f, reason in skipped:
+        m = _UNSUPPORTED.match(reason)
+        if m:
+            by_type[m[1]] = by_type.get(m[1], 0) + 1
+            reads = m[2]
+        else:
+            print(f"pyhybrid: skipped {f}: {reason}", file=sys.stderr)
+    if by_type and not quiet:
+        kinds = ", ".join(f"{n} {t or '(no suffix)'}" for t, n in sorted(by_type.items()))
+        print(f"pyhybrid: skipped {sum(by_type.values())} file(s) of unsupported type: {kinds} ({reads})",
+              file=sys.stderr)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from .chunking import scan_source
 
+    _base.tenant_params(args.tenant, None)
     # read everything first: a bad path or record fails here, before a tenant or a row is written
     scan = scan_source(Path(args.path), root=Path(args.root) if args.root else None, max_words=args.chunk_size,
                        overlap_words=args.overlap)
     for f, note in scan.notes:
         print(f"pyhybrid: note: {f}: {note}", file=sys.stderr)
-    for f, reason in scan.skipped:
-        print(f"pyhybrid: skipped {f}: {reason}", file=sys.stderr)
+    _report_skipped(scan.skipped, args.quiet)
     docs = len({r.get("document_id") for r in scan.records})
     print(f"read {len(scan.files_read)} file(s): {len(scan.records)} chunk(s) of {docs} document(s); "
           f"skipped {len(scan.skipped)} file(s)", file=sys.stderr)
@@ -274,21 +431,23 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     target = Target(args)
     target.ensure_ready()
     if not args.dry_run:
-        target.ensure_tenant(args.tenant)
+        _create_tenant(target, args)
     records = scan.records
 
     def load() -> dict[str, int]:
+        # no progress bar for a dry run: it embeds and writes nothing, so its rate would say nothing
         return ingest_records(target.app, args.tenant, args.corpus, iter(records), batch_size=args.batch,
-                              acl_labels=[a for a in (args.acl or "").split(",") if a], quiet=args.quiet,
-                              total=len(records), dry_run=args.dry_run)
+                              acl_labels=[a for a in (args.acl or "").split(",") if a],
+                              quiet=args.quiet or args.dry_run, total=len(records), dry_run=args.dry_run)
 
-    if args.bulk and not args.dry_run:
-        from .client import HybridClient
+    with _tenant_hint(args):
+        if args.bulk and not args.dry_run:
+            from .client import HybridClient
 
-        with HybridClient(target.admin) as admin, admin.bulk_load():
+            with HybridClient(target.admin) as admin, admin.bulk_load():
+                totals = load()
+        else:
             totals = load()
-    else:
-        totals = load()
     totals = {"files_read": len(scan.files_read), "files_skipped": len(scan.skipped), **totals}
     print(json.dumps(totals))
     return 0
@@ -304,38 +463,23 @@ def read_edges(path: Path) -> list[tuple[int, dict[str, Any]]]:
     and the format."""
     if not path.is_file():
         raise InvalidParameterError(f"path {str(path)!r} does not exist or is not a file")
-    edges: list[tuple[int, dict[str, Any]]] = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidParameterError(f"{path}:{n}: not valid JSON ({exc.msg}); ingest-edges reads "
-                                            f"{EDGE_FORMAT}") from None
-            if not isinstance(rec, dict):
-                raise InvalidParameterError(f"{path}:{n}: not a JSON object; ingest-edges reads {EDGE_FORMAT}")
-            unknown = sorted(set(rec) - {"src", "dst", "rel", "properties"})
-            missing = [k for k in ("src", "dst", "rel") if not rec.get(k)]
-            if unknown or missing:
-                what = f"unknown key(s) {unknown}" if unknown else f"missing {', '.join(missing)}"
-                raise InvalidParameterError(f"{path}:{n}: {what}; ingest-edges reads {EDGE_FORMAT}")
-            edges.append((n, rec))
-    return edges
+    return list(read_jsonl(path, what="an edge", keys=("src", "dst", "rel", "properties"),
+                           required=("src", "dst", "rel"), format_hint=f"ingest-edges reads {EDGE_FORMAT}"))
 
 
 def cmd_ingest_edges(args: argparse.Namespace) -> int:
     from .client import HybridClient
 
+    _base.tenant_params(args.tenant, None)
     edges = read_edges(Path(args.path))
     if not edges:
         print(f"pyhybrid: error: no edges in {args.path}", file=sys.stderr)
         return 1
     target = Target(args)
     target.ensure_ready()
+    _create_tenant(target, args)
     path = Path(args.path)
-    with HybridClient(target.app) as c, c.tenant(args.tenant) as t:
+    with _tenant_hint(args), HybridClient(target.app) as c, c.tenant(args.tenant) as t:
         kinds = t.classify_ids({rec[end] for _, rec in edges for end in ("src", "dst")})
         for n, rec in edges:
             for end in ("src", "dst"):
@@ -369,37 +513,132 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     target = Target(args)
+    target.ensure_ready(migrate_always=True)
+    return run_demo(target.admin, target.app, quiet=args.quiet, flags=_data_dir_flag(args))
+
+
+def vector_literal(vector: Any) -> str:
+    """A vector in pgvector's text form, each float32 written in its shortest exact form."""
+    import numpy as np
+
+    return "[" + ",".join(str(x) for x in np.asarray(vector, dtype=np.float32)) + "]"
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from .embed import default_embedder
+
+    if not args.text.strip():
+        raise InvalidParameterError("the text to embed is empty")
+    literal = vector_literal(default_embedder().embed_query(args.text))
+    if args.json:
+        print(json.dumps({"text": args.text, "dim": literal.count(",") + 1, "embedding": json.loads(literal)}))
+    else:
+        print(literal)
+    return 0
+
+
+def bundled_psql() -> Path:
+    """The psql that ships with the embedded server (pgserver's bin/)."""
+    return Path(server.bin_dir()) / "psql"
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    target = Target(args)
     target.ensure_ready()
-    return run_demo(target.admin, target.app, quiet=args.quiet)
+    dsn = target.app if target.embedded and not args.admin else target.admin
+    env = dict(os.environ)
+    if args.tenant:
+        _base.tenant_params(args.tenant, None)
+        # the session acts for the tenant; a transaction can still say otherwise with SET LOCAL
+        value = args.tenant.replace("\\", "\\\\").replace(" ", "\\ ")  # libpq splits options at unescaped spaces
+        env["PGOPTIONS"] = (env.get("PGOPTIONS", "") + f" -c hybrid.tenant_id={value}").strip()
+    psql = str(bundled_psql())
+    argv = [psql, dsn, *[a for a in args.psql_args if a != "--"]]
+    if os.name == "posix":
+        sys.stdout.flush()
+        os.execve(psql, argv, env)
+    import subprocess
+
+    return subprocess.run(argv, env=env).returncode
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, reading "-1,1,1" as a value (then refused by the weight rule), not as an unknown option."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
+        kw.setdefault("formatter_class", _Help)
         super().__init__(*args, **kw)
         self._negative_number_matcher = re.compile(r"^-\d[\d.,eE+-]*$")
 
 
+class _Help(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already states one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default is None or default is False or default == argparse.SUPPRESS \
+                or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _positive(flag: str) -> Any:
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a whole number, got {value!r}") from None
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"{flag} must be at least 1, got {n}")
+        return n
+    return parse
+
+
+def _globals(*, suppress: bool) -> _Parser:
+    """--dsn and --data-dir, accepted before the subcommand (the defaults) and after it (SUPPRESS: a value
+    given there wins, none given keeps the one before)."""
+    g = _Parser(add_help=False)
+    default = argparse.SUPPRESS if suppress else None
+    g.add_argument("--dsn", default=default,
+                   help=f"an external PostgreSQL (default: ${server.ENV_DSN}, else the embedded server)")
+    g.add_argument("--data-dir", default=default,
+                   help=f"the embedded server's data dir (default: ${server.ENV_DATA_DIR}, else "
+                        f"{server.default_data_dir()})")
+    return g
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyhybrid", description=__doc__)
-    p.add_argument("--dsn", help=f"an external PostgreSQL (default ${server.ENV_DSN}, else the embedded server)")
-    p.add_argument("--data-dir", help=f"the embedded server's data dir (default ${server.ENV_DATA_DIR} or a per-user dir)")
+    p = _Parser(prog="pyhybrid", description=__doc__, parents=[_globals(suppress=False)])
+    common = _globals(suppress=True)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    s = sub.add_parser("server", help="manage the embedded PostgreSQL")
+    def add(name: str, **kw: Any) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = sub.add_parser(name, parents=[common], **kw)
+        return parser
+
+    def tenant_flags(s: argparse.ArgumentParser) -> None:
+        s.add_argument("--create-tenant", action=argparse.BooleanOptionalAction, default=None,
+                       help="create --tenant if it does not exist (default: yes on the embedded server, no with "
+                            "--dsn, where an admin creates tenants: pyhybrid --dsn ... tenant create TENANT)")
+
+    s = add("server", help="manage the embedded PostgreSQL",
+            description="The embedded PostgreSQL (pgserver): start it (it keeps running after a command ends), stop "
+                        "it, status (JSON: running, pid, DSN), url (its superuser DSN), info (where its data "
+                        "lives, its size, how to stop and remove it).")
     s.add_argument("action", choices=["start", "stop", "status", "url", "info"],
-                   help="info: where its data lives, whether it runs, how to stop and remove it")
+                   help="start | stop | status | url | info (see above)")
     s.set_defaults(func=cmd_server)
 
-    s = sub.add_parser("migrate", help="install or upgrade the hybrid schema (Alembic upgrade head)")
-    s.add_argument("--dim", type=int, default=None, help="embedding dimension for a fresh install (default 384)")
+    s = add("migrate", help="install or upgrade the hybrid schema (Alembic upgrade head)")
+    s.add_argument("--dim", type=int, default=None,
+                   help="embedding dimension of a fresh install (default 384); refused on an install of another one")
     s.add_argument("--downgrade", metavar="REV", help="downgrade to REV instead (base removes everything)")
     s.add_argument("--reapply", action="store_true",
                    help="re-apply sql/idempotent/ even if unchanged (after an extension update, for example)")
     s.set_defaults(func=cmd_migrate)
 
-    s = sub.add_parser("doctor", help="check the server, extensions, schema, indexes and RLS")
+    s = add("doctor", help="check the server, extensions, schema, indexes and RLS")
     s.add_argument("--heal", action="store_true",
                    help="rebuild the BM25 indexes a server restart left stale before checking")
     s.add_argument("--densify", action="store_true",
@@ -407,99 +646,160 @@ def build_parser() -> argparse.ArgumentParser:
                         "(REINDEX CONCURRENTLY: reads and writes go on) before checking")
     s.set_defaults(func=cmd_doctor)
 
-    s = sub.add_parser("tenant", help="create, grant, drop, export and import tenants (admin)",
-                       epilog="examples: tenant create acme | tenant grant acme --role alice | tenant grant-app app_role | "
-                              "tenant drop acme --yes | tenant export acme acme.jsonl.gz | "
-                              "tenant import acme.jsonl.gz [--as-tenant acme2]")
-    s.add_argument("action", choices=["create", "grant", "grant-app", "drop", "export", "import"])
-    s.add_argument("name", help="tenant id (create, grant, drop, export), role name (grant-app) or export file (import)")
-    s.add_argument("file", nargs="?", help="with export: the file to write (JSONL; gzip when it ends in .gz)")
-    s.add_argument("--yes", action="store_true", help="with drop: confirm")
-    s.add_argument("--as-tenant", help="with import: the tenant id to import under (default: the exported one)")
-    s.add_argument("--role", help="with grant: the login role to bind to the tenant")
-    s.add_argument("--acl", help="with grant: comma-separated ACL labels the role may claim")
+    s = add("tenant", help="create, grant, drop, export and import tenants (admin)")
+    ts = s.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION")
+    t = ts.add_parser("create", parents=[common], help="create a tenant (idempotent)")
+    t.add_argument("tenant", metavar="TENANT", help="the tenant id (letters, digits and _ . : -)")
+    t = ts.add_parser("grant", parents=[common], help="bind an existing login role to a tenant")
+    t.add_argument("tenant", metavar="TENANT", help="the tenant id")
+    t.add_argument("role", metavar="ROLE", help="the login role that may act for TENANT only")
+    t.add_argument("--acl", help="comma-separated ACL labels the role may claim (default: none)")
+    t = ts.add_parser("grant-app", parents=[common], help="make an existing role a trusted app role (acts for any "
+                                                           "tenant it names per transaction)")
+    t.add_argument("role", metavar="ROLE", help="the role to trust")
+    t = ts.add_parser("drop", parents=[common], help="remove a tenant and everything it holds")
+    t.add_argument("tenant", metavar="TENANT", help="the tenant id")
+    t.add_argument("--yes", action="store_true", help="confirm")
+    t = ts.add_parser("export", parents=[common], help="write a tenant to a file, to import elsewhere")
+    t.add_argument("tenant", metavar="TENANT", help="the tenant id")
+    t.add_argument("file", metavar="FILE", help="the file to write (JSONL; gzip when it ends in .gz)")
+    t = ts.add_parser("import", parents=[common], help="load a tenant from an export file")
+    t.add_argument("file", metavar="FILE", help="a file written by tenant export")
+    t.add_argument("--as-tenant", help="the tenant id to import under (default: the exported one)")
     s.set_defaults(func=cmd_tenant)
 
-    s = sub.add_parser("ingest", help="chunk, embed and load text/markdown/JSONL files")
-    s.add_argument("path", help="a file or directory: .txt .md .markdown .rst .html, README-like and suffix-less "
-                                "text files are chunked; .jsonl holds chunk records (chunk_id, document_id, content; "
-                                "position, metadata, acl_labels, embedding optional)")
+    s = add("ingest", help="chunk, embed and load text, markdown, HTML, PDF and JSONL files")
+    s.add_argument("path", help="a file or directory: .txt .md .markdown .rst .html .pdf, README-like and "
+                                "suffix-less text files are chunked; .jsonl holds chunk records (chunk_id, "
+                                "document_id, content; position, metadata, acl_labels, embedding optional)")
     s.add_argument("--root", help="document ids are file paths relative to this directory (default: the directory "
                                   "given, or the file's own directory); give it to re-ingest one file of a folder")
     s.add_argument("--dry-run", action="store_true",
                    help="read, chunk and compare with what is stored; embed and write nothing")
-    s.add_argument("--tenant", required=True)
-    s.add_argument("--corpus", default="default")
+    s.add_argument("--tenant", required=True, help="the tenant the chunks belong to (required)")
+    tenant_flags(s)
+    s.add_argument("--corpus", default="default", help="the corpus within the tenant")
     s.add_argument("--chunk-size", type=int, default=180, help="words per chunk (default 180, ~240 tokens)")
     s.add_argument("--overlap", type=int, default=30, help="words shared by consecutive chunks (default 30)")
-    s.add_argument("--batch", type=int, default=1000, help="chunks per transaction (documents are never split)")
-    s.add_argument("--acl", help="comma-separated ACL labels for chunks that carry none")
+    s.add_argument("--batch", type=_positive("--batch"), default=1000,
+                   help="chunks per transaction (documents are never split)")
+    s.add_argument("--acl", help="comma-separated ACL labels for chunks that carry none (default: none)")
     s.add_argument("--bulk", action="store_true",
                    help="drop the HNSW index during the load and rebuild it after (admin; for large loads)")
-    s.add_argument("--quiet", action="store_true")
+    s.add_argument("--quiet", action="store_true",
+                   help="no progress bar, no line about files of unsupported types (files that could not be read are "
+                        "still named)")
     s.set_defaults(func=cmd_ingest)
 
-    s = sub.add_parser("ingest-edges", help='load graph edges from JSONL {"src", "dst", "rel"}',
-                       description="Load graph edges for a tenant. The file holds " + EDGE_FORMAT + ".",
-                       epilog='example line: {"src": "manual.md#0", "dst": "tests.md#3", "rel": "VERIFIES"}; '
-                              "edge types are registered by an admin or app role (hybrid.register_edge_type); "
-                              "search --seed ID starts the graph branch from a chunk or entity")
+    s = add("ingest-edges", help='load graph edges from JSONL {"src", "dst", "rel"}',
+            description="Load graph edges for a tenant. The file holds " + EDGE_FORMAT + ".",
+            epilog='example line: {"src": "manual.md#0", "dst": "tests.md#3", "rel": "VERIFIES"}; '
+                   "a new edge type is registered when an admin or app role loads it (a tenant login role "
+                   "cannot); "
+                   "search --seed ID starts the graph branch from a chunk or entity")
     s.add_argument("path", help="a JSONL file of edges")
-    s.add_argument("--tenant", required=True)
+    s.add_argument("--tenant", required=True, help="the tenant the edges belong to (required)")
+    tenant_flags(s)
     s.set_defaults(func=cmd_ingest_edges)
 
-    s = sub.add_parser("search", help="hybrid search as a tenant (flags named as hybrid_retrieve's parameters)")
+    s = add("search", help="hybrid search as a tenant (flags named as hybrid_retrieve's parameters)")
     s.add_argument("text", help="the query: query_text, and embedded as query_embedding ('' with --seed: graph only)")
-    s.add_argument("--tenant", default=os.environ.get("PYHYBRID_TENANT"), required="PYHYBRID_TENANT" not in os.environ)
+    env_tenant = os.environ.get("PYHYBRID_TENANT")
+    s.add_argument("--tenant", default=env_tenant, required=env_tenant is None,
+                   help="the tenant to search as (default: $PYHYBRID_TENANT, else required)")
     s.add_argument("--corpus-ids", "--corpus", dest="corpus_ids", action="append",
-                   help="restrict to a corpus (repeatable)")
-    s.add_argument("--top-k", type=int, default=10)
-    s.add_argument("--per-source-k", type=int, default=None, help="each branch's cut (default max(top_k*3, 30))")
+                   help="restrict to a corpus (repeatable; default: every corpus)")
+    s.add_argument("--top-k", type=int, default=10, help="rows returned")
+    s.add_argument("--per-source-k", type=int, default=None, help="each branch's cut (default: max(--top-k * 3, 30))")
     s.add_argument("--weights", default=None,
-                   help="vector,keyword,graph weights in one flag (default: hybrid_retrieve's)")
-    s.add_argument("--vector-weight", type=float, default=None)
-    s.add_argument("--keyword-weight", type=float, default=None)
-    s.add_argument("--graph-weight", type=float, default=None)
+                   help="vector,keyword,graph weights in one flag (default: hybrid_retrieve's, 1,1,0.5)")
+    s.add_argument("--vector-weight", type=float, default=None, help="dense branch weight; 0 turns it off (default 1)")
+    s.add_argument("--keyword-weight", type=float, default=None,
+                   help="lexical branch weight; 0 turns it off (default 1)")
+    s.add_argument("--graph-weight", type=float, default=None,
+                   help="graph branch weight; 0 turns it off (default 0.5)")
     s.add_argument("--fusion", choices=["rrf", "convex", "dbsf"], default=None,
-                   help="how the branches' lists are fused (default: hybrid_retrieve's)")
+                   help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")
-    s.add_argument("--skip", type=int, default=0, help="fused rows to skip before top_k (pages: give --per-source-k)")
+    s.add_argument("--skip", type=int, default=0,
+                   help="fused rows to skip before the --top-k returned (pages: give --per-source-k)")
     s.add_argument("--siblings", type=int, default=0,
                    help="show the N nearest chunks of the same document around each hit")
-    s.add_argument("--graph-edge-types", action="append", help="traverse only this edge type (repeatable)")
-    s.add_argument("--seed", action="append", help="start the graph branch from this chunk or entity id (repeatable)")
+    s.add_argument("--graph-edge-types", action="append",
+                   help="traverse only this edge type (repeatable; default: every type)")
+    s.add_argument("--seed", action="append",
+                   help="start the graph branch from this chunk or entity id (repeatable; default: none)")
     s.add_argument("--rerank", choices=["maxsim"], default=None,
                    help="re-order the best --rerank-depth rows: maxsim = the query's best MiniLM cosine with any "
-                        "passage of a chunk (offline)")
+                        "passage of a chunk (offline); the table shows its score (default: no reranking)")
     s.add_argument("--rerank-depth", type=int, default=50, help="fused rows the reranker re-orders (default 50)")
-    s.add_argument("--lexical", choices=["bm25", "ts_rank"])
-    s.add_argument("--graph-hops", "--hops", dest="graph_hops", type=int, default=1)
+    s.add_argument("--lexical", choices=["bm25", "ts_rank"],
+                   help="the lexical ranking (default: bm25 where pg_textsearch is installed, else ts_rank)")
+    s.add_argument("--graph-hops", "--hops", dest="graph_hops", type=int, default=1, help="graph hops from the seeds")
     s.add_argument("--graph-expand", type=int, default=0,
                    help="seed the graph branch with the N best dense/lexical hits (default 0: the graph only "
                         "from --seed; on CACM's citations no expansion helped beyond noise, bench/graph_quality.py)")
-    s.add_argument("--filter", help='metadata filter as JSON, e.g. \'{"lang": "en"}\'')
-    s.add_argument("--acl", help="comma-separated ACL labels the caller holds")
+    s.add_argument("--filter", help='metadata filter as JSON, e.g. \'{"lang": "en"}\' (default: none)')
+    s.add_argument("--acl", help="comma-separated ACL labels the caller holds (default: none)")
     s.add_argument("--per-document", action="store_true", help="best chunk per document only")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--explain", action="store_true", help="which source found which row, and the SQL call")
+    s.add_argument("--json", action="store_true",
+                   help="print the rows as JSON (with --explain: an object of rows, explain and the psql block)")
+    s.add_argument("--explain", action="store_true",
+                   help="which source found which row, and the SQL block that returns them in pyhybrid sql")
     s.set_defaults(func=cmd_search)
 
-    s = sub.add_parser("demo", help="the guided tour: two tenants, a regulated-product corpus, hybrid queries")
+    s = add("embed", help="print a query's embedding as a vector literal, for SQL (psql: \\set v `pyhybrid embed "
+                          "'text'`)")
+    s.add_argument("text", help="the query text (embedded as search embeds it: offline MiniLM, 384 dimensions)")
+    s.add_argument("--json", action="store_true", help='print {"text", "dim", "embedding"} instead')
+    s.set_defaults(func=cmd_embed)
+
+    s = add("sql", help="open the bundled psql on the server, as the app role on the embedded server",
+            description="Open psql (the one shipped with the embedded server: no system psql needed). On the "
+                        f"embedded server it connects as the app role {APP_ROLE} (RLS applies: give the tenant "
+                        "per transaction with BEGIN; SET LOCAL hybrid.tenant_id = 'acme'; ... COMMIT;, or for the "
+                        "session with --tenant); with --dsn, as the DSN's role.",
+            epilog="examples: pyhybrid sql --tenant acme | pyhybrid sql -- -c 'SELECT hybrid.version()' | "
+                   "pyhybrid sql --tenant acme -- -f query.sql")
+    s.add_argument("--tenant", help="act for this tenant for the whole session (default: none; no tenant, no rows)")
+    s.add_argument("--admin", action="store_true", help="connect as the embedded server's superuser instead")
+    s.add_argument("psql_args", nargs=argparse.REMAINDER, help="arguments for psql, after --")
+    s.set_defaults(func=cmd_sql)
+
+    s = add("demo", help="the guided tour: two tenants, a regulated-product corpus, hybrid queries")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_demo)
     return p
 
 
+QUICK_EXIT = {"search", "embed"}
+"""Commands that end the process at once when main parses the process's own arguments (the console script):
+tearing down numpy, onnxruntime and psycopg's modules at exit took a tenth of a second or more."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    code = _run(args)
+    if argv is None and args.command in QUICK_EXIT:
+        with contextlib.suppress(OSError):  # a reader that left (| head)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
-    except PyhybridError as exc:
-        print(f"pyhybrid: error: {exc}", file=sys.stderr)
+    except (PyhybridError, json.JSONDecodeError) as exc:
+        print(f"pyhybrid: error: {in_flags(str(exc)) if args.command != 'tenant' else exc}", file=sys.stderr)
         return 2
-    except (psycopg.OperationalError, json.JSONDecodeError, InvalidParameterError) as exc:
-        print(f"pyhybrid: error: {exc}", file=sys.stderr)
+    except psycopg.Error as exc:
+        print(f"pyhybrid: error: {from_psycopg(exc)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader left (| head): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

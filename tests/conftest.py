@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -42,12 +43,24 @@ def admin_dsn() -> Iterator[str]:
         with docker_server(Path(__file__).resolve().parent.parent) as dsn:
             yield dsn
         return
-    data_dir = Path(tempfile.mkdtemp(prefix="pyhybrid-test-")) / "pgdata"
-    dsn = start_embedded(data_dir)
-    yield dsn
+    with embedded_server_in_temp_dir() as dsn:
+        yield dsn
+
+
+@contextmanager
+def embedded_server_in_temp_dir(prefix: str = "pyhybrid-test-") -> Iterator[str]:
+    """An embedded server in a new temporary directory; stopped, and the directory removed, at the end."""
     from pyhybrid.server import stop_embedded
 
-    stop_embedded(data_dir)
+    parent = Path(tempfile.mkdtemp(prefix=prefix))
+    data_dir = parent / "pgdata"
+    try:
+        yield start_embedded(data_dir)
+    finally:
+        try:
+            stop_embedded(data_dir)
+        finally:
+            shutil.rmtree(parent, ignore_errors=True)
 
 
 def _with(dsn: str, **kw: Any) -> str:

@@ -87,7 +87,7 @@ def test_bad_input_exits_2_with_a_message_naming_the_rule(db: Db, tmp_path: Path
     assert main(["--dsn", db.dsn(), "ingest", str(f), "--tenant", "acme", "--quiet"]) == 2
     assert "chunk row 1 (chunk_id 'a'): embedding has 2 dimensions, expected 384" in capsys.readouterr().err
     assert main(["--dsn", db.dsn(), "search", "x", "--tenant", "acme", "--top-k", "0"]) == 2
-    assert "top_k must be between 1 and 1000" in capsys.readouterr().err
+    assert "--top-k must be between 1 and 1000" in capsys.readouterr().err
 
 
 def test_doctor_reports_extensions_indexes_and_rls(db: Db, capsys: pytest.CaptureFixture[str]) -> None:

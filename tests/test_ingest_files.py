@@ -143,7 +143,7 @@ def test_ingest_edges_errors_name_the_file_the_line_and_the_format(db: Db, tmp_p
     good = tmp_path / "good.jsonl"
     good.write_text('{"src": "a", "dst": "b", "rel": "MENTIONS"}\n')
     assert main([*base, str(good), "--tenant", "no-such-tenant"]) == 2
-    assert "tenant_id 'no-such-tenant' does not exist" in _err(capsys)
+    assert "tenant 'no-such-tenant' does not exist: create it with `pyhybrid --dsn ... tenant create no-such-tenant`" in _err(capsys)
     with pytest.raises(SystemExit):
         main([*base, "--help"])
     assert '"rel": "VERIFIES"' in capsys.readouterr().out
@@ -152,7 +152,7 @@ def test_ingest_edges_errors_name_the_file_the_line_and_the_format(db: Db, tmp_p
 @pytest.mark.parametrize("flags, message", [
     (["--filter", "{lang: en}"], "--filter must be a JSON object such as"),
     (["--weights", "1,1"], "weights must be three numbers 'vector,keyword,graph' (or 'vector=1,graph=0'), got 2"),
-    (["--weights", "-1,1,1"], "vector_weight must be a finite number between 0 and 1000000, got -1.0"),
+    (["--weights", "-1,1,1"], "--weights: the vector weight must be a finite number between 0 and 1000000, got -1.0"),
     (["--weights", "1,x,1"], "weights must be numbers, got 'x' in '1,x,1'"),
     (["--weights", "dense=1"], "weights: unknown source 'dense'"),
 ])
@@ -197,7 +197,7 @@ def test_server_info_says_where_the_data_lives_and_how_to_remove_it(tmp_path: Pa
     assert main(["--data-dir", str(tmp_path / "srv"), "server", "info"]) == 0
     out = capsys.readouterr().out
     assert f"data directory: {tmp_path / 'srv'}  (not created yet)" in out
-    assert f"rm -rf {tmp_path / 'srv'}" in out and "pyhybrid server stop" in out
+    assert f"rm -rf {tmp_path / 'srv'}" in out and f"pyhybrid --data-dir {tmp_path / 'srv'} server stop" in out
 
 
 def test_doctor_does_not_say_bm25_falls_back_where_pg_textsearch_is_installed(

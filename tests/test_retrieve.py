@@ -112,13 +112,18 @@ def test_python_rejects_text_postgresql_cannot_store_naming_the_parameter() -> N
 
 
 def test_the_0_1_keyword_names_still_work_with_a_deprecation_warning() -> None:
-    with pytest.warns(DeprecationWarning, match=r"retrieve\(k=\.\.\.\) is deprecated: use rrf_k"):
+    with pytest.warns(DeprecationWarning) as caught:  # every one is recorded here, none leaks into the summary
         q = RetrieveQuery.build(query_text="pump", k=30, filters={"a": 1}, per_backend_top_k=40,
                                 weights=HybridWeights(0.5, 1, 0), vector=[1.0, 0.0])
+    assert sorted(str(w.message).split(" is deprecated")[0] for w in caught) == [
+        "retrieve(filters=...)", "retrieve(k=...)", "retrieve(per_backend_top_k=...)", "retrieve(vector=...)",
+        "retrieve(weights=...)"]
+    assert any(str(w.message).startswith("retrieve(k=...) is deprecated: use rrf_k=") for w in caught)
     assert (q.rrf_k, q.filter, q.per_source_k) == (30.0, {"a": 1}, 40)
     assert (q.vector_weight, q.keyword_weight, q.graph_weight) == (0.5, 1.0, 0.0)
     assert q.query_embedding is not None and list(q.query_embedding) == [1.0, 0.0]
-    with pytest.raises(InvalidParameterError, match="give rrf_k or its deprecated name k, not both"):
+    with pytest.raises(InvalidParameterError, match="give rrf_k or its deprecated name k, not both"), \
+            pytest.warns(DeprecationWarning, match=r"retrieve\(k=\.\.\.\)"):
         RetrieveQuery.build(query_text="pump", k=30, rrf_k=20)
     with pytest.raises(InvalidParameterError, match=r"unknown parameter\(s\) \['kk'\]"):
         RetrieveQuery.build(query_text="pump", kk=3)

@@ -1,0 +1,316 @@
+"""The real `pyhybrid` binary as a user runs it: one embedded server for the module, in a data dir of its own."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import psycopg
+import pytest
+
+BIN = str(Path(sys.executable).parent / "pyhybrid")
+QUESTION = "How quickly must the pump alarm after a downstream occlusion?"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYHYBRID_DSN", "PYHYBRID_DATA_DIR", "PYHYBRID_TENANT")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `pyhybrid embed` inside psql
+    return env
+
+
+def run(*args: str, data_dir: Path | None = None, check: int | None = 0) -> subprocess.CompletedProcess[str]:
+    """pyhybrid [--data-dir DATA_DIR] ARGS."""
+    argv = [BIN, *(["--data-dir", str(data_dir)] if data_dir else []), *args]
+    done = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=600)
+    if check is not None:
+        assert done.returncode == check, (argv, done.stdout[-2000:], done.stderr[-3000:])
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def data_dir() -> Iterator[Path]:
+    """The embedded server after `pyhybrid demo`, stopped and removed at the end of the module."""
+    parent = Path(tempfile.mkdtemp(prefix="pyhybrid-cli-test-"))
+    path = parent / "pgdata"
+    try:
+        run("demo", "--quiet", data_dir=path)
+        yield path
+    finally:
+        subprocess.run([BIN, "--data-dir", str(path), "server", "stop"], capture_output=True, env=_env())
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def _table_ids(out: str) -> list[str]:
+    return [line.split()[1] for line in out.splitlines() if re.match(r"^\s+\d+\s+\S+:", line)]
+
+
+def psql(data_dir: Path, sql: str, *args: str) -> list[str]:
+    """sql run by `pyhybrid sql` (the bundled psql, as the app role): its output rows."""
+    f = data_dir.parent / "block.sql"
+    f.write_text(sql)
+    out = run("sql", *args, "--", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(f),
+              data_dir=data_dir).stdout
+    return [line for line in out.splitlines() if line]
+
+
+# finding 1
+def test_search_dense_only_with_keyword_weight_0(data_dir: Path) -> None:
+    out = run("search", "row factories", "--tenant", "acme", "--keyword-weight", "0", "--json",
+              data_dir=data_dir).stdout
+    rows = json.loads(out)
+    assert len(rows) == 10 and all(r["keyword_rank"] is None and r["vector_rank"] is not None for r in rows)
+
+
+# finding 2
+@pytest.mark.parametrize("tenant", ["", "a b/c'd"])
+def test_ingest_bad_tenant_is_a_message_naming_the_flag(data_dir: Path, tenant: str) -> None:
+    f = data_dir.parent / "note.txt"
+    f.write_text("Battery lasts six hours.")
+    err = run("ingest", str(f), "--tenant", tenant, "--quiet", data_dir=data_dir, check=2).stderr
+    assert err.strip().splitlines()[-1].startswith("pyhybrid: error: --tenant must "), err
+
+
+@pytest.mark.parametrize("batch", ["0", "-3"])
+def test_ingest_batch_below_1_is_refused(data_dir: Path, batch: str) -> None:
+    f = data_dir.parent / "note.txt"
+    f.write_text("Battery lasts six hours.")
+    err = run("ingest", str(f), "--tenant", "acme", "--batch", batch, data_dir=data_dir, check=2).stderr
+    assert f"--batch must be at least 1, got {batch}" in err
+
+
+# finding 3
+def test_explain_block_runs_as_is_in_pyhybrid_sql_and_returns_the_printed_rows(data_dir: Path) -> None:
+    out = run("search", QUESTION, "--tenant", "acme", "--graph-expand", "1", "--acl", "quality", "--explain",
+              data_dir=data_dir).stdout
+    block = out[out.index("\nBEGIN;\n") + 1:out.index("\nCOMMIT;\n") + len("\nCOMMIT;\n")]
+    assert "SET LOCAL ROLE \"pyhybrid_app\";" in block and "SET LOCAL hybrid.tenant_id = 'acme';" in block
+    rows = psql(data_dir, block)
+    assert [r.split("|")[0] for r in rows] == _table_ids(out) and len(rows) == 10
+
+
+def test_explain_with_json_returns_rows_report_and_block(data_dir: Path) -> None:
+    got = json.loads(run("search", "occlusion alarm", "--tenant", "acme", "--json", "--explain",
+                         data_dir=data_dir).stdout)
+    assert set(got) == {"rows", "explain", "psql"}
+    assert {b["branch"] for b in got["explain"]["branches"]} >= {"dense", "lexical"}
+    assert got["psql"].startswith("BEGIN;\n") and [r["chunk_id"] for r in got["rows"]]
+
+
+# finding 4
+def test_server_info_hints_name_the_data_dir(data_dir: Path) -> None:
+    out = run("server", "info", data_dir=data_dir).stdout
+    assert f"pyhybrid --data-dir {data_dir} server stop && rm -rf {data_dir}" in out
+    assert f"stop it with: pyhybrid --data-dir {data_dir} server stop" in out
+
+
+# finding 5
+def test_graph_only_search_without_edges_says_why_and_prints_no_header(data_dir: Path) -> None:
+    f = data_dir.parent / "lonely.txt"
+    f.write_text("A tenant with one chunk and no edges.")
+    run("ingest", str(f), "--tenant", "lonely", "--quiet", data_dir=data_dir)
+    done = run("search", "", "--seed", "lonely.txt#0", "--tenant", "lonely", data_dir=data_dir)
+    assert done.stdout == ""
+    assert "the seeds have no neighbours within 1 hop(s)" in done.stderr and "ingest-edges" in done.stderr
+
+
+def test_unknown_and_other_tenants_seeds_are_reported_in_the_same_words(data_dir: Path) -> None:
+    def err(seed: str) -> str:
+        done = run("search", "", "--seed", seed, "--tenant", "acme", data_dir=data_dir)
+        assert done.stdout == ""
+        return done.stderr.replace(seed, "ID")
+
+    hidden, missing = err("globex:REQ-012#0"), err("acme:NO-SUCH#0")
+    assert hidden == missing
+    assert "no seed among the given ids is visible to tenant 'acme': ID" in hidden
+
+
+# finding 6
+def test_ingest_with_a_dsn_creates_no_tenant_and_names_the_pyhybrid_command(data_dir: Path) -> None:
+    dsn = run("server", "url", data_dir=data_dir).stdout.strip()
+    f = data_dir.parent / "note.txt"
+    f.write_text("Battery lasts six hours.")
+    err = run("ingest", str(f), "--tenant", "viadsn", "--quiet", "--dsn", dsn, check=2).stderr
+    assert "tenant 'viadsn' does not exist: create it with `pyhybrid --dsn ... tenant create viadsn`" in err
+    assert "SELECT" not in err
+    run("ingest", str(f), "--tenant", "viadsn", "--quiet", "--dsn", dsn, "--create-tenant")
+
+
+def test_ingest_edges_creates_the_tenant_on_the_embedded_server(data_dir: Path) -> None:
+    f = data_dir.parent / "edges.jsonl"
+    f.write_text('{"src": "a", "dst": "b", "rel": "MENTIONS"}\n')
+    err = run("ingest-edges", str(f), "--tenant", "edgesonly", "--no-create-tenant", data_dir=data_dir,
+              check=2).stderr
+    assert "pyhybrid --data-dir" in err and "tenant create edgesonly" in err and "SELECT" not in err
+    assert json.loads(run("ingest-edges", str(f), "--tenant", "edgesonly", data_dir=data_dir).stdout)
+
+
+def test_ingest_edges_reports_the_bad_line(data_dir: Path) -> None:
+    f = data_dir.parent / "edges.jsonl"
+    f.write_text('{"src": "a", "dst": "b", "rel": "MENTIONS"}\n\n[1]\n')
+    err = run("ingest-edges", str(f), "--tenant", "acme", data_dir=data_dir, check=2).stderr
+    assert f"{f}:3: an edge must be a JSON object, got list; ingest-edges reads one JSON object" in err
+
+
+# finding 7
+def test_migrate_refuses_another_dimension_on_an_install(data_dir: Path) -> None:
+    err = run("migrate", "--dim", "768", data_dir=data_dir, check=2).stderr
+    assert "--dim 768: this install stores 384-dimension embeddings" in err
+
+
+def test_global_flags_before_and_after_the_subcommand(data_dir: Path) -> None:
+    after = run("server", "url", "--data-dir", str(data_dir)).stdout
+    assert after.startswith("postgresql://") and after == run("server", "url", data_dir=data_dir).stdout
+    assert run("tenant", "create", "flagsafter", "--data-dir", str(data_dir)).stdout.strip() == "flagsafter"
+
+
+def test_rerank_shows_its_score_and_the_rows_are_in_its_order(data_dir: Path) -> None:
+    out = run("search", "occlusion alarm", "--tenant", "acme", "--rerank", "maxsim", data_dir=data_dir).stdout
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["rank", "chunk", "rerank", "fused"]
+    scores = [float(line.split()[2]) for line in lines[1:] if re.match(r"^\s+\d+\s", line)]
+    assert len(scores) == 10 and scores == sorted(scores, reverse=True)
+
+
+def test_ingest_quiet_leaves_out_unsupported_types_which_are_one_line_otherwise(data_dir: Path) -> None:
+    d = data_dir.parent / "mixed"
+    d.mkdir(exist_ok=True)
+    for name in ("a.xyz", "b.xyz", "c.bin2"):
+        (d / name).write_text("x")
+    (d / "keep.md").write_text("# Keep\n\nThe pump alarms within 30 seconds.")
+    (d / "broken.txt").write_bytes(b"\x00\x01binary")
+    quiet = run("ingest", str(d), "--tenant", "acme", "--quiet", data_dir=data_dir).stderr
+    assert [line for line in quiet.splitlines() if "skipped" in line] == [
+        f"pyhybrid: skipped {d / 'broken.txt'}: binary file (it holds NUL bytes)",
+        "read 1 file(s): 1 chunk(s) of 1 document(s); skipped 4 file(s)"]
+    loud = run("ingest", str(d), "--tenant", "acme", "--dry-run", data_dir=data_dir).stderr
+    skip_lines = [line for line in loud.splitlines() if line.startswith("pyhybrid: skipped")]
+    assert skip_lines == [f"pyhybrid: skipped {d / 'broken.txt'}: binary file (it holds NUL bytes)",
+                          "pyhybrid: skipped 3 file(s) of unsupported type: 1 .bin2, 2 .xyz (read: .txt .md .markdown "
+                          ".rst .html .pdf .jsonl, README-like names and files without a suffix)"]
+    assert "chunk/s" not in loud and "it/s" not in loud  # no progress bar for a dry run
+
+
+# finding 9
+def test_embed_gives_psql_the_query_embedding_search_uses(data_dir: Path) -> None:
+    literal = run("embed", "occlusion alarm").stdout.strip()
+    as_json = json.loads(run("embed", "occlusion alarm", "--json").stdout)
+    assert as_json["dim"] == 384 and json.loads(literal) == as_json["embedding"]
+    dense = json.loads(run("search", "occlusion alarm", "--tenant", "acme", "--keyword-weight", "0",
+                           "--graph-weight", "0", "--top-k", "5", "--json", data_dir=data_dir).stdout)
+    rows = psql(data_dir, "\\set qv `pyhybrid embed 'occlusion alarm'`\n"
+                          "SELECT chunk_id FROM hybrid_retrieve(query_embedding => :'qv', top_k => 5, "
+                          "keyword_weight => 0, graph_weight => 0);\n", "--tenant", "acme")
+    assert rows == [r["chunk_id"] for r in dense]
+
+
+def test_pyhybrid_sql_is_the_app_role_with_the_tenant_given(data_dir: Path) -> None:
+    assert psql(data_dir, "SELECT current_user, current_setting('hybrid.tenant_id', true);",
+                "--tenant", "acme") == ["pyhybrid_app|acme"]
+    assert psql(data_dir, "SELECT count(*) FROM hybrid.chunk;") == ["0"]  # no tenant, no rows
+
+
+def test_the_sql_recipe_of_docs_cli_md_returns_dense_lexical_and_graph_rows(data_dir: Path) -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    recipe = re.search(r"```sql\n(-- pyhybrid sql --tenant acme\n.*?)```", doc, re.S)
+    assert recipe, "docs/cli.md has no psql recipe block"
+    rows = [r.split("|") for r in psql(data_dir, recipe[1], "--tenant", "acme")]
+    assert len(rows) == 10 and rows[0][0] == "acme:REQ-012#0"
+    # columns: chunk_id, vector_rank, keyword_rank, graph_rank
+    assert any(r[1] for r in rows) and any(r[2] for r in rows) and any(r[3] for r in rows), rows
+
+
+# finding 11
+def test_search_on_a_current_schema_does_not_load_alembic(data_dir: Path) -> None:
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "pyhybrid.cli", "search", "occlusion alarm",
+                           "--tenant", "acme", "--data-dir", str(data_dir)], capture_output=True, text=True, env=_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "acme:REQ-012#0" in done.stdout
+    assert not re.search(r"\|\s+alembic\b", done.stderr)  # the migration check is one query, not an upgrade
+
+
+# finding 12
+def test_help_shows_every_flag_with_help_and_ingest_lists_pdf() -> None:
+    from pyhybrid.cli import build_parser
+
+    assert ".pdf" in run("ingest", "--help").stdout
+    grant = run("tenant", "grant", "--help").stdout
+    assert "TENANT ROLE" in grant
+    todo: list[tuple[list[str], argparse.ArgumentParser]] = [(["pyhybrid"], build_parser())]
+    while todo:
+        path, p = todo.pop()
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(([*path, name], sp) for name, sp in action.choices.items())
+            elif action.option_strings and action.dest != "help":
+                where = f"{' '.join(path)} {action.option_strings[0]}"
+                assert action.help, f"{where} has no help"
+                if action.default is not None and action.default is not False:
+                    assert "default" in p._get_formatter()._get_help_string(action), f"{where}: no default shown"
+    assert "(default: 0)" in run("search", "--help").stdout
+
+
+def test_errors_name_the_flag_typed(data_dir: Path) -> None:
+    err = run("search", "x", "--tenant", "acme", "--top-k", "0", data_dir=data_dir, check=2).stderr
+    assert "--top-k must be between 1 and 1000, got 0" in err and "top_k" not in err
+    err = run("search", "x", "--tenant", "acme", "--top-k", "20", "--per-source-k", "5", data_dir=data_dir,
+              check=2).stderr
+    assert "--per-source-k must be between --top-k (20)" in err, err
+
+
+# finding 8
+def test_embedded_dsn_of_the_app_role_on_a_fresh_data_dir_names_the_command_that_creates_it() -> None:
+    from pyhybrid.errors import ServerError
+    from pyhybrid.server import embedded_dsn, stop_embedded
+
+    parent = Path(tempfile.mkdtemp(prefix="pyhybrid-cli-test-"))
+    path = parent / "pgdata"
+    try:
+        with pytest.raises(ServerError, match=re.escape(f"role 'pyhybrid_app' does not exist on the embedded server "
+                                                        f"at {path}: pyhybrid --data-dir {path} migrate")):
+            embedded_dsn("pyhybrid_app", data_dir=path)
+        run("tenant", "create", "acme", data_dir=path)  # first use: migrates and creates the app role
+        with psycopg.connect(embedded_dsn("pyhybrid_app", data_dir=path)) as c:
+            assert c.execute("SELECT current_user").fetchone() == ("pyhybrid_app",)
+    finally:
+        stop_embedded(path)
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+# finding 13
+def test_the_test_servers_temporary_directory_is_removed_with_the_server() -> None:
+    from tests.conftest import embedded_server_in_temp_dir
+
+    with embedded_server_in_temp_dir(prefix="pyhybrid-cli-test-") as dsn:
+        with psycopg.connect(dsn) as c:
+            parent = Path(c.execute("SHOW data_directory").fetchone()[0]).parent  # type: ignore[index]
+        assert parent.name.startswith("pyhybrid-cli-test-") and parent.is_dir()
+    assert not parent.exists()
+
+
+def test_the_deprecation_test_leaks_no_warning_into_the_summary() -> None:
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-W", "error::DeprecationWarning",
+                           "tests/test_retrieve.py::test_the_0_1_keyword_names_still_work_with_a_deprecation_warning"],
+                          capture_output=True, text=True, cwd=root, env=_env())
+    assert done.returncode == 0 and "warning" not in done.stdout.splitlines()[-1], done.stdout[-3000:]
+
+
+def test_a_reading_tenant_role_loading_edges_is_told_the_pyhybrid_command(data_dir: Path) -> None:
+    psql(data_dir, "CREATE ROLE cli_tenant_role LOGIN;", "--admin")
+    run("tenant", "grant", "acme", "cli_tenant_role", data_dir=data_dir)
+    dsn = run("server", "url", data_dir=data_dir).stdout.strip().replace("postgres:@", "cli_tenant_role@")
+    f = data_dir.parent / "new_type.jsonl"
+    f.write_text('{"src": "acme:REQ-012#0", "dst": "acme:TP-031#2", "rel": "CLI_TEST_NEW_TYPE"}\n')
+    err = run("ingest-edges", str(f), "--tenant", "acme", "--dsn", dsn, check=2).stderr
+    assert "role cli_tenant_role may read tenant 'acme' but not write it" in err
+    assert "tenant grant acme cli_tenant_role --acl '*'" in err and "SELECT" not in err
