@@ -195,7 +195,7 @@ def test_ingest_quiet_leaves_out_unsupported_types_which_are_one_line_otherwise(
     skip_lines = [line for line in loud.splitlines() if line.startswith("pyhybrid: skipped")]
     assert skip_lines == [f"pyhybrid: skipped {d / 'broken.txt'}: binary file (it holds NUL bytes)",
                           "pyhybrid: skipped 3 file(s) of unsupported type: 1 .bin2, 2 .xyz (read: .txt .md .markdown "
-                          ".rst .html .pdf .jsonl, README-like names and files without a suffix)"]
+                          ".rst .html .pdf .jsonl, README-like names and suffix-less files that read as prose)"]
     assert "chunk/s" not in loud and "it/s" not in loud  # no progress bar for a dry run
 
 
@@ -220,7 +220,7 @@ def test_pyhybrid_sql_is_the_app_role_with_the_tenant_given(data_dir: Path) -> N
 
 def test_the_sql_recipe_of_docs_cli_md_returns_dense_lexical_and_graph_rows(data_dir: Path) -> None:
     doc = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
-    recipe = re.search(r"```sql\n(-- pyhybrid sql --tenant acme\n.*?)```", doc, re.S)
+    recipe = re.search(r"```psql\n(-- pyhybrid sql --tenant acme\n.*?)```", doc, re.S)  # psql: it holds \\set
     assert recipe, "docs/cli.md has no psql recipe block"
     rows = [r.split("|") for r in psql(data_dir, recipe[1], "--tenant", "acme")]
     assert len(rows) == 10 and rows[0][0] == "acme:REQ-012#0"

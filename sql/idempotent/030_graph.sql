@@ -112,9 +112,12 @@ BEGIN
     END IF;
     v_label := 'rel_' || v_slot;
     IF to_regclass('hybrid_graph.' || v_label) IS NULL THEN
-        -- the first tenant to use this many types creates the label, under the tenant policy
+        -- the first tenant to use this many types creates the label, under the tenant policy; one
+        -- creator at a time, and the one that waited reads ag_label anew (a statement's fresh
+        -- snapshot: to_regclass may still answer from the catalog as it was before the wait)
         PERFORM pg_advisory_xact_lock(hashtext('hybrid._edge_label'));
-        IF to_regclass('hybrid_graph.' || v_label) IS NULL THEN
+        IF NOT EXISTS (SELECT 1 FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
+                       WHERE g.name = 'hybrid_graph' AND l.name = v_label) THEN
             PERFORM ag_catalog.create_elabel('hybrid_graph'::cstring, v_label::cstring);
             PERFORM hybrid._secure_graph();
         END IF;
