@@ -19,7 +19,7 @@ TENANTS = ("acme", "globex")
 # hit (`pyhybrid search --graph-expand 1`): this corpus's edges (VERIFIES, MITIGATES, ...) carry what its
 # text lacks. A neighbour found only through the graph scores at most its weight, below a chunk that dense
 # and lexical search both put first (2). Expansion is off by default: on CACM's citations it did not help
-# beyond noise (bench/results/graph_quality_cacm.md).
+# beyond noise (bench/RESULTS.md#the-graph-branch-on-a-real-citation-graph).
 DEMO_EXPAND = 1
 
 

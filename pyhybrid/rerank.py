@@ -5,7 +5,7 @@ cross-encoder. No registry package ships a cross-encoder with its weights that r
 and sentence-transformers download theirs at run time), so the one built in is MaxSimReranker: the
 offline MiniLM embedder's best cosine between the query and any passage of a chunk. It reads the whole
 chunk, past the 256 tokens its embedding saw, at the price of embedding every passage of every
-candidate on each call (bench/rerank.py measures what it gains and costs).
+candidate on each call (bench/FINDINGS.md#reranking-and-several-formulations-rerank says what it gained and cost).
 """
 
 from __future__ import annotations

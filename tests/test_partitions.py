@@ -148,7 +148,7 @@ def test_a_drop_tenant_that_times_out_rolls_back_whole_and_bm25_keeps_working(db
 
 def test_a_load_that_outgrows_a_partitions_statistics_refreshes_them(db: Db) -> None:
     # a partition the planner had no statistics for made finish_edges' chunk lookup quadratic
-    # (bench/results/edges_1m_17cf35e.md: 15 s for a 30k-edge batch of a new tenant; 1.3 s after)
+    # (edges_1m_17cf35e.md at commit 49a26d2, bench/FINDINGS.md#edge-loading-for-tenants-the-statistics-have-not-seen-edges-edges_compare: 15 s for a 30k-edge batch of a new tenant; 1.3 s after)
     with psycopg.connect(db.dsn()) as admin:
         part = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('globex'))::text").fetchone()[0]  # type: ignore[index]
         assert admin.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (part,)).fetchone() == (-1,)
@@ -253,7 +253,7 @@ def _hnsw_options(admin: psycopg.Connection[object]) -> dict[str, object]:
 
 def test_a_large_partition_gets_a_denser_hnsw_graph_and_a_small_one_the_defaults(db: Db) -> None:
     # recall@10 with pgvector's (16, 64) stopped at 0.967 for a 500,000-chunk tenant whatever the
-    # ef_search; (24, 128) reached 0.998 (bench/results/dense_tuning.md): the density follows the
+    # ef_search; (24, 128) reached 0.998 (bench/FINDINGS.md#exact-scan-against-hnsw-per-partition-size-dense_tuning-dense_exact_topn): the density follows the
     # partition's size, from hnsw_dense_rows live chunks (lowered here to 4)
     with HybridClient(db.dsn("pyh_app")) as c:
         with c.tenant("acme") as t:

@@ -34,3 +34,27 @@ def test_every_relative_link_of_readme_and_docs_points_to_a_file_or_a_reserved_p
             if not resolved.exists() and str(resolved.relative_to(ROOT)) not in reserved:
                 missing.append(f"{path.relative_to(ROOT)}: {target}")
     assert missing == []
+
+
+_BENCH_PATH = re.compile(r"(?<![\w/.:-])(?P<out>--out[ =])?(?:\.\./)?(?P<path>bench/(?:results/[\w.*-]*[\w*]|[a-z_]+\.py))")
+
+
+def test_every_bench_results_file_and_bench_script_the_docs_name_exists() -> None:
+    """A `bench/results/...` file or `bench/*.py` script named in README.md, docs/*.md, CHANGELOG.md, SECURITY.md
+    or bench/README.md is in the tree (removed ones are cited by their section of bench/FINDINGS.md or by a
+    commit). A path written by `--out` is an output, not a reference; `<sha>:bench/...` names a commit's file."""
+    files = [ROOT / n for n in ("README.md", "CHANGELOG.md", "SECURITY.md", "bench/README.md")]
+    files += sorted((ROOT / "docs").glob("*.md"))
+    missing = []
+    for f in files:
+        if not f.exists():
+            continue
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            for m in _BENCH_PATH.finditer(line):
+                if m["out"]:
+                    continue
+                path = m["path"]
+                found = list(ROOT.glob(path)) if "*" in path else [ROOT / path] if (ROOT / path).exists() else []
+                if not found:
+                    missing.append(f"{f.relative_to(ROOT)}:{n}: {path}")
+    assert not missing, "bench paths that are not in the tree:\n" + "\n".join(missing)

@@ -422,7 +422,7 @@ BEGIN
     -- a plan that cannot go quadratic) into an analyzed table of the call's own. Joined to graph_node
     -- itself, whose statistics had not seen the nodes this call created, the planner expected one
     -- node and nested-looped over all of them for each edge: 24 s for a new tenant's 30k-edge batch
-    -- at 1M chunks and 2M edges (1,240 edges/s, bench/results/edges_1m_23a5b3d.md)
+    -- at 1M chunks and 2M edges (1,240 edges/s, edges_1m_23a5b3d.md at commit 49a26d2, bench/FINDINGS.md#edge-loading-for-tenants-the-statistics-have-not-seen-edges-edges_compare)
     CREATE TEMP TABLE hybrid_batch_vertex ON COMMIT DROP AS
     SELECT x.node_id, g.vertex_id
     FROM (SELECT src AS node_id FROM pg_temp.hybrid_edge_batch UNION SELECT dst FROM pg_temp.hybrid_edge_batch) x

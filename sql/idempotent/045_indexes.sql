@@ -9,11 +9,11 @@ DECLARE
     -- pgvector's m and ef_construction. The settings hnsw_m and hnsw_ef_construction, where present,
     -- fix them for every partition. Otherwise a partition gets pgvector's defaults (16, 64) below
     -- hnsw_dense_rows live chunks (setting, default 100,000) and (24, 128) from there: on the
-    -- synthetic benchmark's vectors (bench/results/dense_tuning.md) recall@10 with (16, 64) was
+    -- synthetic benchmark's vectors (bench/FINDINGS.md#exact-scan-against-hnsw-per-partition-size-dense_tuning-dense_exact_topn) recall@10 with (16, 64) was
     -- 0.991 at 100,000 chunks (ef_search 300) but at most 0.967 at 500,000 whatever the ef_search;
     -- (24, 128) reached 0.992 / 0.998 there at ef_search 200 / 400, for 2.2x the build time (on
     -- the product path at 1M chunks: 0.995 at the ef_search 671 of hybrid._dense_plan,
-    -- bench/results/density_ab_1m_breadth.md).
+    -- bench/FINDINGS.md#hnsw-misses-at-1m-why-the-50-tenant-loses-some-queries-density_ab-density_ab_1m_findings).
     v_m text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_m');
     v_efc text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_ef_construction');
     v_dense text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_dense_rows');
@@ -54,7 +54,7 @@ LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 -- the graph in memory for the build: past maintenance_work_mem pgvector builds ~4x slower
 -- (measured); at least 1GB, or what the graph takes (its vector, ~200 bytes and 40 per unit of m a
--- row: the "no longer fits" notices of bench/results/dense_tuning.md), at most 8GB
+-- row: the "no longer fits" notices of dense_tuning.md at commit 49a26d2), at most 8GB
 AS $$ SELECT least(pg_size_bytes('8GB'), greatest(pg_size_bytes('1GB'),
           (greatest(coalesce(live_rows, 0), 0) * (4 * hybrid.embedding_dim() + 200 + 40 * m))::bigint)) $$;
 COMMENT ON FUNCTION hybrid._hnsw_build_memory(double precision, integer) IS

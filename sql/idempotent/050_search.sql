@@ -95,7 +95,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     -- Exact search up to exact_threshold chunks in scope (setting exact_threshold, default 500:
-    -- where HNSW overtook an exact scan on this project's machine, bench/results/dense_crossover_topn.md;
+    -- where HNSW overtook an exact scan on this project's machine, bench/FINDINGS.md#exact-scan-against-hnsw-per-partition-size-dense_tuning-dense_exact_topn;
     -- at 1,000 chunks HNSW was 1.2-1.4x faster at recall@10 1.000, at 5,000 2.7x at 0.996)
     v_threshold integer := coalesce(exact_threshold,
         (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 500);
@@ -116,11 +116,11 @@ BEGIN
     END IF;
     -- the search breadth: setting hnsw_ef_search, or by default growing with the square root of
     -- the partition's rows, from 100 (up to ~11,000 chunks) to 1000 (pgvector's limit, from ~1.1M).
-    -- Measured on the synthetic benchmark's clustered vectors (bench/results/dense_tuning.md, m 16,
+    -- Measured on the synthetic benchmark's clustered vectors (bench/FINDINGS.md#exact-scan-against-hnsw-per-partition-size-dense_tuning-dense_exact_topn, m 16,
     -- ef_construction 64), recall@10 at ef_search 100 fell from 0.996 (10,000 chunks) to 0.989
     -- (50,000) and 0.976 (100,000); this rule gives 212 at 50,000 (0.999) and 300 at 100,000 (0.991).
     -- At 500,000 chunks (the denser graph of hybrid._hnsw_density, 300 queries through search_dense,
-    -- bench/results/density_ab_1m_breadth.md) it gives 671: recall@10 0.995 and no query without its
+    -- bench/FINDINGS.md#hnsw-misses-at-1m-why-the-50-tenant-loses-some-queries-density_ab-density_ab_1m_findings) it gives 671: recall@10 0.995 and no query without its
     -- true neighbours, where 400 gave 0.988 with 2 queries at 0 (a beam stuck in the wrong cluster),
     -- for dense p50 x1.26 and hybrid_retrieve p50 x1.13, p95 x1.10. At least 2 x top_k.
     v_ef := coalesce(v_ef, least(1000, greatest(100, round(100 * sqrt(greatest(coalesce(v_rows, 0), 0) / 11111.0))))::integer);
@@ -352,7 +352,7 @@ SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators 
 -- Each hop's statement joins short id arrays to the graph's btrees, a plan that fits every tenant and
 -- every seed list; planning it anew on each call (custom plans, the default for statements with
 -- parameters) cost two thirds of a call: 1.10 -> 0.36 ms at a 1% tenant of 100k chunks, results
--- identical over 270 calls (bench/results/latency_0.1_vs_0.2.md). These statements read no chunk:
+-- identical over 270 calls (latency_0.1_vs_0.2.md at commit 49a26d2, bench/FINDINGS.md#results-of-earlier-engines-removed). These statements read no chunk:
 -- which candidates are visible chunks is asked of hybrid._visible_chunk_ids, planned for the
 -- tenant's partition alone (a generic plan over hybrid.chunk would lock every partition).
 SET plan_cache_mode = force_generic_plan
