@@ -460,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vector-weight", type=float, default=None)
     s.add_argument("--keyword-weight", type=float, default=None)
     s.add_argument("--graph-weight", type=float, default=None)
-    s.add_argument("--fusion", choices=["rrf", "convex", "dbsf"], default=None,
+    s.add_argument("--fusion", choices=["rrf", "convex", "dbsf", "blend"], default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")
     s.add_argument("--skip", type=int, default=0, help="fused rows to skip before top_k (pages: give --per-source-k)")

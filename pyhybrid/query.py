@@ -24,7 +24,7 @@ MAX_QUERY_TEXT = 20000
 """The longest query_text hybrid.retrieve accepts, in characters (a query, not a document)."""
 MAX_GRAPH_SEEDS = 1000
 """The most graph_seeds hybrid.retrieve accepts."""
-FUSIONS = ("rrf", "convex", "dbsf")
+FUSIONS = ("rrf", "convex", "dbsf", "blend")
 """The fusion methods of hybrid_retrieve and hybrid.fuse (pyhybrid.fusion.fuse_scores mirrors them)."""
 
 
@@ -44,8 +44,8 @@ class RetrieveQuery:
     contain. graph_hops: 1..3. lexical: 'bm25', 'ts_rank' or None (BM25 where installed).
     graph_expand: seed the graph branch with the best N dense/lexical hits (0..100).
     with_graph_context: add each row's graph neighbourhood. per_document: the best chunk per document.
-    fusion: 'rrf' (ranks), 'convex' (min-max normalized scores) or 'dbsf' (scores normalized by mean +- 3
-    standard deviations); see FUSIONS. skip: fused rows to skip before the top_k returned (0..10000 - top_k;
+    fusion: 'rrf' (ranks), 'convex' (min-max normalized scores), 'dbsf' (scores normalized by mean +- 3
+    standard deviations) or 'blend' (scores on an absolute scale: cosine, BM25 / (BM25 + 5), 1 / hops); see FUSIONS. skip: fused rows to skip before the top_k returned (0..10000 - top_k;
     pages are stable when per_source_k >= skip + top_k is given). siblings: add the n nearest chunks of the
     same document on each side of each hit (0..20). graph_edge_types: traverse only these edge types.
     """
@@ -90,7 +90,7 @@ class RetrieveQuery:
             _int_between("per_source_k", self.per_source_k, low, 10000,
                          low_name=f"top_k ({low})" if self.skip == 0 else f"skip + top_k ({low})")
         if self.fusion not in FUSIONS:
-            raise InvalidParameterError(f"fusion must be 'rrf', 'convex' or 'dbsf', got {self.fusion!r}")
+            raise InvalidParameterError(f"fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got {self.fusion!r}")
         _int_between("siblings", self.siblings, 0, 20)
         put(self, "graph_edge_types", _str_list("graph_edge_types", self.graph_edge_types))
         if self.graph_edge_types is not None and len(self.graph_edge_types) > 100:

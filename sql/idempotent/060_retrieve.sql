@@ -286,17 +286,18 @@ BEGIN
     END IF;
 
     RETURN QUERY
-    -- each branch's score, higher is better: dense 1 - cosine distance, lexical its score, graph 1 / hops;
+    -- each branch's score, higher is better: dense 1 - cosine distance, lexical its score, graph 1 / hops
+    -- (for blend, those mapped onto 0..1 by hybrid._blend_score);
     -- with each list's lowest, highest, mean and standard deviation for convex and dbsf, summed in rank
     -- order (as hybrid.fuse and pyhybrid/fusion.py's list_stats do)
     WITH d0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._branch_score('dense', x.v) AS s
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'dense', x.v) AS s
         FROM unnest(d_ids, d_scores) WITH ORDINALITY AS x(id, v, r)
     ), l0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._branch_score('lexical', x.v) AS s
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'lexical', x.v) AS s
         FROM unnest(l_ids, l_scores) WITH ORDINALITY AS x(id, v, r)
     ), g0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._branch_score('graph', x.v) AS s
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'graph', x.v) AS s
         FROM unnest(g_ids, g_dist) WITH ORDINALITY AS x(id, v, r)
     ), d AS (
         SELECT d0.*, min(d0.s) OVER w AS lo, max(d0.s) OVER w AS hi, avg(d0.s) OVER w AS mean,
@@ -357,7 +358,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.retrieve IS
-'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two; graph_edge_types: only these relations) branches, each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL, fused by fusion (rrf: sum w/(rrf_k + rank); convex: sum w * min-max normalized score; dbsf: sum w * score normalized by mean +- 3 sd; branch scores: dense 1 - cosine distance, lexical its score, graph 1/hops; see hybrid.fuse), skip rows then top_k rows by score then chunk_id (pages are stable when per_source_k is given). siblings => n adds the n nearest visible chunks of the same document on each side of each hit, by position (column siblings). A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
+'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two; graph_edge_types: only these relations) branches, each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL, fused by fusion (rrf: sum w/(rrf_k + rank); convex: sum w * min-max normalized score; dbsf: sum w * score normalized by mean +- 3 sd; branch scores: dense 1 - cosine distance, lexical its score, graph 1/hops; blend: sum w * the branch score on an absolute scale, dense the cosine similarity, lexical s / (s + 5), graph 1/hops (hybrid._blend_score); see hybrid.fuse), skip rows then top_k rows by score then chunk_id (pages are stable when per_source_k is given). siblings => n adds the n nearest visible chunks of the same document on each side of each hit, by position (column siblings). A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
 
 -- public.hybrid_retrieve: hybrid.retrieve under a name on the default search_path. Derived from
 -- hybrid.retrieve's catalog entry, so the parameters are written once (above) and cannot drift.
@@ -411,7 +412,7 @@ BEGIN
                 'contributions', (
                     SELECT jsonb_object_agg(b.br, hybrid._fusion_term(fusion, (b.info ->> 'weight')::float8, rrf_k,
                                (x.r ->> b.rank_col)::integer,
-                               hybrid._branch_score(b.br, (x.r ->> b.value_col)::float8),
+                               hybrid._fusion_score(fusion, b.br, (x.r ->> b.value_col)::float8),
                                (b.info ->> 'lo')::float8, (b.info ->> 'hi')::float8,
                                (b.info ->> 'mean')::float8, (b.info ->> 'sd')::float8))
                     FROM (SELECT e ->> 'branch' AS br, e AS info,
