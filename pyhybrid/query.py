@@ -48,6 +48,9 @@ class RetrieveQuery:
     standard deviations) or 'blend' (scores on an absolute scale: cosine, BM25 / (BM25 + 5), 1 / hops); see FUSIONS. skip: fused rows to skip before the top_k returned (0..10000 - top_k;
     pages are stable when per_source_k >= skip + top_k is given). siblings: add the n nearest chunks of the
     same document on each side of each hit (0..20). graph_edge_types: traverse only these edge types.
+    min_vector_score, min_keyword_score, min_graph_score: per-branch floors (0 to 1,000,000, or None) on the
+    branch's own score (cosine similarity, BM25 or ts_rank score, 1 / hops), applied before graph seeding and
+    fusion: a branch keeps only the hits at or above its floor, so a query none clears returns no rows.
     """
 
     query_embedding: Any = field(default=None, metadata=_sql("vector"))
@@ -70,6 +73,9 @@ class RetrieveQuery:
     skip: int = field(default=0, metadata=_sql("integer"))
     siblings: int = field(default=0, metadata=_sql("integer"))
     graph_edge_types: Sequence[str] | None = field(default=None, metadata=_sql("text[]"))
+    min_vector_score: float | None = field(default=None, metadata=_sql("double precision"))
+    min_keyword_score: float | None = field(default=None, metadata=_sql("double precision"))
+    min_graph_score: float | None = field(default=None, metadata=_sql("double precision"))
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -99,6 +105,9 @@ class RetrieveQuery:
         for name in ("vector_weight", "keyword_weight", "graph_weight"):
             put(self, name, _weight(name, getattr(self, name)))
         put(self, "rrf_k", _rrf_k(self.rrf_k))
+        for name in ("min_vector_score", "min_keyword_score", "min_graph_score"):
+            if getattr(self, name) is not None:
+                put(self, name, _weight(name, getattr(self, name)))
         put(self, "filter", _filter(self.filter))
         _int_between("graph_hops", self.graph_hops, 1, 3)
         _int_between("graph_expand", self.graph_expand, 0, 100)
