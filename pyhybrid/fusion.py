@@ -65,8 +65,8 @@ def rrf_fuse(
 FUSIONS = ("rrf", "convex", "dbsf", "blend")
 
 # blend's saturation constant for lexical scores: hybrid._blend_score's, chosen on the shared collections
-# (bench/quality.py's leave-one-collection-out grid)
-BLEND_K = 5.0
+# (bench/quality.py's leave-one-collection-out grid at top_k 10)
+BLEND_K = 10.0
 
 
 def blend_score(branch: str, value: float, k: float = BLEND_K) -> float:

@@ -45,7 +45,7 @@ class RetrieveQuery:
     graph_expand: seed the graph branch with the best N dense/lexical hits (0..100).
     with_graph_context: add each row's graph neighbourhood. per_document: the best chunk per document.
     fusion: 'rrf' (ranks), 'convex' (min-max normalized scores), 'dbsf' (scores normalized by mean +- 3
-    standard deviations) or 'blend' (scores on an absolute scale: cosine, BM25 / (BM25 + 5), 1 / hops); see FUSIONS. skip: fused rows to skip before the top_k returned (0..10000 - top_k;
+    standard deviations) or 'blend' (scores on an absolute scale: cosine, s / (s + BLEND_K) for BM25, 1 / hops; pyhybrid.fusion); see FUSIONS. skip: fused rows to skip before the top_k returned (0..10000 - top_k;
     pages are stable when per_source_k >= skip + top_k is given). siblings: add the n nearest chunks of the
     same document on each side of each hit (0..20). graph_edge_types: traverse only these edge types.
     min_vector_score, min_keyword_score, min_graph_score: per-branch floors (0 to 1,000,000, or None) on the

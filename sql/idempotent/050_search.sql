@@ -488,15 +488,15 @@ COMMENT ON FUNCTION hybrid._branch_score(text, double precision) IS
 -- hybrid._blend_score: a branch hit's score on the bounded, absolute scale that blend fusion adds up
 CREATE OR REPLACE FUNCTION hybrid._blend_score(branch text, value double precision) RETURNS double precision
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
--- the saturation constant (BLEND_K in pyhybrid/fusion.py) was chosen on the shared collections by
--- bench/quality.py's leave-one-collection-out grid
+-- the saturation constant 10 (BLEND_K in pyhybrid/fusion.py) won bench/quality.py's leave-one-collection-out
+-- grid (k in 1..50, weights 1/1, top_k 10) on three of the four shared collections' folds, and on all four
 AS $$
     SELECT CASE branch WHEN 'dense' THEN greatest(0, 1 - value)
-                       WHEN 'lexical' THEN greatest(0, value) / (greatest(0, value) + 5)
+                       WHEN 'lexical' THEN greatest(0, value) / (greatest(0, value) + 10)
                        ELSE 1 / value END
 $$;
 COMMENT ON FUNCTION hybrid._blend_score(text, double precision) IS
-'The score of a branch hit that blend fusion adds up, in 0..1 with no per-query normalization, written once: dense the cosine similarity (1 - cosine distance, 0 if negative), lexical s / (s + 5) for its BM25 or ts_rank score s (0 if negative), graph 1 / hop count. pyhybrid/fusion.py''s blend_score mirrors it.';
+'The score of a branch hit that blend fusion adds up, in 0..1 with no per-query normalization, written once: dense the cosine similarity (1 - cosine distance, 0 if negative), lexical s / (s + 10) for its BM25 or ts_rank score s (0 if negative), graph 1 / hop count. pyhybrid/fusion.py''s blend_score mirrors it.';
 
 -- hybrid._fusion_score: the score hybrid._fusion_term reads for a branch hit under a fusion method
 CREATE OR REPLACE FUNCTION hybrid._fusion_score(fusion text, branch text, value double precision)
