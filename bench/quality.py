@@ -16,13 +16,13 @@ Modes (all top_k results of one engine call per query unless said otherwise):
   ref_bm25                      Okapi BM25 in Python over PostgreSQL's to_tsvector('english') lexemes with the
                                 index's k1 and b, query terms weighted by their count: a reference for bm25
   hybrid_bm25_<fusion>_tuned, hybrid_ts_rank_<fusion>_tuned
-                                hybrid_retrieve with fusion rrf, convex or dbsf at the grid setting of that
+                                hybrid_retrieve with fusion rrf, convex, dbsf or blend at the grid setting of that
                                 method that keeps fused nDCG@10 >= the best single branch on every collection,
                                 with the best mean nDCG@10
   hybrid_bm25_tuned, hybrid_ts_rank_tuned
                                 the best of the three (the same rows as that method's)
 
-The grid (fusion x weights x rrf_k x per_source_k) is evaluated in Python with pyhybrid.fusion.fuse_scores
+The grid (fusion x weights x rrf_k x per_source_k; for blend, rrf_k holds its lexical saturation k) is evaluated in Python with pyhybrid.fusion.fuse_scores
 (the arithmetic of SQL's hybrid.fuse) over each branch's list and scores, fetched once per query and
 per_source_k with hybrid.search_dense / hybrid.search_lexical; the script checks that this fusion
 reproduces the engine's hybrid_retrieve output at the default setting and at every tuned one. The grid is
@@ -53,7 +53,7 @@ from tqdm import tqdm
 from _common import Dataset, bm25_run, engine_state, evaluate, exact_cosine_run, load_dataset, start_meta, write_result
 from pyhybrid import Chunk, HybridWeights, connect, migrate
 from pyhybrid.errors import InvalidParameterError
-from pyhybrid.fusion import fuse_scores
+from pyhybrid.fusion import blend_score, fuse_scores
 from pyhybrid.server import start_embedded
 
 TENANT = "bench"
@@ -68,7 +68,8 @@ GRID_WEIGHTS = [(1.0, 0.25), (1.0, 0.5), (1.0, 0.75), (1.0, 1.0), (0.75, 1.0), (
 GRID_RRF_K = [5.0, 10.0, 20.0, 40.0, 60.0, 100.0]
 # 30 = the engine's default for top_k 10, 300 = for top_k 100 (greatest(3 * top_k, 30))
 GRID_PSK = [30, 100, 300]
-GRID_FUSIONS = ("rrf", "convex", "dbsf")
+GRID_BLEND_K = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0]
+GRID_FUSIONS = ("rrf", "convex", "dbsf", "blend")
 
 DENSE_SQL = "SELECT chunk_id, value FROM hybrid.search_dense(%s::vector, %s) ORDER BY rank"
 LEX_SQL = "SELECT chunk_id, value FROM hybrid.search_lexical(%s, %s, lexical => %s) ORDER BY rank"
@@ -264,8 +265,10 @@ def run_queries(runner: Runner, ds: Dataset, qids: list[str], args: argparse.Nam
 
 def fuse(lists: Lists, scores: Scores, q: str, lexical: str, fusion: str, wv: float, wk: float,
          rrf_k: float, psk: int, top_k: int) -> list[str]:
-    fused = fuse_scores([lists[("dense", psk)][q], lists[(lexical, psk)][q]], [wv, wk], fusion, rrf_k, top_k,
-                        [scores[("dense", psk)][q], scores[(lexical, psk)][q]])
+    d, lex = scores[("dense", psk)][q], scores[(lexical, psk)][q]
+    if fusion == "blend":  # hybrid._blend_score's maps, with k = rrf_k
+        d, lex = [max(0.0, s) for s in d], [blend_score("lexical", s, rrf_k) for s in lex]
+    fused = fuse_scores([lists[("dense", psk)][q], lists[(lexical, psk)][q]], [wv, wk], fusion, rrf_k, top_k, [d, lex])
     return [item for item, _, _ in fused]
 
 
@@ -276,7 +279,8 @@ SETTING_KEYS = ("fusion", "vector_weight", "keyword_weight", "rrf_k", "per_sourc
 
 def grid_settings(psks: list[int]) -> list[tuple[str, float, float, float, int]]:
     # rrf_k matters to rrf alone; the score-based methods keep the engine's default (60) in the row
-    return [(f, wv, wk, k, p) for p in psks for f in GRID_FUSIONS for k in (GRID_RRF_K if f == "rrf" else [60.0])
+    return [(f, wv, wk, k, p) for p in psks for f in GRID_FUSIONS
+            for k in (GRID_RRF_K if f == "rrf" else GRID_BLEND_K if f == "blend" else [60.0])
             for wv, wk in GRID_WEIGHTS]
 
 
@@ -346,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "through HNSW at every scope size, as for a large tenant; 'engine' keeps the engine's default "
                          "(small scopes are then scanned exactly)")
     ap.add_argument("--no-grid", action="store_true", help="skip the grid and the tuned modes")
+    ap.add_argument("--no-tuned", action="store_true", help="skip the engine calls of the tuned modes")
     ap.add_argument("--limit-queries", type=int, default=0, help="only the first N judged queries (smoke tests)")
     ap.add_argument("--keep-db", action="store_true", help="keep the bench databases")
     args = ap.parse_args(argv)
@@ -479,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             # the tuned modes, measured with real hybrid_retrieve calls
             t_tuned = time.perf_counter()
-            for mode, t in tuned.items():
+            for mode, t in ({} if args.no_tuned else tuned).items():
                 matches = total = 0
                 call_ms: list[float] = []
                 for n in names:

@@ -718,7 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lexical branch weight; 0 turns it off (default 1)")
     s.add_argument("--graph-weight", type=float, default=None,
                    help="graph branch weight; 0 turns it off (default 0.5)")
-    s.add_argument("--fusion", choices=["rrf", "convex", "dbsf"], default=None,
+    s.add_argument("--fusion", choices=["rrf", "convex", "dbsf", "blend"], default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")
     s.add_argument("--skip", type=int, default=0,

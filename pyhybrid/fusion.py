@@ -1,5 +1,5 @@
 """Fusion in pure Python, with the arithmetic of SQL: hybrid.rrf_fuse (weighted RRF) and hybrid.fuse
-(RRF, convex combination of min-max normalized scores, DBSF), written as hybrid._fusion_term is."""
+(RRF, convex combination of min-max normalized scores, DBSF, blend), written as hybrid._fusion_term is."""
 
 from __future__ import annotations
 
@@ -62,7 +62,25 @@ def rrf_fuse(
     return _fuse_refs("rrf_fuse", rankings, weights, "rrf", rrf_k, top_k)
 
 
-FUSIONS = ("rrf", "convex", "dbsf")
+FUSIONS = ("rrf", "convex", "dbsf", "blend")
+
+# blend's saturation constant for lexical scores: hybrid._blend_score's, chosen on the shared collections
+# (bench/quality.py's leave-one-collection-out grid at top_k 10)
+BLEND_K = 10.0
+
+
+def blend_score(branch: str, value: float, k: float = BLEND_K) -> float:
+    """A branch hit's score on blend's absolute 0..1 scale, as hybrid._blend_score (k: its constant).
+
+    branch: 'dense' (value: the cosine distance; gives the similarity, 0 if negative), 'lexical' (value: the
+    BM25 or ts_rank score s; gives s / (s + k)) or 'graph' (value: the hop count; gives 1 / hops).
+    """
+    if branch == "dense":
+        return max(0.0, 1 - value)
+    if branch == "lexical":
+        s = max(0.0, value)
+        return s / (s + k)
+    return 1 / value
 
 
 def list_stats(scores: Sequence[float]) -> tuple[float, float, float, float]:
@@ -89,6 +107,9 @@ def fusion_term(fusion: str, weight: float, rrf_k: float, rank: int, score: floa
     """One list's term in an item's fused score: hybrid._fusion_term's arithmetic."""
     if fusion == "rrf":
         return weight / (rrf_k + rank)
+    if fusion == "blend":
+        assert score is not None
+        return weight * score
     assert score is not None and stats is not None
     lo, hi, mean, sd = stats
     if fusion == "convex":
@@ -103,12 +124,13 @@ def fuse_scores(
     """Fuse ranked id lists: (id, score, rank in each list) by score desc, then id; as SQL's hybrid.fuse.
 
     fusion: 'rrf' (ranks), 'convex' (each list's scores min-max normalized) or 'dbsf' (normalized by
-    mean +- 3 population standard deviations, clipped to 0..1). scores: one number per id of each
-    ranking, higher is better (needed by convex and dbsf). A repeated id keeps its best rank and the score
+    mean +- 3 population standard deviations, clipped to 0..1) or 'blend' (the scores as given, weighted: bring
+    them on an absolute, bounded scale, e.g. by blend_score). scores: one number per id of each
+    ranking, higher is better (needed by convex, dbsf and blend). A repeated id keeps its best rank and the score
     there; ids found only in lists of weight 0 are dropped.
     """
     if fusion not in FUSIONS:
-        raise InvalidParameterError(f"fusion must be 'rrf', 'convex' or 'dbsf', got {fusion!r}")
+        raise InvalidParameterError(f"fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got {fusion!r}")
     if fusion != "rrf":
         if scores is None:
             raise InvalidParameterError(
@@ -163,11 +185,11 @@ def fuse(
     rrf_k: float = 60,
     top_k: int | None = None,
 ) -> list[ChunkRef]:
-    """Fuse ranked ChunkRef lists by fusion ('rrf', 'convex' or 'dbsf'), with hybrid.fuse's arithmetic.
+    """Fuse ranked ChunkRef lists by fusion ('rrf', 'convex', 'dbsf' or 'blend'), with hybrid.fuse's arithmetic.
 
-    Each ref's score is its list's score (higher is better): what convex and dbsf normalize. All refs
-    share one tenant (else RetrievalError). The returned refs carry the fused score; a chunk keeps the
-    content and metadata of the first list that holds it. Ties are broken by chunk_id.
+    Each ref's score is its list's score (higher is better): what convex and dbsf normalize and blend adds
+    as it is. All refs share one tenant (else RetrievalError). The returned refs carry the fused score; a
+    chunk keeps the content and metadata of the first list that holds it. Ties are broken by chunk_id.
     """
     return _fuse_refs("fuse", rankings, weights, fusion, rrf_k, top_k)
 

@@ -24,7 +24,7 @@ MAX_QUERY_TEXT = 20000
 """The longest query_text hybrid.retrieve accepts, in characters (a query, not a document)."""
 MAX_GRAPH_SEEDS = 1000
 """The most graph_seeds hybrid.retrieve accepts."""
-FUSIONS = ("rrf", "convex", "dbsf")
+FUSIONS = ("rrf", "convex", "dbsf", "blend")
 """The fusion methods of hybrid_retrieve and hybrid.fuse (pyhybrid.fusion.fuse_scores mirrors them)."""
 
 
@@ -44,10 +44,13 @@ class RetrieveQuery:
     contain. graph_hops: 1..3. lexical: 'bm25', 'ts_rank' or None (BM25 where installed).
     graph_expand: seed the graph branch with the best N dense/lexical hits (0..100).
     with_graph_context: add each row's graph neighbourhood. per_document: the best chunk per document.
-    fusion: 'rrf' (ranks), 'convex' (min-max normalized scores) or 'dbsf' (scores normalized by mean +- 3
-    standard deviations); see FUSIONS. skip: fused rows to skip before the top_k returned (0..10000 - top_k;
+    fusion: 'rrf' (ranks), 'convex' (min-max normalized scores), 'dbsf' (scores normalized by mean +- 3
+    standard deviations) or 'blend' (scores on an absolute scale: cosine, s / (s + BLEND_K) for BM25, 1 / hops; pyhybrid.fusion); see FUSIONS. skip: fused rows to skip before the top_k returned (0..10000 - top_k;
     pages are stable when per_source_k >= skip + top_k is given). siblings: add the n nearest chunks of the
     same document on each side of each hit (0..20). graph_edge_types: traverse only these edge types.
+    min_vector_score, min_keyword_score, min_graph_score: per-branch floors (0 to 1,000,000, or None) on the
+    branch's own score (cosine similarity, BM25 or ts_rank score, 1 / hops), applied before graph seeding and
+    fusion: a branch keeps only the hits at or above its floor, so a query none clears returns no rows.
     """
 
     query_embedding: Any = field(default=None, metadata=_sql("vector"))
@@ -70,6 +73,9 @@ class RetrieveQuery:
     skip: int = field(default=0, metadata=_sql("integer"))
     siblings: int = field(default=0, metadata=_sql("integer"))
     graph_edge_types: Sequence[str] | None = field(default=None, metadata=_sql("text[]"))
+    min_vector_score: float | None = field(default=None, metadata=_sql("double precision"))
+    min_keyword_score: float | None = field(default=None, metadata=_sql("double precision"))
+    min_graph_score: float | None = field(default=None, metadata=_sql("double precision"))
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -90,7 +96,7 @@ class RetrieveQuery:
             _int_between("per_source_k", self.per_source_k, low, 10000,
                          low_name=f"top_k ({low})" if self.skip == 0 else f"skip + top_k ({low})")
         if self.fusion not in FUSIONS:
-            raise InvalidParameterError(f"fusion must be 'rrf', 'convex' or 'dbsf', got {self.fusion!r}")
+            raise InvalidParameterError(f"fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got {self.fusion!r}")
         _int_between("siblings", self.siblings, 0, 20)
         put(self, "graph_edge_types", _str_list("graph_edge_types", self.graph_edge_types))
         if self.graph_edge_types is not None and len(self.graph_edge_types) > 100:
@@ -99,6 +105,9 @@ class RetrieveQuery:
         for name in ("vector_weight", "keyword_weight", "graph_weight"):
             put(self, name, _weight(name, getattr(self, name)))
         put(self, "rrf_k", _rrf_k(self.rrf_k))
+        for name in ("min_vector_score", "min_keyword_score", "min_graph_score"):
+            if getattr(self, name) is not None:
+                put(self, name, _weight(name, getattr(self, name)))
         put(self, "filter", _filter(self.filter))
         _int_between("graph_hops", self.graph_hops, 1, 3)
         _int_between("graph_expand", self.graph_expand, 0, 100)

@@ -1,4 +1,4 @@
-"""Fusion methods (rrf, convex, dbsf), pagination (skip), sibling chunks and edge-type filters."""
+"""Fusion methods (rrf, convex, dbsf, blend), pagination (skip), sibling chunks and edge-type filters."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from psycopg.rows import dict_row
 
 from pyhybrid import Chunk, ChunkRef, InvalidParameterError, RetrieveQuery, fuse
-from pyhybrid.fusion import fuse_scores
+from pyhybrid.fusion import blend_score, fuse_scores
 from tests.conftest import Api, Db
 from tests.helpers import chunks, near, unit
 
@@ -45,10 +45,12 @@ HAND = {
     # mean +- 3 population sd of (3, 2, 0.5) and of (10, 4): list 2 is mean 7, sd 3 -> (x + 2) / 18
     "dbsf": {"a": _dbsf(3, [3, 2, 0.5]), "b": _dbsf(2, [3, 2, 0.5]),
              "c": _dbsf(0.5, [3, 2, 0.5]) + 0.5 * 12 / 18, "d": 0.5 * 6 / 18},
+    # the scores as given, weighted
+    "blend": {"a": 3.0, "b": 2.0, "c": 0.5 + 0.5 * 10.0, "d": 0.5 * 4.0},
 }
 
 
-@pytest.mark.parametrize("fusion", ["rrf", "convex", "dbsf"])
+@pytest.mark.parametrize("fusion", ["rrf", "convex", "dbsf", "blend"])
 def test_fuse_matches_a_hand_computation_in_sql_and_python(template_dsn_conn: psycopg.Connection,
                                                           fusion: str) -> None:
     rows = template_dsn_conn.execute(
@@ -79,7 +81,7 @@ def _scored(draw: st.DrawFn) -> tuple[list[list[str]], list[list[float]], list[f
     num = st.floats(min_value=-50, max_value=50, allow_nan=False, allow_infinity=False, width=32)
     scores = [sorted((draw(num) for _ in lst), reverse=True) for lst in lists]
     weights = [draw(st.sampled_from([0.0, 0.5, 1.0, 2.0, 0.3])) for _ in range(n)]
-    return lists, scores, weights, draw(st.sampled_from(["rrf", "convex", "dbsf"])), draw(
+    return lists, scores, weights, draw(st.sampled_from(["rrf", "convex", "dbsf", "blend"])), draw(
         st.one_of(st.none(), st.integers(1, 20)))
 
 
@@ -95,8 +97,8 @@ def test_python_fuse_equals_sql_fuse_on_random_inputs(template_dsn_conn: psycopg
 
 
 FUSE_ERRORS = [
-    ("'[[\"a\"]]', fusion => 'borda'", ([["a"]], "borda", None), "fusion must be 'rrf', 'convex' or 'dbsf', got 'borda'"),
-    ("'[[\"a\"]]', fusion => NULL", ([["a"]], None, None), "fusion must be 'rrf', 'convex' or 'dbsf', got "),
+    ("'[[\"a\"]]', fusion => 'borda'", ([["a"]], "borda", None), "fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got 'borda'"),
+    ("'[[\"a\"]]', fusion => NULL", ([["a"]], None, None), "fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got "),
     ("'[[\"a\"]]', fusion => 'convex'", ([["a"]], "convex", None), "scores must be given for fusion 'convex'"),
     ("'[[\"a\", \"b\"]]', fusion => 'dbsf', scores => '[[1]]'", ([["a", "b"]], "dbsf", [[1]]),
      "one number for each id of rankings"),
@@ -136,15 +138,20 @@ def _corpus(api: Api) -> None:
     api.ingest("acme", docs, corpus_id="qms")
 
 
-@pytest.mark.parametrize("fusion", ["rrf", "convex", "dbsf"])
+@pytest.mark.parametrize("fusion", ["rrf", "convex", "dbsf", "blend"])
 def test_retrieve_fuses_the_branch_lists_as_hybrid_fuse_does(db: Db, api: Api, fusion: str) -> None:
     _corpus(api)
     q = near(unit(1), 7, 0.3)
     text = "occlusion alarm battery"
     dense = sql(db, "SELECT chunk_id, value FROM hybrid.search_dense(%s::vector, 30) ORDER BY rank", (list(map(float, q)),))
     lex = sql(db, "SELECT chunk_id, value FROM hybrid.search_lexical(%s, 30) ORDER BY rank", (text,))
+    if fusion == "blend":
+        d_scores = [blend_score("dense", r["value"]) for r in dense]
+        l_scores = [blend_score("lexical", r["value"]) for r in lex]
+    else:
+        d_scores, l_scores = [1 - r["value"] for r in dense], [r["value"] for r in lex]
     expected = fuse_scores([[r["chunk_id"] for r in dense], [r["chunk_id"] for r in lex]], [1.0, 0.7], fusion, 60, 10,
-                           [[1 - r["value"] for r in dense], [r["value"] for r in lex]])
+                           [d_scores, l_scores])
     got = api.retrieve("acme", query_embedding=q, query_text=text, top_k=10, per_source_k=30, keyword_weight=0.7,
                        fusion=fusion)
     assert [(r.chunk_id, r.score) for r in got] == [(i, s) for i, s, _ in expected]
@@ -154,7 +161,7 @@ def test_retrieve_fuses_the_branch_lists_as_hybrid_fuse_does(db: Db, api: Api, f
 def test_pages_are_disjoint_and_together_equal_one_call_of_twice_the_size(db: Db, api: Api) -> None:
     _corpus(api)
     q = near(unit(1), 8, 0.3)
-    for fusion in ("rrf", "convex", "dbsf"):
+    for fusion in ("rrf", "convex", "dbsf", "blend"):
         kw = dict(query_embedding=q, query_text="pump occlusion alarm", per_source_k=30, fusion=fusion)
         one = [r.chunk_id for r in api.retrieve("acme", top_k=10, skip=0, **kw)]
         two = [r.chunk_id for r in api.retrieve("acme", top_k=10, skip=10, **kw)]
@@ -172,7 +179,7 @@ PAGE_ERRORS = [
     ("skip => 9991", {"skip": 9991}, "skip must be between 0 and 9990"),
     ("skip => 10, per_source_k => 15", {"skip": 10, "per_source_k": 15},
      r"per_source_k must be between skip \+ top_k \(20\) and 10000"),
-    ("fusion => 'borda'", {"fusion": "borda"}, "fusion must be 'rrf', 'convex' or 'dbsf', got 'borda'"),
+    ("fusion => 'borda'", {"fusion": "borda"}, "fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got 'borda'"),
     ("siblings => 21", {"siblings": 21}, "siblings must be between 0 and 20"),
     ("siblings => -1", {"siblings": -1}, "siblings must be between 0 and 20"),
     ("graph_edge_types => array_fill('X'::text, ARRAY[101])", {"graph_edge_types": ["X"] * 101},
@@ -230,7 +237,7 @@ def test_graph_edge_types_traverse_only_the_named_relations(db: Db, api: Api, re
 
 # ---------------------------------------------------------------- explain
 
-@pytest.mark.parametrize("fusion", ["rrf", "convex", "dbsf"])
+@pytest.mark.parametrize("fusion", ["rrf", "convex", "dbsf", "blend"])
 def test_explain_reports_each_branch_and_contributions_that_add_up_to_the_score(db: Db, api: Api, fusion: str) -> None:
     _corpus(api)
     q = near(unit(1), 9, 0.3)
@@ -281,7 +288,7 @@ def test_the_cli_explain_prints_a_call_that_runs_in_psql_as_is(db: Db) -> None:
 
 # ---------------------------------------------------------------- several formulations
 
-@pytest.mark.parametrize("fusion", ["rrf", "convex"])
+@pytest.mark.parametrize("fusion", ["rrf", "convex", "blend"])
 def test_retrieve_many_fuses_each_formulations_fused_list(db: Db, api: Api, fusion: str) -> None:
     _corpus(api)
     forms = [("occlusion alarm", near(unit(1), 21, 0.3)), ("battery valve", near(unit(1), 22, 0.5))]

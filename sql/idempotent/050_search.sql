@@ -485,6 +485,30 @@ $$;
 COMMENT ON FUNCTION hybrid._branch_score(text, double precision) IS
 'The score of a branch hit that convex and dbsf fusion normalize, written once: dense 1 - cosine distance (the cosine similarity), lexical the BM25 or ts_rank score, graph 1 / hop count.';
 
+-- hybrid._blend_score: a branch hit's score on the bounded, absolute scale that blend fusion adds up
+CREATE OR REPLACE FUNCTION hybrid._blend_score(branch text, value double precision) RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- the saturation constant 10 (BLEND_K in pyhybrid/fusion.py) won bench/quality.py's leave-one-collection-out
+-- grid (k in 1..50, weights 1/1, top_k 10) on three of the four shared collections' folds, and on all four
+AS $$
+    SELECT CASE branch WHEN 'dense' THEN greatest(0, 1 - value)
+                       WHEN 'lexical' THEN greatest(0, value) / (greatest(0, value) + 10)
+                       ELSE 1 / value END
+$$;
+COMMENT ON FUNCTION hybrid._blend_score(text, double precision) IS
+'The score of a branch hit that blend fusion adds up, in 0..1 with no per-query normalization, written once: dense the cosine similarity (1 - cosine distance, 0 if negative), lexical s / (s + 10) for its BM25 or ts_rank score s (0 if negative), graph 1 / hop count. pyhybrid/fusion.py''s blend_score mirrors it.';
+
+-- hybrid._fusion_score: the score hybrid._fusion_term reads for a branch hit under a fusion method
+CREATE OR REPLACE FUNCTION hybrid._fusion_score(fusion text, branch text, value double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN fusion OPERATOR(pg_catalog.=) 'blend' THEN hybrid._blend_score(branch, value)
+                ELSE hybrid._branch_score(branch, value) END
+$$;
+COMMENT ON FUNCTION hybrid._fusion_score(text, text, double precision) IS
+'A branch hit''s score as hybrid.retrieve fuses it: hybrid._blend_score for blend, hybrid._branch_score for the other methods.';
+
 -- hybrid._fusion_term: one list's contribution to a fused score, for every fusion method
 CREATE OR REPLACE FUNCTION hybrid._fusion_term(fusion text, weight double precision, rrf_k double precision,
                                                rank integer, score double precision, lo double precision,
@@ -496,6 +520,7 @@ AS $$
     SELECT CASE
         WHEN rank IS NULL THEN 0::double precision
         WHEN fusion OPERATOR(pg_catalog.=) 'rrf' THEN hybrid._rrf_term(weight, rrf_k, rank)
+        WHEN fusion OPERATOR(pg_catalog.=) 'blend' THEN weight * score
         WHEN fusion OPERATOR(pg_catalog.=) 'convex' THEN
             weight * CASE WHEN hi > lo THEN (score - lo) / (hi - lo) ELSE 1 END
         ELSE  -- dbsf
@@ -504,7 +529,7 @@ AS $$
 $$;
 COMMENT ON FUNCTION hybrid._fusion_term(text, double precision, double precision, integer, double precision,
                                         double precision, double precision, double precision, double precision) IS
-'The fusion arithmetic, written once: a list''s term in an item''s fused score, 0 where the list does not hold the item (NULL rank). rrf: weight / (rrf_k + rank). convex: weight * (score - lo) / (hi - lo), lo and hi the lowest and highest score in the list (1 when they are equal). dbsf: weight * (score - (mean - 3 sd)) / (6 sd), clipped to 0..1, mean and sd (population) over the list (1 when sd = 0). Scores are higher-is-better. hybrid.retrieve and hybrid.fuse add the terms in list order; pyhybrid/fusion.py mirrors it.';
+'The fusion arithmetic, written once: a list''s term in an item''s fused score, 0 where the list does not hold the item (NULL rank). rrf: weight / (rrf_k + rank). blend: weight * score (the score as given: no per-list normalization; hybrid.retrieve gives hybrid._blend_score). convex: weight * (score - lo) / (hi - lo), lo and hi the lowest and highest score in the list (1 when they are equal). dbsf: weight * (score - (mean - 3 sd)) / (6 sd), clipped to 0..1, mean and sd (population) over the list (1 when sd = 0). Scores are higher-is-better. hybrid.retrieve and hybrid.fuse add the terms in list order; pyhybrid/fusion.py mirrors it.';
 
 -- hybrid._check_fusion: validate the fusion method's name
 CREATE OR REPLACE FUNCTION hybrid._check_fusion(fusion text) RETURNS void
@@ -512,17 +537,17 @@ LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF fusion IS NULL OR fusion NOT IN ('rrf', 'convex', 'dbsf') THEN
-        RAISE EXCEPTION 'fusion must be ''rrf'', ''convex'' or ''dbsf'', got %', coalesce(quote_literal(fusion), 'NULL')
+    IF fusion IS NULL OR fusion NOT IN ('rrf', 'convex', 'dbsf', 'blend') THEN
+        RAISE EXCEPTION 'fusion must be ''rrf'', ''convex'', ''dbsf'' or ''blend'', got %', coalesce(quote_literal(fusion), 'NULL')
             USING ERRCODE = '22023',
-                  HINT = 'rrf fuses ranks; convex and dbsf fuse each list''s scores, normalized (see hybrid.fuse).';
+                  HINT = 'rrf fuses ranks; convex and dbsf fuse each list''s scores, normalized per list; blend adds scores on their absolute scale (see hybrid.fuse).';
     END IF;
 END
 $$;
 COMMENT ON FUNCTION hybrid._check_fusion(text) IS
-'Raises 22023 "fusion must be ''rrf'', ''convex'' or ''dbsf''" for any other value (NULL too).';
+'Raises 22023 "fusion must be ''rrf'', ''convex'', ''dbsf'' or ''blend''" for any other value (NULL too).';
 
--- hybrid.fuse: fuse ranked id lists (with their scores) by RRF, convex combination or DBSF
+-- hybrid.fuse: fuse ranked id lists (with their scores) by RRF, convex combination, DBSF or blend
 CREATE OR REPLACE FUNCTION hybrid.fuse(
     rankings jsonb, weights double precision[] DEFAULT NULL, fusion text DEFAULT 'rrf',
     rrf_k double precision DEFAULT 60, top_k integer DEFAULT NULL, scores jsonb DEFAULT NULL)
@@ -601,7 +626,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.fuse(jsonb, double precision[], text, double precision, integer, jsonb) IS
-'Fuses ranked id lists the caller brings, with the arithmetic of hybrid_retrieve (hybrid._fusion_term). fusion: ''rrf'' (ranks only: sum weights[i] / (rrf_k + rank_i)), ''convex'' (sum weights[i] * the id''s score min-max normalized within list i) or ''dbsf'' (sum weights[i] * the score normalized by mean +- 3 standard deviations of list i, clipped to 0..1); an id absent from a list adds 0, a repeated id keeps its best rank. scores: JSON array of arrays of numbers, higher is better, one per id (needed by convex and dbsf). Returns id, score and its rank in each list (NULL where absent), by score descending then id; ids found only in lists of weight 0 are dropped (an id at the bottom of a list keeps its row with convex''s 0). weights default to 1; top_k: 1..1000 or NULL for all.';
+'Fuses ranked id lists the caller brings, with the arithmetic of hybrid_retrieve (hybrid._fusion_term). fusion: ''rrf'' (ranks only: sum weights[i] / (rrf_k + rank_i)), ''convex'' (sum weights[i] * the id''s score min-max normalized within list i), ''dbsf'' (sum weights[i] * the score normalized by mean +- 3 standard deviations of list i, clipped to 0..1) or ''blend'' (sum weights[i] * the score as given: bring scores on an absolute, bounded scale, such as hybrid_retrieve''s blend maps, pyhybrid.fusion.blend_score); an id absent from a list adds 0, a repeated id keeps its best rank. scores: JSON array of arrays of numbers, higher is better, one per id (needed by convex, dbsf and blend). Returns id, score and its rank in each list (NULL where absent), by score descending then id; ids found only in lists of weight 0 are dropped (an id at the bottom of a list keeps its row with convex''s 0). weights default to 1; top_k: 1..1000 or NULL for all.';
 
 -- hybrid.rrf_fuse: fuse ranked id lists by weighted RRF
 CREATE OR REPLACE FUNCTION hybrid.rrf_fuse(

@@ -103,7 +103,10 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     fusion text DEFAULT 'convex',
     skip integer DEFAULT 0,
     siblings integer DEFAULT 0,
-    graph_edge_types text[] DEFAULT NULL)
+    graph_edge_types text[] DEFAULT NULL,
+    min_vector_score double precision DEFAULT NULL,
+    min_keyword_score double precision DEFAULT NULL,
+    min_graph_score double precision DEFAULT NULL)
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -148,6 +151,9 @@ BEGIN
     PERFORM hybrid._check_number('keyword_weight', keyword_weight, false);
     PERFORM hybrid._check_number('graph_weight', graph_weight, false);
     PERFORM hybrid._check_number('rrf_k', rrf_k, true);
+    IF min_vector_score IS NOT NULL THEN PERFORM hybrid._check_number('min_vector_score', min_vector_score, false); END IF;
+    IF min_keyword_score IS NOT NULL THEN PERFORM hybrid._check_number('min_keyword_score', min_keyword_score, false); END IF;
+    IF min_graph_score IS NOT NULL THEN PERFORM hybrid._check_number('min_graph_score', min_graph_score, false); END IF;
     PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
     PERFORM hybrid._check_range('graph_expand', graph_expand, 0, 100);
     PERFORM hybrid._check_flag('with_graph_context', with_graph_context);
@@ -205,7 +211,9 @@ BEGIN
         BEGIN
             SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank)
             INTO d_ids, d_scores
-            FROM hybrid.search_dense(query_embedding, v_k, corpus_ids, filter) s;
+            FROM hybrid.search_dense(query_embedding, v_k, corpus_ids, filter) s
+            -- a floor cuts the list before it seeds the graph or is fused (abstention: below it, nothing)
+            WHERE min_vector_score IS NULL OR hybrid._branch_score('dense', s.value) >= min_vector_score;
             IF v_explain THEN
                 v_report := v_report || hybrid._explain_branch('dense', v_t, d_ids, d_scores, vector_weight, v_k,
                     (SELECT CASE WHEN p = 0 THEN 'exact scan' ELSE format('HNSW index, ef_search %s', p) END
@@ -227,7 +235,8 @@ BEGIN
         BEGIN
             SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank)
             INTO l_ids, l_scores
-            FROM hybrid.search_lexical(query_text, v_k, corpus_ids, filter, lexical) s;
+            FROM hybrid.search_lexical(query_text, v_k, corpus_ids, filter, lexical) s
+            WHERE min_keyword_score IS NULL OR hybrid._branch_score('lexical', s.value) >= min_keyword_score;
             IF v_explain THEN
                 v_report := v_report || hybrid._explain_branch('lexical', v_t, l_ids, l_scores, keyword_weight, v_k,
                     CASE WHEN coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END) = 'ts_rank'
@@ -258,7 +267,8 @@ BEGIN
             BEGIN
                 SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value::integer ORDER BY s.rank)
                 INTO g_ids, g_dist
-                FROM hybrid.search_graph(v_seeds, graph_hops, v_k, corpus_ids, filter, graph_edge_types) s;
+                FROM hybrid.search_graph(v_seeds, graph_hops, v_k, corpus_ids, filter, graph_edge_types) s
+                WHERE min_graph_score IS NULL OR hybrid._branch_score('graph', s.value) >= min_graph_score;
                 IF v_explain THEN
                     v_report := v_report || (hybrid._explain_branch('graph', v_t, g_ids, g_dist::double precision[],
                         graph_weight, v_k, format('%s hop(s) from %s seed(s)%s', graph_hops, cardinality(v_seeds),
@@ -286,17 +296,18 @@ BEGIN
     END IF;
 
     RETURN QUERY
-    -- each branch's score, higher is better: dense 1 - cosine distance, lexical its score, graph 1 / hops;
+    -- each branch's score, higher is better: dense 1 - cosine distance, lexical its score, graph 1 / hops
+    -- (for blend, those mapped onto 0..1 by hybrid._blend_score);
     -- with each list's lowest, highest, mean and standard deviation for convex and dbsf, summed in rank
     -- order (as hybrid.fuse and pyhybrid/fusion.py's list_stats do)
     WITH d0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._branch_score('dense', x.v) AS s
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'dense', x.v) AS s
         FROM unnest(d_ids, d_scores) WITH ORDINALITY AS x(id, v, r)
     ), l0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._branch_score('lexical', x.v) AS s
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'lexical', x.v) AS s
         FROM unnest(l_ids, l_scores) WITH ORDINALITY AS x(id, v, r)
     ), g0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._branch_score('graph', x.v) AS s
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'graph', x.v) AS s
         FROM unnest(g_ids, g_dist) WITH ORDINALITY AS x(id, v, r)
     ), d AS (
         SELECT d0.*, min(d0.s) OVER w AS lo, max(d0.s) OVER w AS hi, avg(d0.s) OVER w AS mean,
@@ -357,7 +368,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.retrieve IS
-'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two; graph_edge_types: only these relations) branches, each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL, fused by fusion (rrf: sum w/(rrf_k + rank); convex: sum w * min-max normalized score; dbsf: sum w * score normalized by mean +- 3 sd; branch scores: dense 1 - cosine distance, lexical its score, graph 1/hops; see hybrid.fuse), skip rows then top_k rows by score then chunk_id (pages are stable when per_source_k is given). siblings => n adds the n nearest visible chunks of the same document on each side of each hit, by position (column siblings). A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
+'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two; graph_edge_types: only these relations) branches, each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL, fused by fusion (rrf: sum w/(rrf_k + rank); convex: sum w * min-max normalized score; dbsf: sum w * score normalized by mean +- 3 sd; branch scores: dense 1 - cosine distance, lexical its score, graph 1/hops; blend: sum w * the branch score on an absolute scale, dense the cosine similarity, lexical s / (s + k) for a constant k, graph 1/hops (hybrid._blend_score); see hybrid.fuse), skip rows then top_k rows by score then chunk_id (pages are stable when per_source_k is given). min_vector_score, min_keyword_score, min_graph_score (NULL: none): a branch keeps only hits whose branch score (cosine similarity, BM25 or ts_rank score, 1/hops) is at least the floor, before it seeds the graph and before fusion, so a call where every branch falls below its floor returns no rows. siblings => n adds the n nearest visible chunks of the same document on each side of each hit, by position (column siblings). A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
 
 -- public.hybrid_retrieve: hybrid.retrieve under a name on the default search_path. Derived from
 -- hybrid.retrieve's catalog entry, so the parameters are written once (above) and cannot drift.
@@ -411,7 +422,7 @@ BEGIN
                 'contributions', (
                     SELECT jsonb_object_agg(b.br, hybrid._fusion_term(fusion, (b.info ->> 'weight')::float8, rrf_k,
                                (x.r ->> b.rank_col)::integer,
-                               hybrid._branch_score(b.br, (x.r ->> b.value_col)::float8),
+                               hybrid._fusion_score(fusion, b.br, (x.r ->> b.value_col)::float8),
                                (b.info ->> 'lo')::float8, (b.info ->> 'hi')::float8,
                                (b.info ->> 'mean')::float8, (b.info ->> 'sd')::float8))
                     FROM (SELECT e ->> 'branch' AS br, e AS info,
