@@ -334,11 +334,12 @@ def test_descriptions_name_the_catalogs_default_fusion_first(demo: Demo) -> None
     default = _catalog_defaults(demo.dsn(), "hybrid.retrieve"
                                 "(vector,text,text[],text[],integer,integer,double precision,double precision,"
                                 "double precision,double precision,jsonb,integer,text,integer,boolean,boolean,"
-                                "text,integer,integer,text[])")["fusion"].strip("'")
+                                "text,integer,integer,text[],double precision,double precision,double precision)"
+                                )["fusion"].strip("'")
     pyproject = re.search(r'^description = "(.*)"', (ROOT / "pyproject.toml").read_text(), re.M)
     with psycopg.connect(demo.dsn()) as c:
         schema_comment = c.execute("SELECT obj_description('hybrid'::regnamespace, 'pg_namespace')").fetchone()[0]
     for text in (pyproject and pyproject[1], pyhybrid.__doc__, schema_comment):
         assert text is not None
-        named = re.findall(r"\b(convex|rrf|dbsf)\b", text, re.I)
+        named = re.findall(r"\b(convex|rrf|dbsf|blend)\b", text, re.I)
         assert named and named[0].lower() == default, text

@@ -373,6 +373,7 @@ DECLARE
     v_next_ids text[];
     v_next_pos integer[];
     v_next_kind text[];
+    v_next_via boolean[];
     v_types oid[];
     v_known text[];
     v_unknown text;
@@ -406,27 +407,29 @@ BEGIN
     JOIN hybrid.graph_node g ON g.tenant_id = v_tenant AND g.node_id = s.id;
     -- and an entity seed only if a chunk the caller can see links to it
     v_ok := hybrid._visible_chunk_ids(v_key, v_front, NULL, NULL, v_tenant, v_acl, v_all)
-            || hybrid._entities_seen(v_key, v_front, v_tenant, v_acl, v_all);
-    SELECT array_agg(x.id ORDER BY x.o), array_agg(x.p ORDER BY x.o) INTO v_front, v_pos
+            || hybrid._entities_seen(v_key, ARRAY(SELECT x.id FROM unnest(v_front, v_kind) AS x(id, kind) WHERE x.kind = 'entity'),
+                                     v_tenant, v_acl, v_all);
+    SELECT array_agg(x.id ORDER BY x.o), array_agg(x.p ORDER BY x.o), array_agg(x.kind ORDER BY x.o)
+    INTO v_front, v_pos, v_kind
     FROM unnest(v_front, v_pos, v_kind) WITH ORDINALITY AS x(id, p, kind, o)
     WHERE x.id = ANY (v_ok);
     v_visited := coalesce(graph_seeds, '{}');
     FOR h IN 1..graph_hops LOOP
         EXIT WHEN v_front IS NULL OR cardinality(v_front) = 0;
         SELECT array_agg(n.node_id ORDER BY n.p, n.node_id), array_agg(n.p ORDER BY n.p, n.node_id),
-               array_agg(n.kind ORDER BY n.p, n.node_id)
-        INTO v_next_ids, v_next_pos, v_next_kind
+               array_agg(n.kind ORDER BY n.p, n.node_id), array_agg(n.via_chunk ORDER BY n.p, n.node_id)
+        INTO v_next_ids, v_next_pos, v_next_kind, v_next_via
         FROM (
-            SELECT g.node_id, g.kind, min(nb.p) AS p
+            SELECT g.node_id, g.kind, min(nb.p) AS p, bool_or(nb.via_chunk) AS via_chunk
             FROM (
-                SELECT e.end_id AS vid, f.p
-                FROM unnest(v_front, v_pos) AS f(node_id, p)
+                SELECT e.end_id AS vid, f.p, f.kind = 'chunk' AS via_chunk
+                FROM unnest(v_front, v_pos, v_kind) AS f(node_id, p, kind)
                 JOIN hybrid.graph_node fg ON fg.tenant_id = v_tenant AND fg.node_id = f.node_id
                 JOIN hybrid_graph._ag_label_edge e ON e.start_id = fg.vertex_id
                 WHERE v_types IS NULL OR e.tableoid = ANY (v_types)
                 UNION ALL
-                SELECT e.start_id, f.p
-                FROM unnest(v_front, v_pos) AS f(node_id, p)
+                SELECT e.start_id, f.p, f.kind = 'chunk'
+                FROM unnest(v_front, v_pos, v_kind) AS f(node_id, p, kind)
                 JOIN hybrid.graph_node fg ON fg.tenant_id = v_tenant AND fg.node_id = f.node_id
                 JOIN hybrid_graph._ag_label_edge e ON e.end_id = fg.vertex_id
                 WHERE v_types IS NULL OR e.tableoid = ANY (v_types)
@@ -437,13 +440,15 @@ BEGIN
         ) n;
         EXIT WHEN v_next_ids IS NULL;
         -- no path crosses a chunk the caller cannot see (nor one outside corpus_ids / filter), nor an
-        -- entity that no chunk the caller can see links to
+        -- entity that no chunk the caller can see links to: one reached from a frontier chunk (which
+        -- the caller sees) is seen through it, the others are asked of hybrid._entities_seen
         v_ok := hybrid._visible_chunk_ids(v_key, v_next_ids, corpus_ids, filter, v_tenant, v_acl, v_all)
-                || hybrid._entities_seen(v_key, v_next_ids, v_tenant, v_acl, v_all);
+                || hybrid._entities_seen(v_key, ARRAY(SELECT x.id FROM unnest(v_next_ids, v_next_kind, v_next_via) AS x(id, kind, via)
+                                                      WHERE x.kind = 'entity' AND NOT x.via), v_tenant, v_acl, v_all);
         SELECT array_agg(x.id ORDER BY x.o), array_agg(x.p ORDER BY x.o), array_agg(x.kind ORDER BY x.o)
         INTO v_next_ids, v_next_pos, v_next_kind
-        FROM unnest(v_next_ids, v_next_pos, v_next_kind) WITH ORDINALITY AS x(id, p, kind, o)
-        WHERE x.id = ANY (v_ok);
+        FROM unnest(v_next_ids, v_next_pos, v_next_kind, v_next_via) WITH ORDINALITY AS x(id, p, kind, via, o)
+        WHERE x.id = ANY (v_ok) OR (x.kind = 'entity' AND x.via);
         EXIT WHEN v_next_ids IS NULL;
         v_visited := v_visited || v_next_ids;
         SELECT v_found_ids || coalesce(array_agg(x.id ORDER BY x.o), '{}'),
@@ -454,6 +459,7 @@ BEGIN
         WHERE x.kind = 'chunk';
         v_front := v_next_ids;
         v_pos := v_next_pos;
+        v_kind := v_next_kind;
     END LOOP;
     RETURN QUERY
     SELECT f.id, (row_number() OVER (ORDER BY f.d, f.p, f.id))::integer, f.d::double precision
