@@ -417,8 +417,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     _base.tenant_params(args.tenant, None)
     # read everything first: a bad path or record fails here, before a tenant or a row is written
-    scan = scan_source(Path(args.path), root=Path(args.root) if args.root else None, max_words=args.chunk_size,
-                       overlap_words=args.overlap)
+    scan = scan_source(Path(args.path), root=Path(args.root) if args.root else None, chunk_tokens=args.chunk_size,
+                       overlap_tokens=args.overlap)
     for f, note in scan.notes:
         print(f"pyhybrid: note: {f}: {note}", file=sys.stderr)
     _report_skipped(scan.skipped, args.quiet)
@@ -679,8 +679,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tenant", required=True, help="the tenant the chunks belong to (required)")
     tenant_flags(s)
     s.add_argument("--corpus", default="default", help="the corpus within the tenant")
-    s.add_argument("--chunk-size", type=int, default=180, help="words per chunk (default 180, ~240 tokens)")
-    s.add_argument("--overlap", type=int, default=30, help="words shared by consecutive chunks (default 30)")
+    # the chunker's defaults (pyhybrid.chunking.DEFAULT_CHUNK_TOKENS / DEFAULT_OVERLAP_TOKENS; test_cli checks them)
+    s.add_argument("--chunk-size", type=int, default=254,
+                   help="embedder tokens per chunk (default 254: the model reads 256)")
+    s.add_argument("--overlap", type=int, default=32, help="tokens shared by consecutive chunks (default 32)")
     s.add_argument("--batch", type=_positive("--batch"), default=1000,
                    help="chunks per transaction (documents are never split)")
     s.add_argument("--acl", help="comma-separated ACL labels for chunks that carry none (default: none)")

@@ -168,3 +168,11 @@ def test_tenant_export_import_and_drop_from_the_command_line(db: Db, db2: Db, tm
     assert "dropped tenant acme: 1 chunks, 1 corpora" in capsys.readouterr().out
     assert main(["--dsn", db.dsn(), "tenant", "import", str(tmp_path / "missing.jsonl")]) == 2
     assert "is not a file" in capsys.readouterr().err
+
+
+def test_ingest_chunk_size_defaults_are_the_chunkers_in_tokens() -> None:
+    from pyhybrid import chunking
+    from pyhybrid.cli import build_parser
+
+    args = build_parser().parse_args(["ingest", "x.md", "--tenant", "acme"])
+    assert (args.chunk_size, args.overlap) == (chunking.DEFAULT_CHUNK_TOKENS, chunking.DEFAULT_OVERLAP_TOKENS)
