@@ -1,6 +1,6 @@
 -- The roles pyhybrid's grants name. Roles belong to the cluster, not the database: they are made
 -- here, where every upgrade re-checks them, so a database restored into a fresh server gets them back
--- from `pyhybrid migrate --reapply` (see README, "Backup and restore").
+-- from `pyhybrid migrate --reapply` (see docs/operations.md, "Backup and restore").
 --  * hybrid_user: every role that may call the API (tenant login roles, app roles);
 --  * hybrid_app: trusted app roles, which may act for any tenant;
 --  * hybrid_definer: owns the SECURITY DEFINER functions that write the graph (hybrid.finish_edges).
