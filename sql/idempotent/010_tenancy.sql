@@ -6,7 +6,7 @@ LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
     -- current_user is the definer inside a SECURITY DEFINER function; the role set by SET ROLE (an
-    -- authenticator switching to an app role, as docs/tenancy.md describes), else the session's
+    -- authenticator switching to an app role, as README's SQL example does), else the session's
     -- login role, is who called. Neither can be set to a role the session may not become.
     SELECT coalesce(nullif(current_setting('role'), 'none'), session_user)::name
 $$;
