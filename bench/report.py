@@ -185,6 +185,15 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
 }
 
 
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def plot_latency(runs: list[tuple[dict[str, Any], str]], out: Path) -> Path | None:
     runs = sorted(runs, key=lambda x: x[0]["size"])
     if not runs:
@@ -202,11 +211,7 @@ def plot_latency(runs: list[tuple[dict[str, Any], str]], out: Path) -> Path | No
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.suptitle("p95 latency by corpus size (2 shared cores; each size measured at its own commit)", fontsize=10)
-    fig.tight_layout()
-    path = out / "latency_vs_size.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, out / "latency_vs_size.png")
 
 
 def plot_quality(d: dict[str, Any], out: Path) -> Path:
@@ -220,11 +225,7 @@ def plot_quality(d: dict[str, Any], out: Path) -> Path:
     ax.set_ylabel("nDCG@10")
     ax.legend(fontsize=7, ncol=4)
     fig.suptitle(f"nDCG@10 by mode (engine {d['meta']['engine'].get('git_head')})", fontsize=10)
-    fig.tight_layout()
-    path = out / "quality_by_mode.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, out / "quality_by_mode.png")
 
 
 def plot_tenants(d: dict[str, Any], out: Path) -> Path:
@@ -239,11 +240,7 @@ def plot_tenants(d: dict[str, Any], out: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.suptitle(f"By number of tenants (engine {d['meta']['engine'].get('git_head')})", fontsize=10)
-    fig.tight_layout()
-    path = out / "latency_vs_tenants.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, out / "latency_vs_tenants.png")
 
 
 def main(argv: list[str] | None = None) -> int:
