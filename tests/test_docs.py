@@ -305,7 +305,8 @@ def test_the_package_hybrid_version_and_the_changelog_name_one_version(demo: Dem
     with psycopg.connect(demo.dsn()) as c:
         assert c.execute("SELECT hybrid.version()").fetchone() == (__version__,)
     changelog = (ROOT / "CHANGELOG.md").read_text()
-    assert re.findall(r"^## (\S+)", changelog, re.M)[0] == __version__
+    released = [v for v in re.findall(r"^## (\S+)", changelog, re.M) if v != "Unreleased"]
+    assert released[0] == __version__
 
 
 def _catalog_defaults(dsn: str, function: str) -> dict[str, str]:
