@@ -14,14 +14,15 @@ What it measures:
 
 1. Engine grid (real hybrid_retrieve calls; dense + BM25, top_k and per_source_k 100, graph_hops 1): the call
    without the graph (graph_weight 0) for each base, and the same call WITH the graph branch seeded
-   automatically, over graph_expand x graph_weight x graph_edge_types (all, or one type). Bases (fusion,
+   automatically, over graph_expand x graph_weight x graph_decay x graph_edge_types (all, or one type; a hit
+   scores at least graph_weight * its seed's fused score * graph_decay ^ hops). Bases (fusion,
    vector_weight, keyword_weight, rrf_k): rrf 1/1/60, convex 1/1, rrf_tuned 0.75/1.0/10 (bench/quality.py's
    tuned setting); plus the CLI's default (rrf, graph_weight 2, graph_expand 1). Every call is recomputed in
    Python (pyhybrid.fusion.fuse_scores over the branch lists, and a mirror of hybrid.retrieve's automatic
    seeds and hybrid.search_graph's 1-hop order over edges.jsonl); the two must agree call for call, which
    makes the null control below exact.
 
-2. Diagnostics:3. Diagnostics: how much signal the edges carry for these judgments (coverage of relevant docs, the chance
+2. Diagnostics: how much signal the edges carry for these judgments (coverage of relevant docs, the chance
    that a neighbour of a relevant doc is relevant to the same query, the precision of B's candidates linked
    to a top-N hit against that of B's unlinked candidates at the same ranks, and of neighbours outside B's
    top_k); a check that the adjacency read from edges.jsonl equals what the engine returns
@@ -57,7 +58,7 @@ from psycopg import sql  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from pyhybrid import connect  # noqa: E402
-from pyhybrid.fusion import fuse_scores, rrf_scores  # noqa: E402
+from pyhybrid.fusion import GRAPH_DECAY, fuse_scores, graph_score  # noqa: E402
 from pyhybrid.server import start_embedded, stop_embedded  # noqa: E402
 
 # base calls: name -> (fusion, vector_weight, keyword_weight, rrf_k)
@@ -120,7 +121,7 @@ def load_edges(db: str, edges: list[dict[str, Any]], batch: int) -> dict[str, An
     with psycopg.connect(db, autocommit=True) as c:
         kinds: dict[str, int] = dict(c.execute("SELECT kind, count(*) FROM hybrid.graph_node WHERE tenant_id = %s GROUP BY kind",
                                (TENANT,)).fetchall())
-    return {"rels": rels, "edges": len(edges), **totals, "graph_nodes": kinds,
+    return {"rels": sorted({e["rel"] for e in edges}), "edges": len(edges), **totals, "graph_nodes": kinds,
             "seconds": round(time.perf_counter() - t0, 2)}
 
 
@@ -168,53 +169,34 @@ def base_fused(lists: Lists, base: str) -> list[tuple[str, float]]:
     return [(i, s) for i, s, _ in fuse_scores([d_ids, l_ids], [wv, wk], fusion, k, None, [d_sc, l_sc])]
 
 
-def graph_list(lists: Lists, base: str, expand: int, nb: dict[str, frozenset[str]], psk: int,
-               B: list[tuple[str, float]] | None = None) -> list[str]:
-    """B None: hybrid.retrieve's automatic seeds (the best graph_expand of hybrid.rrf_fuse over the dense and
-    lexical lists, whatever the fusion) and hybrid.search_graph's 1-hop list (neighbours not among the seeds,
-    by the position of their first seed, then id; cut at per_source_k). B given (engine_v2): the seeds are
-    B's top graph_expand and a seed's neighbours follow their rank in B (then id)."""
-    d_ids, _, l_ids, _ = lists
-    _, wv, wk, k = BASES[base]
-    if B is None:
-        seeds = [i for i, _, _ in rrf_scores([d_ids, l_ids], [wv, wk], k, expand)]
-        rank: dict[str, int] = {}
-    else:
-        seeds = [i for i, _ in B[:expand]]
-        rank = {i: r for r, (i, _) in enumerate(B)}
-    seen = set(seeds)
-    pos: dict[str, int] = {}
-    for p, s in enumerate(seeds, start=1):
-        for n in nb.get(s, ()):
-            if n not in seen and n not in pos:
-                pos[n] = p
-    far = len(rank) + 1
-    return sorted(pos, key=lambda n: (pos[n], rank.get(n, far), n))[:psk]
-
-
 def engine_run(lists: Lists, base: str, expand: int, gw: float, nb: dict[str, frozenset[str]], psk: int, top_k: int,
-               B: list[tuple[str, float]] | None = None) -> list[str]:
-    d_ids, d_sc, l_ids, l_sc = lists
-    fusion, wv, wk, k = BASES[base]
-    g = graph_list(lists, base, expand, nb, psk, B)
-    fused = fuse_scores([d_ids, l_ids, g], [wv, wk, gw], fusion, k, top_k, [d_sc, l_sc, [1.0] * len(g)])
-    return [i for i, _, _ in fused]
+               decay: float = GRAPH_DECAY) -> list[str]:
+    """hybrid.retrieve's arithmetic: the dense and lexical lists fused (B); seeds: B's best `expand`; the 1-hop
+    list (neighbours not among the seeds, by the position of their first seed, then id; cut at per_source_k);
+    a neighbour scores graph_score(its own fused score or 0, gw, its first seed's fused score, decay, 1)."""
+    B = base_fused(lists, base)
+    score = dict(B)
+    seeds = [i for i, _ in B[:expand]]
+    seen, first = set(seeds), {}
+    for s in seeds:
+        for n in sorted(nb.get(s, ()), key=lambda n: n):
+            if n not in seen and n not in first:
+                first[n] = s
+    g = sorted(first, key=lambda n: (seeds.index(first[n]), n))[:psk]
+    fused = {i: graph_score(score.get(i, 0.0), gw, score[first[i]], decay, 1) for i in g}
+    out = {**score, **fused}
+    return sorted(out, key=lambda i: (-out[i], i))[:top_k]
 
 
 class Evaluator:
     """Runs the engine's graph arithmetic over the judged queries for one adjacency (real or random edges)."""
 
-    def __init__(self, ds: Dataset, qids: list[str], lists: dict[str, Lists], Bn: dict[str, dict[str, list[tuple[str, float]]]],
-                 adj: Adjacency, psk: int, top_k: int) -> None:
-        self.ds, self.qids, self.lists, self.Bn, self.adj, self.psk, self.top_k = ds, qids, lists, Bn, adj, psk, top_k
+    def __init__(self, qids: list[str], lists: dict[str, Lists], adj: Adjacency, psk: int, top_k: int) -> None:
+        self.qids, self.lists, self.adj, self.psk, self.top_k = qids, lists, adj, psk, top_k
 
-    def run(self, base: str, s: dict[str, Any]) -> dict[str, list[str]]:
-        fam = s["family"]
-        if s["beta"] == 0:
-            return {q: [i for i, _ in self.Bn[base][q][:self.top_k]] for q in self.qids}
-        nb = self.adj.nb(s["edges"])
-        return {q: engine_run(self.lists[q], base, s["N"], s["beta"], nb, self.psk, self.top_k,
-                              self.Bn[base][q] if fam == "engine_v2" else None) for q in self.qids}
+    def run(self, base: str, es: str, expand: int, gw: float, decay: float) -> dict[str, list[str]]:
+        nb = self.adj.nb(es)
+        return {q: engine_run(self.lists[q], base, expand, gw, nb, self.psk, self.top_k, decay) for q in self.qids}
 
 
 # ---------------------------------------------------------------- statistics
@@ -308,6 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--bases", nargs="+", default=list(BASES), choices=list(BASES))
     ap.add_argument("--expand", type=int, nargs="+", default=[1, 3, 5, 10], help="graph_expand values")
     ap.add_argument("--graph-weights", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
+    ap.add_argument("--graph-decay", type=float, nargs="+", default=[GRAPH_DECAY], help="graph_decay values")
+    ap.add_argument("--edge-sets", nargs="+", help="only these edge sets ('all' or an edge type; default: every one)")
     ap.add_argument("--exact-threshold", default="0", help="as bench/quality.py (0: dense through HNSW)")
     ap.add_argument("--batch-size", type=int, default=5000, help="chunks / edges per transaction")
     ap.add_argument("--null-graphs", type=int, default=2, help="random rewirings of the edges for the null control")
@@ -337,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dbname = ("pyhybrid_graph_" + re.sub(r"[^a-z0-9_]", "_", ds.name.lower()))[:63]
     timings: dict[str, Any] = {}
     psk, top_k = args.per_source_k, args.top_k
-    engine_sets = list(adj.sets())
+    engine_sets = [e for e in adj.sets() if not args.edge_sets or e in args.edge_sets]
     ok = False
     try:
         fingerprint = engine_state()
@@ -362,14 +346,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 top = B[0][1] if B and B[0][1] > 0 else 1.0
                 Bn[b][q] = [(i, s / top) for i, s in B]
 
-        def call(q: str, base: str, gw: float, expand: int, types: list[str] | None) -> tuple[list[str], float]:
+        def call(q: str, base: str, gw: float, expand: int, types: list[str] | None,
+                 decay: float = GRAPH_DECAY) -> tuple[list[str], float]:
             fusion, wv, wk, k = BASES[base]
             t1 = time.perf_counter()
             with runner.client.tenant(TENANT) as t:
                 refs = t.retrieve(query_embedding=ds.query_vector(q).astype(np.float32), query_text=ds.query_text[q],
                                   top_k=top_k, per_source_k=psk, vector_weight=wv, keyword_weight=wk,
                                   graph_weight=gw, graph_expand=expand, graph_hops=1, graph_edge_types=types,
-                                  rrf_k=k, lexical="bm25", fusion=fusion)
+                                  rrf_k=k, lexical="bm25", fusion=fusion, graph_decay=decay)
             return [r.chunk_id for r in refs], 1000 * (time.perf_counter() - t1)
 
         # 1. the engine: baselines, the graph grid, the named calls
@@ -389,40 +374,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  baseline {b}: {baselines[b]}")
         emirror: dict[str, Any] = {"matches": 0, "calls": 0, "first_mismatch": None}
 
-        def engine_rows(grid: list[tuple[str, str, int, float]], desc: str) -> list[dict[str, Any]]:
+        def engine_rows(grid: list[tuple[str, str, int, float, float]], desc: str) -> list[dict[str, Any]]:
             rows = []
-            for b, es, ex, gw in tqdm(grid, desc=desc, unit="setting", mininterval=5):
+            for b, es, ex, gw, dc in tqdm(grid, desc=desc, unit="setting", mininterval=5):
                 run, ms = {}, []
                 for q in qids:
-                    run[q], t = call(q, b, gw, ex, engine_types(es))
+                    run[q], t = call(q, b, gw, ex, engine_types(es), dc)
                     ms.append(t)
-                    mine = engine_run(lists[q], b, ex, gw, adj.nb(es), psk, top_k)
+                    mine = engine_run(lists[q], b, ex, gw, adj.nb(es), psk, top_k, dc)
                     emirror["calls"] += 1
                     if run[q] == mine:
                         emirror["matches"] += 1
                     elif emirror["first_mismatch"] is None:
-                        emirror["first_mismatch"] = {"q": q, "setting": [b, es, ex, gw], "engine": run[q][:10],
+                        emirror["first_mismatch"] = {"q": q, "setting": [b, es, ex, gw, dc], "engine": run[q][:10],
                                                      "mirror": mine[:10]}
-                s = {"family": "engine", "edges": es, "N": ex, "beta": gw, "pool": "open", "m": 1}
-                null_delta = float(np.mean([np.mean(per_query(Evaluator(ds, qids, lists, Bn, na, psk, top_k).run(b, s), ds,
+                null_delta = float(np.mean([np.mean(per_query(Evaluator(qids, lists, na, psk, top_k).run(b, es, ex, gw, dc), ds,
                                                               qids)["ndcg@10"]) - np.mean(base_pq[b]) for na in null_adjs])) \
                     if null_adjs else float("nan")
                 rows.append({"base": b, "edge_types": es, "edge_types_order": engine_sets.index(es), "graph_expand": ex,
-                             "graph_weight": gw, **summarize(run, ds, qids, base_pq[b]),
+                             "graph_weight": gw, "graph_decay": dc, **summarize(run, ds, qids, base_pq[b]),
                              "null_delta": round(null_delta, 5), "p50_ms": round(float(np.median(ms)), 2)})
             return rows
 
-        grid = [(b, es, ex, gw) for b in args.bases for es in engine_sets for ex in args.expand for gw in args.graph_weights]
+        grid = [(b, es, ex, gw, dc) for b in args.bases for es in engine_sets for ex in args.expand
+                for gw in args.graph_weights for dc in args.graph_decay]
         engine_grid = engine_rows(grid, "engine grid")
         named = {}
         for name, setting in NAMED_ENGINE.items():
             if setting[0] in args.bases:
-                named[name] = engine_rows([setting], name)[0]
+                named[name] = engine_rows([(*setting, GRAPH_DECAY)], name)[0]
         timings["engine_grid_s"] = round(time.perf_counter() - t0, 1)
         print(f"  engine == mirror: {emirror['matches']}/{emirror['calls']}; baseline {bmirror}")
 
         # 2. diagnostics, latency
-        # 3. diagnostics, latency
         sig_base = args.bases[0]
         adj_check = check_adjacency(runner, adj, Bn[sig_base], 20)
         print(f"  adjacency check: {adj_check}")

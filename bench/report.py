@@ -86,13 +86,13 @@ def graph_quality(d: dict[str, Any]) -> list[str]:
     best = sorted(grid, key=lambda r: -r["delta_ndcg@10"])[:8]
     out += [f"With the graph: {sum(r['delta_ndcg@10'] >= 0 for r in grid)} of {len(grid)} engine settings reach the "
             "nDCG@10 of the same call without it; the best 8 and the named calls:", ""]
-    rows = [[r["base"], r["edge_types"], r["graph_expand"], r["graph_weight"], r["ndcg@10"], r["delta_ndcg@10"],
-             f"{r['wins']}/{r['losses']}", r["p_value"], r["null_delta"]] for r in best]
-    rows += [[f"{k}: {r['base']}", r["edge_types"], r["graph_expand"], r["graph_weight"], r["ndcg@10"],
-              r["delta_ndcg@10"], f"{r['wins']}/{r['losses']}", r["p_value"], r["null_delta"]]
+    rows = [[r["base"], r["edge_types"], r["graph_expand"], r["graph_weight"], r.get("graph_decay", "-"), r["ndcg@10"],
+             r["delta_ndcg@10"], f"{r['wins']}/{r['losses']}", r["p_value"], r["null_delta"]] for r in best]
+    rows += [[f"{k}: {r['base']}", r["edge_types"], r["graph_expand"], r["graph_weight"], r.get("graph_decay", "-"),
+              r["ndcg@10"], r["delta_ndcg@10"], f"{r['wins']}/{r['losses']}", r["p_value"], r["null_delta"]]
              for k, r in d.get("named_engine", {}).items()]
-    return out + md_table(["base", "edge types", "graph_expand", "graph_weight", "nDCG@10", "delta", "+/-", "p",
-                           "random-edges delta"], rows)
+    return out + md_table(["base", "edge types", "graph_expand", "graph_weight", "graph_decay", "nDCG@10", "delta", "+/-",
+                           "p", "random-edges delta"], rows)
 
 
 def latency(d: dict[str, Any]) -> list[str]:

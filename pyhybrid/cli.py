@@ -32,7 +32,7 @@ FLAGS = {
     "keyword_weight": "--keyword-weight", "graph_weight": "--graph-weight", "rrf_k": "--rrf-k",
     "graph_hops": "--graph-hops", "graph_expand": "--graph-expand", "skip": "--skip", "siblings": "--siblings",
     "graph_edge_types": "--graph-edge-types", "graph_seeds": "--seed", "corpus_ids": "--corpus", "filter": "--filter",
-    "fusion": "--fusion", "lexical": "--lexical", "rerank_depth": "--rerank-depth", "acl_labels": "--acl",
+    "fusion": "--fusion", "lexical": "--lexical", "graph_decay": "--graph-decay", "acl_labels": "--acl",
     "query_text": "the query text", "chunk_size": "--chunk-size", "overlap": "--overlap", "dim": "--dim",
 }
 """The parameter names errors use (hybrid_retrieve's, the Python API's) and the flag a CLI user typed."""
@@ -179,7 +179,7 @@ def _query(args: argparse.Namespace) -> RetrieveQuery:
         raise InvalidParameterError(f"--weights: the {m[1]} weight {m[2]}") from None
     weights: dict[str, Any] = (
         {"vector_weight": w.vector, "keyword_weight": w.keyword, "graph_weight": w.graph} if w else {})
-    for name in ("vector_weight", "keyword_weight", "graph_weight", "rrf_k", "fusion"):
+    for name in ("vector_weight", "keyword_weight", "graph_weight", "rrf_k", "fusion", "graph_decay"):
         if getattr(args, name) is not None:
             weights[name] = getattr(args, name)
     defaults = {f.name: f.default for f in dataclasses.fields(RetrieveQuery)}
@@ -218,7 +218,7 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
         if query.graph_seeds:
             kinds = t.classify_ids(query.graph_seeds)
             unseen = [s for s in query.graph_seeds if not {"chunk", "entity"} & set(kinds.get(s, []))]
-        refs = t.retrieve(query, rerank=args.rerank, rerank_depth=args.rerank_depth)
+        refs = t.retrieve(query)
         if args.explain:
             report = t.explain_retrieve(query)
             block = psql_block(t.conn, query, args.tenant, acl)
@@ -248,7 +248,7 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
               + (f" in corpus {', '.join(args.corpus_ids)}" if args.corpus_ids else "") + f": {why}",
               file=sys.stderr)
     else:
-        _print_table(refs, skip=query.skip, rerank=bool(args.rerank))
+        _print_table(refs, skip=query.skip)
         _print_context(refs[0])
     for r in refs:
         if r.siblings:
@@ -268,8 +268,7 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
             found = [name for name in ("dense", "lexical", "graph") if r["ranks"].get(name) is not None]
             terms = " + ".join(f"{name} {v:.5f}" for name, v in (r.get("contributions") or {}).items() if v)
             print(f"  {r['chunk_id']}: found by {', '.join(found)}; {r['score']:.5f} = {terms or '0'}")
-        print(f"\nThe SQL call, as the role this search ran as (run it as is in: pyhybrid {_data_dir_flag(args)}sql"
-              + ("; it returns the fused rows, before --rerank" if args.rerank else "") + "):")
+        print(f"\nThe SQL call, as the role this search ran as (run it as is in: pyhybrid {_data_dir_flag(args)}sql):")
         print(block)
     return refs
 
@@ -720,6 +719,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lexical branch weight; 0 turns it off (default 1)")
     s.add_argument("--graph-weight", type=float, default=None,
                    help="graph branch weight; 0 turns it off (default 0.5)")
+    s.add_argument("--graph-decay", type=float, default=None,
+                   help="a graph hit scores at least graph weight x its seed's score x this ^ hops (default 0.4)")
     s.add_argument("--fusion", choices=["rrf", "convex", "dbsf", "blend"], default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")
@@ -731,10 +732,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="traverse only this edge type (repeatable; default: every type)")
     s.add_argument("--seed", action="append",
                    help="start the graph branch from this chunk or entity id (repeatable; default: none)")
-    s.add_argument("--rerank", choices=["maxsim"], default=None,
-                   help="re-order the best --rerank-depth rows: maxsim = the query's best MiniLM cosine with any "
-                        "passage of a chunk (offline); the table shows its score (default: no reranking)")
-    s.add_argument("--rerank-depth", type=int, default=50, help="fused rows the reranker re-orders (default 50)")
     s.add_argument("--lexical", choices=["bm25", "ts_rank"],
                    help="the lexical ranking (default: bm25 where pg_textsearch is installed, else ts_rank)")
     s.add_argument("--graph-hops", "--hops", dest="graph_hops", type=int, default=1, help="graph hops from the seeds")

@@ -30,7 +30,7 @@ class TenantSession:
         """One hybrid_retrieve call: a RetrieveQuery, or its fields as keywords (the SQL parameter names).
 
         A first positional argument that is not a RetrieveQuery is the query_embedding. rerank: a callable
-        (query_text, [texts]) -> [scores] or 'maxsim' (pyhybrid.rerank) re-orders the best rerank_depth
+        (query_text, [texts]) -> [scores] (pyhybrid.rerank) re-orders the best rerank_depth
         fused rows (at least skip + top_k) before skip and top_k apply; rows then carry rerank_score.
         """
         q = _base.retrieve_query(query, kwargs)

@@ -83,6 +83,16 @@ def blend_score(branch: str, value: float, k: float = BLEND_K) -> float:
     return 1 / value
 
 
+# graph_decay's default: hybrid.retrieve's, chosen on CACM's citation graph with bench/graph_quality.py (docs/graph.md)
+GRAPH_DECAY = 0.4
+
+
+def graph_score(own: float, weight: float, seed_score: float, decay: float, hops: int) -> float:
+    """A graph hit's fused score, as hybrid._graph_score: the greater of its own fused (dense + lexical) score
+    own (0 if none) and weight * the fused score of the seed that reached it * decay ^ hops."""
+    return max(own, weight * seed_score * decay ** hops)
+
+
 def list_stats(scores: Sequence[float]) -> tuple[float, float, float, float]:
     """(lowest, highest, mean, population standard deviation) of one list's scores, best first, computed as
     PostgreSQL's min, max, avg and stddev_pop over float8 are (Youngs-Cramer), in the same order."""

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import InvalidParameterError
+from .fusion import GRAPH_DECAY
 from .types import HybridWeights
 from .types import _check_rrf_k as _rrf_k
 from .types import _check_weight as _weight
@@ -51,6 +52,9 @@ class RetrieveQuery:
     min_vector_score, min_keyword_score, min_graph_score: per-branch floors (0 to 1,000,000, or None) on the
     branch's own score (cosine similarity, BM25 or ts_rank score, 1 / hops), applied before graph seeding and
     fusion: a branch keeps only the hits at or above its floor, so a query none clears returns no rows.
+    graph_decay: a graph hit scores the greater of its own fused score and graph_weight * its seed's fused score *
+    graph_decay ^ hops (0 up to, not including, 1; graph_weight * graph_decay below 1, so a chunk reached only
+    through the graph scores below the seed that reached it). The default was chosen on data (docs/graph.md).
     """
 
     query_embedding: Any = field(default=None, metadata=_sql("vector"))
@@ -76,6 +80,7 @@ class RetrieveQuery:
     min_vector_score: float | None = field(default=None, metadata=_sql("double precision"))
     min_keyword_score: float | None = field(default=None, metadata=_sql("double precision"))
     min_graph_score: float | None = field(default=None, metadata=_sql("double precision"))
+    graph_decay: float = field(default=GRAPH_DECAY, metadata=_sql("double precision"))
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -108,6 +113,14 @@ class RetrieveQuery:
         for name in ("min_vector_score", "min_keyword_score", "min_graph_score"):
             if getattr(self, name) is not None:
                 put(self, name, _weight(name, getattr(self, name)))
+        if isinstance(self.graph_decay, bool) or not isinstance(self.graph_decay, (int, float)) \
+                or not 0 <= self.graph_decay < 1:
+            raise InvalidParameterError(
+                f"graph_decay must be a number from 0 up to (not including) 1, got {self.graph_decay!r}")
+        put(self, "graph_decay", float(self.graph_decay))
+        if self.graph_weight * self.graph_decay >= 1:
+            raise InvalidParameterError(
+                f"graph_weight * graph_decay must be below 1, got {self.graph_weight * self.graph_decay!r}")
         put(self, "filter", _filter(self.filter))
         _int_between("graph_hops", self.graph_hops, 1, 3)
         _int_between("graph_expand", self.graph_expand, 0, 100)

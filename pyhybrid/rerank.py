@@ -1,11 +1,12 @@
 """Reranking: re-order the best fused rows of one retrieve call by a scorer of (query, texts).
 
 A reranker is any callable ``(query_text, [texts]) -> [scores]`` (higher is better), for example a
-cross-encoder. No registry package ships a cross-encoder with its weights that runs offline (flashrank
-and sentence-transformers download theirs at run time), so the one built in is MaxSimReranker: the
-offline MiniLM embedder's best cosine between the query and any passage of a chunk. It reads the whole
-chunk, past the 256 tokens its embedding saw, at the price of embedding every passage of every
-candidate on each call (bench/FINDINGS.md#reranking-and-several-formulations-rerank says what it gained and cost).
+cross-encoder: pass it as retrieve(rerank=...). No registry package ships a cross-encoder with its weights
+that runs offline (flashrank and sentence-transformers download theirs at run time). MaxSimReranker is an
+example of the hook, not a ranking option: the offline MiniLM embedder's best cosine between the query and
+any passage of a chunk. Measured, it LOWERS nDCG@10 on all four shared collections (CACM 0.555 -> 0.419,
+CISI 0.451 -> 0.419, Cranfield 0.401 -> 0.359, SciFact 0.711 -> 0.679) at 1.8 to 5.5 s a call
+(docs/benchmarks.md#reranking-and-several-formulations).
 """
 
 from __future__ import annotations
@@ -66,13 +67,10 @@ class MaxSimReranker:
 
 
 def resolve(rerank: Any) -> Reranker:
-    """A reranker from retrieve()'s rerank argument: a callable, or 'maxsim' for MaxSimReranker."""
-    if rerank == "maxsim":
-        return MaxSimReranker()
+    """A reranker from retrieve()'s rerank argument: a callable (query_text, [texts]) -> [scores]."""
     if callable(rerank):
         return rerank  # type: ignore[no-any-return]
-    raise InvalidParameterError(
-        f"rerank must be a callable (query_text, [texts]) -> [scores] or 'maxsim', got {rerank!r}")
+    raise InvalidParameterError(f"rerank must be a callable (query_text, [texts]) -> [scores], got {rerank!r}")
 
 
 def check_depth(rerank_depth: Any) -> int:

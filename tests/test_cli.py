@@ -38,7 +38,7 @@ def test_search_finds_the_requirement_and_through_the_graph_its_test_protocol(
         demo_db: Db, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["--dsn", demo_db.dsn(), "search", "How quickly must the pump alarm after a downstream occlusion?",
-                 "--tenant", "acme", "--graph-expand", "1", "--explain"]) == 0
+                 "--tenant", "acme", "--graph-expand", "1", "--graph-weight", "1", "--graph-decay", "0.4", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "acme:REQ-012#0: found by dense, lexical;" in out
     assert "acme:TP-031#2: found by graph;" in out

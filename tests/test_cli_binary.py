@@ -172,12 +172,10 @@ def test_global_flags_before_and_after_the_subcommand(data_dir: Path) -> None:
     assert run("tenant", "create", "flagsafter", "--data-dir", str(data_dir)).stdout.strip() == "flagsafter"
 
 
-def test_rerank_shows_its_score_and_the_rows_are_in_its_order(data_dir: Path) -> None:
-    out = run("search", "occlusion alarm", "--tenant", "acme", "--rerank", "maxsim", data_dir=data_dir).stdout
-    lines = out.splitlines()
-    assert lines[0].split()[:4] == ["rank", "chunk", "rerank", "fused"]
-    scores = [float(line.split()[2]) for line in lines[1:] if re.match(r"^\s+\d+\s", line)]
-    assert len(scores) == 10 and scores == sorted(scores, reverse=True)
+def test_search_offers_no_rerank_flag(data_dir: Path) -> None:
+    # the built-in reranker lowered nDCG@10 on all four shared collections: it is no ranking option
+    done = run("search", "occlusion alarm", "--tenant", "acme", "--rerank", "maxsim", data_dir=data_dir, check=2)
+    assert "unrecognized arguments: --rerank maxsim" in done.stderr
 
 
 def test_ingest_quiet_leaves_out_unsupported_types_which_are_one_line_otherwise(data_dir: Path) -> None:

@@ -1,4 +1,4 @@
-"""Reranking a retrieve call's best rows: the callable hook, the built-in MaxSimReranker, the rules."""
+"""Reranking a retrieve call's best rows: the callable hook, MaxSimReranker (an example of it), the rules."""
 
 from __future__ import annotations
 
@@ -38,9 +38,10 @@ def test_rerank_rules(db: Db, api: Api) -> None:
     with pytest.raises(InvalidParameterError, match="rerank needs query_text"):
         api.retrieve("acme", query_embedding=unit(1), rerank=lambda q, t: [0.0] * len(t))
     with pytest.raises(InvalidParameterError, match="rerank_depth must be between 1 and 1000"):
-        api.retrieve("acme", query_text="pumps", rerank="maxsim", rerank_depth=0)
-    with pytest.raises(InvalidParameterError, match="rerank must be a callable"):
-        api.retrieve("acme", query_text="pumps", rerank="cohere")
+        api.retrieve("acme", query_text="pumps", rerank=lambda q, t: [0.0] * len(t), rerank_depth=0)
+    for name in ("cohere", "maxsim"):  # the built-in is no ranking option by name: pass MaxSimReranker() if wanted
+        with pytest.raises(InvalidParameterError, match=r"rerank must be a callable \(query_text, \[texts\]\) -> \[scores\], got"):
+            api.retrieve("acme", query_text="pumps", rerank=name)
     with pytest.raises(RetrievalError, match="returned 1 scores for 5 texts"):
         api.retrieve("acme", query_text="pumps", rerank=lambda q, t: [1.0])
     with pytest.raises(RetrievalError, match="not a finite number"):
@@ -58,5 +59,5 @@ def test_maxsim_reads_past_the_tokens_the_embedding_saw(db: Db, api: Api) -> Non
     ], corpus_id="qms")
     q = "When does the blockage warning go off?"
     assert len(MaxSimReranker().passages(filler)) > 5
-    out = api.retrieve("acme", query_embedding=unit(14), query_text=q, top_k=3, rerank="maxsim")
+    out = api.retrieve("acme", query_embedding=unit(14), query_text=q, top_k=3, rerank=MaxSimReranker())
     assert out[0].chunk_id == "long" and out[0].rerank_score is not None and out[0].rerank_score > out[1].rerank_score

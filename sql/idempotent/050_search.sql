@@ -342,12 +342,13 @@ $$;
 COMMENT ON FUNCTION hybrid._visible_chunk_ids(integer, text[], text[], jsonb, text, text[], boolean) IS
 'The ids among ids of live chunks of the tenant (its partition) that the caller may see, in the given corpora and matching filter: the graph branch''s visibility check of a hop.';
 
--- hybrid.search_graph: the graph branch, hop by hop
-CREATE OR REPLACE FUNCTION hybrid.search_graph(
+-- hybrid._graph_walk: the graph branch, hop by hop, with the seed each hit was reached from
+CREATE OR REPLACE FUNCTION hybrid._graph_walk(
     graph_seeds text[], graph_hops integer DEFAULT 1, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL,
     filter jsonb DEFAULT NULL, graph_edge_types text[] DEFAULT NULL)
-RETURNS SETOF hybrid.branch_hit
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+RETURNS TABLE (chunk_id text, rank integer, value double precision, seed text)
+-- invoker rights: only hybrid.search_graph and hybrid.retrieve (both run as hybrid_definer) call it
+LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
 -- Each hop's statement joins short id arrays to the graph's btrees, a plan that fits every tenant and
 -- every seed list; planning it anew on each call (custom plans, the default for statements with
@@ -462,11 +463,25 @@ BEGIN
         v_kind := v_next_kind;
     END LOOP;
     RETURN QUERY
-    SELECT f.id, (row_number() OVER (ORDER BY f.d, f.p, f.id))::integer, f.d::double precision
+    SELECT f.id, (row_number() OVER (ORDER BY f.d, f.p, f.id))::integer, f.d::double precision, graph_seeds[f.p]
     FROM unnest(v_found_ids, v_found_dist, v_found_pos) AS f(id, d, p)
     ORDER BY f.d, f.p, f.id
     LIMIT top_k;
 END
+$$;
+COMMENT ON FUNCTION hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[]) IS
+'hybrid.search_graph''s walk, each hit with seed: the first of graph_seeds (in their order) that reaches it in the fewest hops, the seed hybrid.retrieve scores it from (graph_decay).';
+
+-- hybrid.search_graph: the graph branch, hop by hop
+CREATE OR REPLACE FUNCTION hybrid.search_graph(
+    graph_seeds text[], graph_hops integer DEFAULT 1, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL,
+    filter jsonb DEFAULT NULL, graph_edge_types text[] DEFAULT NULL)
+RETURNS SETOF hybrid.branch_hit
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT w.chunk_id, w.rank, w.value FROM hybrid._graph_walk(graph_seeds, graph_hops, top_k, corpus_ids, filter, graph_edge_types) w
+    ORDER BY w.rank
 $$;
 COMMENT ON FUNCTION hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]) IS
 'Graph branch: live chunks reachable from graph_seeds (chunk or entity ids) in 1..graph_hops edges of hybrid_graph (of the tenant''s edge types graph_edge_types only, where given: 22023 for a name the tenant does not use), either direction, hop by hop under RLS (no path crosses a chunk the caller cannot see, or an entity no such chunk links to); the top_k nearest, ranked by hop distance (value), then by the position of the seed they came from. Seeds themselves are not returned.';

@@ -82,6 +82,54 @@ $$;
 COMMENT ON FUNCTION hybrid._explain_branch(text, timestamptz, text[], double precision[], double precision, integer, text) IS
 'One branch''s entry in hybrid.explain_retrieve''s report: plan, rows, depth, weight, milliseconds since started, and the lowest, highest, mean and standard deviation of its scores (hybrid._branch_score).';
 
+-- hybrid._fuse_branches: the dense and lexical lists fused (the ranking graph expansion builds on)
+CREATE OR REPLACE FUNCTION hybrid._fuse_branches(fusion text, vector_weight double precision,
+                                                 keyword_weight double precision, rrf_k double precision,
+                                                 d_ids text[], d_scores double precision[],
+                                                 l_ids text[], l_scores double precision[])
+RETURNS TABLE (id text, dr integer, lr integer, dv double precision, lv double precision, score double precision)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- each branch's score, higher is better: dense 1 - cosine distance, lexical its score (for blend,
+    -- mapped onto 0..1 by hybrid._blend_score), with each list's lowest, highest, mean and standard
+    -- deviation for convex and dbsf, summed in rank order (as hybrid.fuse and pyhybrid/fusion.py's
+    -- list_stats do)
+    WITH d0 AS (
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'dense', x.v) AS s
+        FROM unnest(d_ids, d_scores) WITH ORDINALITY AS x(id, v, r)
+    ), l0 AS (
+        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'lexical', x.v) AS s
+        FROM unnest(l_ids, l_scores) WITH ORDINALITY AS x(id, v, r)
+    ), d AS (
+        SELECT d0.*, min(d0.s) OVER w AS lo, max(d0.s) OVER w AS hi, avg(d0.s) OVER w AS mean,
+               stddev_pop(d0.s) OVER w AS sd
+        FROM d0 WINDOW w AS (ORDER BY d0.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    ), l AS (
+        SELECT l0.*, min(l0.s) OVER w AS lo, max(l0.s) OVER w AS hi, avg(l0.s) OVER w AS mean,
+               stddev_pop(l0.s) OVER w AS sd
+        FROM l0 WINDOW w AS (ORDER BY l0.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    )
+    SELECT coalesce(d.id, l.id), d.r, l.r, d.v, l.v,
+           hybrid._fusion_term(fusion, vector_weight, rrf_k, d.r, d.s, d.lo, d.hi, d.mean, d.sd)
+         + hybrid._fusion_term(fusion, keyword_weight, rrf_k, l.r, l.s, l.lo, l.hi, l.mean, l.sd)
+    FROM d FULL JOIN l ON l.id = d.id
+$$;
+COMMENT ON FUNCTION hybrid._fuse_branches(text, double precision, double precision, double precision, text[],
+                                          double precision[], text[], double precision[]) IS
+'hybrid.retrieve''s fusion of its dense and lexical lists (ids, values as hybrid.search_dense / search_lexical return them, best first) by fusion (hybrid._fusion_term): each id with its ranks, values and fused score. Graph expansion seeds from the best of them and scores a neighbour from its seed''s score (hybrid._graph_term).';
+
+-- hybrid._graph_score: a graph hit's fused score
+CREATE OR REPLACE FUNCTION hybrid._graph_score(own double precision, weight double precision, seed_score double precision,
+                                               decay double precision, hops double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT greatest(own, weight * seed_score * decay ^ hops)
+$$;
+COMMENT ON FUNCTION hybrid._graph_score(double precision, double precision, double precision, double precision, double precision) IS
+'A graph hit''s fused score, written once: the greater of its own fused (dense + lexical) score own (0 if no other branch found it) and graph_weight * the fused score of the seed that reached it * graph_decay ^ hops. With graph_weight * graph_decay < 1 (hybrid.retrieve requires it), a chunk reached only through the graph scores below its seed and the graph lifts no row to its seed''s score, whatever the fusion method. pyhybrid/fusion.py''s graph_score mirrors it.';
+
 -- hybrid.retrieve: every branch, fused, hydrated: the one call
 CREATE OR REPLACE FUNCTION hybrid.retrieve(
     query_embedding vector DEFAULT NULL,
@@ -106,7 +154,9 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     graph_edge_types text[] DEFAULT NULL,
     min_vector_score double precision DEFAULT NULL,
     min_keyword_score double precision DEFAULT NULL,
-    min_graph_score double precision DEFAULT NULL)
+    min_graph_score double precision DEFAULT NULL,
+    -- chosen on data: bench/graph_quality.py on CACM (docs/graph.md), at graph_weight 0.5
+    graph_decay double precision DEFAULT 0.4)
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -128,7 +178,8 @@ DECLARE
     v_first_msg text;
     d_ids text[]; d_scores double precision[];
     l_ids text[]; l_scores double precision[];
-    g_ids text[]; g_dist integer[];
+    g_ids text[]; g_dist integer[]; g_seed text[];
+    v_top double precision;
     v_seeds text[] := graph_seeds;
     v_state text; v_msg text;
     -- hybrid.explain_retrieve sets hybrid.explain: then each branch's plan, rows, time and list
@@ -156,6 +207,15 @@ BEGIN
     IF min_graph_score IS NOT NULL THEN PERFORM hybrid._check_number('min_graph_score', min_graph_score, false); END IF;
     PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
     PERFORM hybrid._check_range('graph_expand', graph_expand, 0, 100);
+    IF graph_decay IS NULL OR graph_decay = 'NaN' OR graph_decay < 0 OR graph_decay >= 1 THEN
+        RAISE EXCEPTION 'graph_decay must be a number from 0 up to (not including) 1, got %', coalesce(graph_decay::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF graph_weight * graph_decay >= 1 THEN
+        RAISE EXCEPTION 'graph_weight * graph_decay must be below 1, got %', graph_weight * graph_decay
+            USING ERRCODE = '22023',
+                  HINT = 'A chunk reached only through the graph scores graph_weight * graph_decay ^ hops times its seed''s score: below the seed only while the product is below 1.';
+    END IF;
     PERFORM hybrid._check_flag('with_graph_context', with_graph_context);
     PERFORM hybrid._check_flag('per_document', per_document);
     IF length(query_text) > 20000 THEN
@@ -254,27 +314,41 @@ BEGIN
             v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
         END;
     END IF;
+    -- a seed named in graph_seeds that neither list holds scores as the best fused hit (1 without one)
+    v_top := coalesce((SELECT max(b.score) FROM hybrid._fuse_branches(fusion, vector_weight, keyword_weight, rrf_k,
+                                                                       d_ids, d_scores, l_ids, l_scores) b), 1);
     IF v_graph THEN
         IF v_seeds IS NULL OR cardinality(v_seeds) = 0 THEN
-            -- automatic seeds: the best graph_expand chunks of the dense and lexical lists, fused
+            -- automatic seeds: the best graph_expand chunks of the dense and lexical lists, fused by fusion
             SELECT array_agg(f.id ORDER BY f.score DESC, f.id) INTO v_seeds
-            FROM hybrid.rrf_fuse(jsonb_build_array(to_jsonb(coalesce(d_ids, '{}')), to_jsonb(coalesce(l_ids, '{}'))),
-                                 ARRAY[vector_weight, keyword_weight], rrf_k => rrf_k, top_k => graph_expand) f;
+            FROM (SELECT * FROM hybrid._fuse_branches(fusion, vector_weight, keyword_weight, rrf_k, d_ids, d_scores,
+                                                      l_ids, l_scores) b
+                  ORDER BY b.score DESC, b.id LIMIT graph_expand) f;
         END IF;
         IF v_seeds IS NOT NULL THEN
             v_active := v_active + 1;
             v_t := clock_timestamp();
             BEGIN
-                SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value::integer ORDER BY s.rank)
-                INTO g_ids, g_dist
-                FROM hybrid.search_graph(v_seeds, graph_hops, v_k, corpus_ids, filter, graph_edge_types) s
+                SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value::integer ORDER BY s.rank),
+                       array_agg(s.seed ORDER BY s.rank)
+                INTO g_ids, g_dist, g_seed
+                FROM hybrid._graph_walk(v_seeds, graph_hops, v_k, corpus_ids, filter, graph_edge_types) s
                 WHERE min_graph_score IS NULL OR hybrid._branch_score('graph', s.value) >= min_graph_score;
                 IF v_explain THEN
                     v_report := v_report || (hybrid._explain_branch('graph', v_t, g_ids, g_dist::double precision[],
                         graph_weight, v_k, format('%s hop(s) from %s seed(s)%s', graph_hops, cardinality(v_seeds),
                             CASE WHEN graph_seeds IS NULL OR cardinality(graph_seeds) = 0
                                  THEN format(' (the best %s dense/lexical hits)', graph_expand) ELSE '' END))
-                        || jsonb_build_object('seeds', to_jsonb(v_seeds)));
+                        || jsonb_build_object('seeds', to_jsonb(v_seeds), 'graph_decay', graph_decay,
+                               -- each hit's seed, the seed's fused score and its own, which its score builds on
+                               'hits', (SELECT jsonb_object_agg(x.id, jsonb_build_object('seed', x.seed,
+                                                                                         'seed_score', coalesce(sb.score, v_top),
+                                                                                         'own', coalesce(ob.score, 0)))
+                                        FROM unnest(g_ids, g_seed) AS x(id, seed)
+                                        LEFT JOIN hybrid._fuse_branches(fusion, vector_weight, keyword_weight, rrf_k,
+                                                                        d_ids, d_scores, l_ids, l_scores) sb ON sb.id = x.seed
+                                        LEFT JOIN hybrid._fuse_branches(fusion, vector_weight, keyword_weight, rrf_k,
+                                                                        d_ids, d_scores, l_ids, l_scores) ob ON ob.id = x.id)));
                 END IF;
             EXCEPTION
             WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
@@ -296,39 +370,18 @@ BEGIN
     END IF;
 
     RETURN QUERY
-    -- each branch's score, higher is better: dense 1 - cosine distance, lexical its score, graph 1 / hops
-    -- (for blend, those mapped onto 0..1 by hybrid._blend_score);
-    -- with each list's lowest, highest, mean and standard deviation for convex and dbsf, summed in rank
-    -- order (as hybrid.fuse and pyhybrid/fusion.py's list_stats do)
-    WITH d0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'dense', x.v) AS s
-        FROM unnest(d_ids, d_scores) WITH ORDINALITY AS x(id, v, r)
-    ), l0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'lexical', x.v) AS s
-        FROM unnest(l_ids, l_scores) WITH ORDINALITY AS x(id, v, r)
-    ), g0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'graph', x.v) AS s
-        FROM unnest(g_ids, g_dist) WITH ORDINALITY AS x(id, v, r)
-    ), d AS (
-        SELECT d0.*, min(d0.s) OVER w AS lo, max(d0.s) OVER w AS hi, avg(d0.s) OVER w AS mean,
-               stddev_pop(d0.s) OVER w AS sd
-        FROM d0 WINDOW w AS (ORDER BY d0.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-    ), l AS (
-        SELECT l0.*, min(l0.s) OVER w AS lo, max(l0.s) OVER w AS hi, avg(l0.s) OVER w AS mean,
-               stddev_pop(l0.s) OVER w AS sd
-        FROM l0 WINDOW w AS (ORDER BY l0.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    WITH b AS (
+        SELECT * FROM hybrid._fuse_branches(fusion, vector_weight, keyword_weight, rrf_k, d_ids, d_scores, l_ids, l_scores)
     ), g AS (
-        SELECT g0.*, min(g0.s) OVER w AS lo, max(g0.s) OVER w AS hi, avg(g0.s) OVER w AS mean,
-               stddev_pop(g0.s) OVER w AS sd
-        FROM g0 WINDOW w AS (ORDER BY g0.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-    ), ids AS (
-        SELECT d.id FROM d UNION SELECT l.id FROM l UNION SELECT g.id FROM g
+        SELECT x.id, x.r::integer AS r, x.v, coalesce(sb.score, v_top) AS seed_score
+        FROM unnest(g_ids, g_dist, g_seed) WITH ORDINALITY AS x(id, v, seed, r)
+        LEFT JOIN b sb ON sb.id = x.seed
     ), fused AS (
-        SELECT ids.id, d.r AS dr, l.r AS lr, g.r AS gr, d.v AS dv, l.v AS lv, g.v AS gv,
-               hybrid._fusion_term(fusion, vector_weight, rrf_k, d.r, d.s, d.lo, d.hi, d.mean, d.sd)
-             + hybrid._fusion_term(fusion, keyword_weight, rrf_k, l.r, l.s, l.lo, l.hi, l.mean, l.sd)
-             + hybrid._fusion_term(fusion, graph_weight, rrf_k, g.r, g.s, g.lo, g.hi, g.mean, g.sd) AS score
-        FROM ids LEFT JOIN d ON d.id = ids.id LEFT JOIN l ON l.id = ids.id LEFT JOIN g ON g.id = ids.id
+        -- a graph hit scores the greater of its own score and graph_weight * its seed's * graph_decay ^ hops
+        SELECT coalesce(b.id, g.id) AS id, b.dr, b.lr, g.r AS gr, b.dv, b.lv, g.v AS gv,
+               CASE WHEN g.id IS NULL THEN b.score
+                    ELSE hybrid._graph_score(coalesce(b.score, 0), graph_weight, g.seed_score, graph_decay, g.v) END AS score
+        FROM b FULL JOIN g ON g.id = b.id
     ), hydrated AS (
         SELECT c.chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
                c.content, c.metadata, c.acl_labels, c.position
@@ -387,6 +440,48 @@ BEGIN
 END
 $wrapper$;
 
+-- hybrid._explain_term: one branch's term in a row's fused score, from hybrid.explain_retrieve's report
+CREATE OR REPLACE FUNCTION hybrid._explain_term(fusion text, info jsonb, weight double precision, rrf_k double precision,
+                                                chunk_id text, rank integer, value double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT CASE WHEN info ->> 'branch' = 'graph'
+                THEN CASE WHEN rank IS NULL THEN 0::float8
+                          -- what the graph adds to the row's own (dense + lexical) score
+                          ELSE hybrid._graph_score((info -> 'hits' -> chunk_id ->> 'own')::float8, weight,
+                                                   (info -> 'hits' -> chunk_id ->> 'seed_score')::float8,
+                                                   (info ->> 'graph_decay')::float8, value)
+                             - (info -> 'hits' -> chunk_id ->> 'own')::float8 END
+                ELSE hybrid._fusion_term(fusion, weight, rrf_k, rank, hybrid._fusion_score(fusion, info ->> 'branch', value),
+                                         (info ->> 'lo')::float8, (info ->> 'hi')::float8,
+                                         (info ->> 'mean')::float8, (info ->> 'sd')::float8) END
+$$;
+COMMENT ON FUNCTION hybrid._explain_term(text, jsonb, double precision, double precision, text, integer, double precision) IS
+'hybrid.explain_retrieve''s arithmetic of one branch''s term in a row''s score (hybrid._fusion_term for dense and lexical, hybrid._graph_score less own for graph), from the branch''s entry in the report.';
+
+-- hybrid._explain_bound: the bounds a fusion method normalizes one branch's scores against
+CREATE OR REPLACE FUNCTION hybrid._explain_bound(fusion text, rrf_k double precision, info jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT CASE
+        WHEN info ? 'failed' THEN NULL
+        WHEN info ->> 'branch' = 'graph' THEN jsonb_build_object('graph_decay', info -> 'graph_decay',
+                                                                 'rule', 'seed score * graph_decay ^ hops')
+        WHEN fusion = 'rrf' THEN jsonb_build_object('rrf_k', rrf_k, 'rule', '1 / (rrf_k + rank)')
+        WHEN fusion = 'convex' THEN jsonb_build_object('lo', info -> 'lo', 'hi', info -> 'hi', 'rule', '(s - lo) / (hi - lo)')
+        WHEN fusion = 'dbsf' THEN jsonb_build_object(
+            'lo', (info ->> 'mean')::float8 - 3 * (info ->> 'sd')::float8,
+            'hi', (info ->> 'mean')::float8 + 3 * (info ->> 'sd')::float8, 'rule', '(s - lo) / (hi - lo), clipped to 0..1')
+        WHEN info ->> 'branch' = 'lexical' THEN jsonb_build_object('k', 10, 'rule', 's / (s + k)')
+        ELSE jsonb_build_object('rule', 'the cosine similarity, 0 if negative')
+    END
+$$;
+COMMENT ON FUNCTION hybrid._explain_bound(text, double precision, jsonb) IS
+'What hybrid.explain_retrieve shows as a branch''s bound: the numbers its scores are normalized against under fusion (convex: the list''s lowest and highest score; dbsf: mean -+ 3 sd; rrf: rrf_k; blend: k for lexical scores; graph: graph_decay) and the rule.';
+
 -- hybrid.explain_retrieve: hybrid.retrieve with, per branch, the plan, rows and time, and per row each
 -- branch's contribution. Derived from hybrid.retrieve's catalog entry, so it takes the same arguments.
 DO $explain$
@@ -415,20 +510,32 @@ BEGIN
     RETURN jsonb_build_object(
         'fusion', fusion, 'rrf_k', rrf_k, 'top_k', top_k, 'skip', skip,
         'total_ms', round((extract(epoch FROM clock_timestamp() - v_t) * 1000)::numeric, 3),
-        'branches', v_branches,
+        'branches', (SELECT coalesce(jsonb_agg(e || jsonb_build_object('bound', hybrid._explain_bound(fusion, rrf_k, e))
+                                               ORDER BY o), '[]')
+                     FROM jsonb_array_elements(v_branches) WITH ORDINALITY AS x(e, o)),
         'rows', coalesce((
             SELECT jsonb_agg(jsonb_build_object(
                 'chunk_id', x.r ->> 'chunk_id', 'document_id', x.r ->> 'document_id', 'score', (x.r ->> 'score')::float8,
                 'contributions', (
-                    SELECT jsonb_object_agg(b.br, hybrid._fusion_term(fusion, (b.info ->> 'weight')::float8, rrf_k,
-                               (x.r ->> b.rank_col)::integer,
-                               hybrid._fusion_score(fusion, b.br, (x.r ->> b.value_col)::float8),
-                               (b.info ->> 'lo')::float8, (b.info ->> 'hi')::float8,
-                               (b.info ->> 'mean')::float8, (b.info ->> 'sd')::float8))
+                    SELECT jsonb_object_agg(b.br, hybrid._explain_term(fusion, b.info, (b.info ->> 'weight')::float8, rrf_k,
+                               x.r ->> 'chunk_id', (x.r ->> b.rank_col)::integer, (x.r ->> b.value_col)::float8))
                     FROM (SELECT e ->> 'branch' AS br, e AS info,
                                  CASE e ->> 'branch' WHEN 'dense' THEN 'vector_rank' WHEN 'lexical' THEN 'keyword_rank' ELSE 'graph_rank' END AS rank_col,
                                  CASE e ->> 'branch' WHEN 'dense' THEN 'vector_distance' WHEN 'lexical' THEN 'keyword_score' ELSE 'graph_distance' END AS value_col
                           FROM jsonb_array_elements(v_branches) e WHERE NOT e ? 'failed') b),
+                -- per branch that found the row: its own score (cosine similarity, BM25 / ts_rank score, hops)
+                -- and that score normalized as fusion normalizes it (the contribution at weight 1)
+                'branch_scores', (
+                    SELECT jsonb_object_agg(b.br, jsonb_build_object(
+                               'raw', CASE WHEN b.br = 'graph' THEN (x.r ->> b.value_col)::float8
+                                           ELSE hybrid._branch_score(b.br, (x.r ->> b.value_col)::float8) END,
+                               'normalized', hybrid._explain_term(fusion, b.info, 1.0, rrf_k, x.r ->> 'chunk_id',
+                                                                  (x.r ->> b.rank_col)::integer, (x.r ->> b.value_col)::float8)))
+                    FROM (SELECT e ->> 'branch' AS br, e AS info,
+                                 CASE e ->> 'branch' WHEN 'dense' THEN 'vector_rank' WHEN 'lexical' THEN 'keyword_rank' ELSE 'graph_rank' END AS rank_col,
+                                 CASE e ->> 'branch' WHEN 'dense' THEN 'vector_distance' WHEN 'lexical' THEN 'keyword_score' ELSE 'graph_distance' END AS value_col
+                          FROM jsonb_array_elements(v_branches) e WHERE NOT e ? 'failed') b
+                    WHERE x.r ->> b.rank_col IS NOT NULL),
                 'ranks', jsonb_build_object('dense', x.r -> 'vector_rank', 'lexical', x.r -> 'keyword_rank',
                                             'graph', x.r -> 'graph_rank'))
                 ORDER BY x.o)

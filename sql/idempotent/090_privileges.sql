@@ -46,6 +46,9 @@ BEGIN
         'hybrid._check_fusion(text)',
         'hybrid._branch_score(text, double precision)', 'hybrid._blend_score(text, double precision)',
         'hybrid._fusion_score(text, text, double precision)',
+        'hybrid._graph_score(double precision, double precision, double precision, double precision, double precision)',
+        'hybrid._explain_term(text, jsonb, double precision, double precision, text, integer, double precision)',
+        'hybrid._explain_bound(text, double precision, jsonb)',
         'hybrid._check_range(text, integer, integer, integer, text)',
         'hybrid._check_number(text, double precision, boolean)', 'hybrid._check_flag(text, boolean)',
         'hybrid._caller()', 'hybrid.register_edge_type(text)'
@@ -75,10 +78,12 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._check_range(text, integer, integer, integer, text), hybrid._check_number(text, double precision, boolean),
     hybrid._check_flag(text, boolean), hybrid.graph_context(text[]),
     hybrid.search_dense(vector, integer, text[], jsonb, integer), hybrid.search_lexical(text, integer, text[], jsonb, text),
-    hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]),
+    hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]), hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[]),
     hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision),
     hybrid._check_fusion(text), hybrid._branch_score(text, double precision), hybrid._blend_score(text, double precision),
     hybrid._fusion_score(text, text, double precision),
+    hybrid._graph_score(double precision, double precision, double precision, double precision, double precision),
+    hybrid._fuse_branches(text, double precision, double precision, double precision, text[], double precision[], text[], double precision[]),
     hybrid._dense_plan(integer, text[], jsonb, integer, integer),
     hybrid._explain_branch(text, timestamptz, text[], double precision[], double precision, integer, text) TO hybrid_definer;
 
