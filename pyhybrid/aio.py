@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from . import _base, _copy, _sql
 from .query import EXPLAIN_SQL, MANY_SQL, RETRIEVE_SQL, RetrieveQuery, many_params
-from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
+from .types import Chunk, ChunkRef, CorpusInfo, DocumentInfo, Edge, EdgeResult, IngestResult
 
 
 class AsyncTenantSession:
@@ -138,6 +138,34 @@ class AsyncTenantSession:
             row = await (await self.conn.execute(_sql.DELETE_DOCUMENT_SQL, (document_id, corpus_id))).fetchone()
         assert row is not None
         return int(row["deleted"])
+
+    async def documents(self, corpus_id: str | None = None, *, prefix: str | None = None) -> list[DocumentInfo]:
+        """The tenant's documents the caller can see (see TenantSession.documents)."""
+        args = _base.documents_args(corpus_id, prefix)
+        with _base.translate_errors():
+            rows = await (await self.conn.execute(_sql.DOCUMENTS_SQL, args)).fetchall()
+        return [DocumentInfo(**r) for r in rows]
+
+    async def corpora(self) -> list[CorpusInfo]:
+        """The tenant's corpora, with the folder pyhybrid ingest syncs each with and their size."""
+        with _base.translate_errors():
+            rows = await (await self.conn.execute(_sql.CORPORA_SQL)).fetchall()
+        return [CorpusInfo(**r) for r in rows]
+
+    async def set_corpus_root(self, corpus_id: str, source_root: str | None) -> None:
+        """Remember the folder a corpus is ingested from (None forgets it); writers only."""
+        _base.check_name("corpus_id", corpus_id)
+        with _base.translate_errors():
+            await self.conn.execute(_sql.SET_CORPUS_ROOT_SQL, (corpus_id, source_root))
+
+    async def prune_documents(self, corpus_id: str, keep: Iterable[str], *, prefix: str = "",
+                              dry_run: bool = False) -> dict[str, int]:
+        """Folder sync: supersede the documents of corpus_id under prefix that are not in keep (see
+        TenantSession.prune_documents)."""
+        args = _base.prune_args(corpus_id, keep, prefix, dry_run)
+        with _base.translate_errors():
+            rows = await (await self.conn.execute(_sql.PRUNE_DOCUMENTS_SQL, args)).fetchall()
+        return {r["document_id"]: int(r["chunks"]) for r in rows}
 
 
 class AsyncHybridClient:

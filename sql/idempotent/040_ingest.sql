@@ -253,17 +253,22 @@ DECLARE
     v_tenant text := hybrid._current_tenant();
     v_key integer := hybrid._tenant_key(v_tenant);
     n bigint;
+    v_labels text;
 BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN 0;
     END IF;
     PERFORM hybrid._check_writer();
+    -- every chunk of the document, whatever its labels: an app role acting with some labels must not
+    -- leave the others behind (a writer sees every row anyway)
+    v_labels := hybrid._with_all_labels();
     DELETE FROM hybrid.chunk c
     WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.document_id = delete_document.document_id
       AND (delete_document.corpus_id IS NULL OR c.corpus_id = delete_document.corpus_id);
     GET DIAGNOSTICS n = ROW_COUNT;
+    PERFORM set_config('hybrid.acl_labels', v_labels, true);
     RETURN n;
 END
 $$;
 COMMENT ON FUNCTION hybrid.delete_document(text, text) IS
-'Deletes every chunk of a document of the current tenant (optionally within one corpus); returns how many. Writers only (hybrid._may_write).';
+'Deletes every chunk of a document of the current tenant (optionally within one corpus), whatever their ACL labels, superseded ones too; returns how many. Writers only (hybrid._may_write).';

@@ -34,6 +34,8 @@ BEGIN
         'hybrid.begin_ingest()', 'hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
         'hybrid.unchanged_documents(text, jsonb)',
         'hybrid.classify_ids(text[])',
+        'hybrid.documents(text, text)', 'hybrid.corpora()', 'hybrid.set_corpus_root(text, text)',
+        'hybrid.prune_documents(text, text[], text, boolean)',
         'hybrid.begin_edges()', 'hybrid.finish_edges()', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
         'hybrid.embedding_dim()', 'hybrid.bm25_available()', 'hybrid.version()', 'hybrid.content_hash',
         -- helpers the API's invoker-rights functions and RLS policies call as the caller
@@ -90,6 +92,8 @@ BEGIN
     FOREACH fn IN ARRAY ARRAY['hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
                               'hybrid.unchanged_documents(text, jsonb)',
                               'hybrid.classify_ids(text[])',
+                              'hybrid.documents(text, text)', 'hybrid.corpora()', 'hybrid.set_corpus_root(text, text)',
+                              'hybrid.prune_documents(text, text[], text, boolean)',
                               'hybrid.finish_edges()', 'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
                               'hybrid.search_lexical(text, integer, text[], jsonb, text)',
                               'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
