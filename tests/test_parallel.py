@@ -144,6 +144,21 @@ async def test_parallel_branches_share_the_sessions_snapshot(corpus: Db, spied: 
     assert spied == ["rows", "rows"]
 
 
+@pytest.mark.usefixtures("require_age", "require_bm25")
+async def test_parallel_fusion_and_hydration_lock_the_callers_partition_and_no_other(corpus: Db, spied: list[str]) -> None:
+    with psycopg.connect(corpus.dsn()) as admin:
+        mine = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('acme'))::text").fetchone()[0]  # type: ignore[index]
+    async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True, max_size=4) as client:
+        async with client.tenant("acme", read_only=True) as t:
+            await t.retrieve(parallel=True, **_query(graph_expand=2, siblings=1, with_graph_context=True, per_document=True))
+            cur = await t.conn.execute(
+                "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                "WHERE l.pid = pg_backend_pid() AND c.relkind = 'r' AND c.relname LIKE 'chunk_p%'")
+            locked = {r["relname"] for r in await cur.fetchall()}
+    assert locked == {mine.split(".")[-1]}
+    assert spied == ["rows"]
+
+
 async def test_parallel_needs_a_read_only_session_of_a_pooled_client(corpus: Db) -> None:
     async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True) as client:
         async with client.tenant("acme") as t:
