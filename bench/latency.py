@@ -80,7 +80,6 @@ METHOD_LABELS = {"dense": "(a) search_dense alone", "lexical_bm25": "(a) search_
                  "branch_max": "(a) slowest of the three (per query)", "hybrid_retrieve": "(b) hybrid_retrieve",
                  "client_fusion": "(c) 3 calls + client RRF + hydrate", "pgvector_rrf_cte": "(d) pgvector-python RRF CTE",
                  "aio_one_call": "(e) async read-only session, one call", "aio_parallel": "(e) the same, parallel=True"}
-PARALLEL_METHODS = ["aio_one_call", "aio_parallel"]  # --parallel: pyhybrid.aio, the one call and parallel branches
 
 
 # ----------------------------------------------------------------------------- data
@@ -986,7 +985,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     args = ap.parse_args(argv)
     global EF_SEARCH, N_TENANTS, PICKS, METHODS
-    METHODS = METHODS + (PARALLEL_METHODS if args.parallel else [])
+    METHODS = METHODS + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
     EF_SEARCH = args.ef_search
     N_TENANTS = args.tenants
     PICKS = list(args.picks)
