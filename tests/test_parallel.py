@@ -159,6 +159,22 @@ async def test_parallel_fusion_and_hydration_lock_the_callers_partition_and_no_o
     assert spied == ["rows"]
 
 
+@pytest.mark.usefixtures("require_age", "require_bm25")
+@pytest.mark.parametrize("max_size", [1, 2])
+async def test_a_pool_too_small_for_two_branches_makes_the_one_call(corpus: Db, spied: list[str], max_size: int) -> None:
+    q = _query(graph_expand=2)
+    async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True, max_size=max_size) as client:
+        async with client.tenant("acme", read_only=True) as t:
+            one = await t.retrieve(parallel=False, **q)
+            par = await t.retrieve(parallel=True, **q)
+        assert client._pool is not None
+        queued = client._pool.get_stats().get("requests_queued", 0)
+    _same(one, par)
+    assert spied == ["Fallback"]
+    # a pool at its size with none idle is not waited for (every session might be waiting so)
+    assert queued == (0 if max_size == 1 else 1)
+
+
 async def test_parallel_needs_a_read_only_session_of_a_pooled_client(corpus: Db) -> None:
     async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True) as client:
         async with client.tenant("acme") as t:
