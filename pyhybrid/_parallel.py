@@ -152,7 +152,7 @@ async def retrieve(leader_conn: psycopg.AsyncConnection[Any], pool: AsyncConnect
     try:
         if len(conns) < 2:
             raise Fallback("fewer than two pooled connections free")
-        await asyncio.gather(*(_import(c, leader) for c in conns))
+        _check(await asyncio.gather(*(_import(c, leader) for c in conns), return_exceptions=True))
 
         async def run(conn: psycopg.AsyncConnection[Any], branches: list[str]) -> None:
             for b in branches:
@@ -179,7 +179,7 @@ async def retrieve(leader_conn: psycopg.AsyncConnection[Any], pool: AsyncConnect
 
 
 def _check(results: Sequence[Any]) -> None:
-    """Raise the first branch error that ends hybrid.retrieve too; Fallback for any other."""
+    """Raise the first error that ends hybrid.retrieve too (or that is no database error); Fallback for any other."""
     errors = [r for r in results if isinstance(r, BaseException)]
     for e in errors:
         if isinstance(e, psycopg.Error) and e.sqlstate and (e.sqlstate[:2] in FATAL or e.sqlstate == "55P03"):

@@ -47,7 +47,8 @@ class AsyncTenantSession:
         with graph_expand and no graph_seeds the graph branch waits for the other two), then hybrid.fuse and
         hybrid.hydrate return the same rows as the one call. The one call is made instead when fewer than two
         branches run, fewer than two pooled connections are free, or a branch fails (so its warnings and
-        errors are the one call's). Default (None): PARALLEL_DEFAULT, False: on 100,000 chunks on a shared
+        errors are the one call's). Settings SET on the session's connection do not reach the pooled ones (give
+        them in the DSN). Default (None): PARALLEL_DEFAULT, False: on 100,000 chunks on a shared
         2-core machine it was no faster than the one call (docs/searching.md, "Parallel branches").
         """
         q = _base.retrieve_query(query, kwargs)
