@@ -11,6 +11,7 @@ and the 50% tenant, as that role under RLS:
   (c) the three branch calls issued separately, fused client-side (pyhybrid.fusion.rrf_scores),
       then the top rows hydrated: what most applications do today
   (d) the pgvector-python RRF CTE (HNSW dense + ts_rank, FULL OUTER JOIN, 1/(60+rank))
+  (e) with --parallel: pyhybrid.aio's pooled read-only session, its one call and retrieve(parallel=True)
 
 and dense recall@10 of hybrid.search_dense against exact numpy search over the tenant's
 vectors (and, for reference, of a plain ORDER BY embedding <=> q LIMIT 10 under RLS).
@@ -26,6 +27,7 @@ separately, and the HNSW REINDEX at the end is skipped for them (the rebuild is 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 import os
 import statistics
@@ -35,6 +37,7 @@ import time
 import traceback
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -69,23 +72,14 @@ WEIGHTS = HybridWeights(1.0, 1.0, 0.5)
 RRF_K = 60.0
 
 # Server settings for a 2-core / 24 GB machine; everything else stays at PostgreSQL's defaults.
-SERVER_SETTINGS = {
-    "shared_buffers": "2GB",
-    "effective_cache_size": "8GB",
-    "maintenance_work_mem": "1GB",
-    "max_wal_size": "4GB",
-}
+SERVER_SETTINGS = {"shared_buffers": "2GB", "effective_cache_size": "8GB", "maintenance_work_mem": "1GB", "max_wal_size": "4GB"}
 
 METHODS = ["dense", "lexical_bm25", "graph", "hybrid_retrieve", "client_fusion", "pgvector_rrf_cte"]
-METHOD_LABELS = {
-    "dense": "(a) search_dense alone",
-    "lexical_bm25": "(a) search_lexical bm25 alone",
-    "graph": "(a) search_graph alone",
-    "branch_sum": "(a) sum of the three (per query)",
-    "hybrid_retrieve": "(b) hybrid_retrieve",
-    "client_fusion": "(c) 3 calls + client RRF + hydrate",
-    "pgvector_rrf_cte": "(d) pgvector-python RRF CTE",
-}
+METHOD_LABELS = {"dense": "(a) search_dense alone", "lexical_bm25": "(a) search_lexical bm25 alone",
+                 "graph": "(a) search_graph alone", "branch_sum": "(a) sum of the three (per query)",
+                 "branch_max": "(a) slowest of the three (per query)", "hybrid_retrieve": "(b) hybrid_retrieve",
+                 "client_fusion": "(c) 3 calls + client RRF + hydrate", "pgvector_rrf_cte": "(d) pgvector-python RRF CTE",
+                 "aio_one_call": "(e) async read-only session, one call", "aio_parallel": "(e) the same, parallel=True"}
 
 
 # ----------------------------------------------------------------------------- data
@@ -308,9 +302,7 @@ class MemorySampler:
     """Samples the summed RSS (and PSS) of the server's postgres processes in a thread."""
 
     def __init__(self, data_dir: Path, interval: float = 0.25) -> None:
-        self.data_dir = data_dir
-        self.interval = interval
-        self.phase = "setup"
+        self.data_dir, self.interval, self.phase = data_dir, interval, "setup"
         self.peak_rss: dict[str, int] = {}
         self.peak_pss: dict[str, int] = {}
         self._stop = threading.Event()
@@ -322,8 +314,7 @@ class MemorySampler:
         for p in [pm, *pm.children(recursive=True)]:
             try:
                 mi = p.memory_full_info()
-                rss += mi.rss
-                pss += getattr(mi, "pss", mi.rss)
+                rss, pss = rss + mi.rss, pss + getattr(mi, "pss", mi.rss)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
         return rss, pss
@@ -331,8 +322,7 @@ class MemorySampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                rss, pss = self.sample()
-                ph = self.phase
+                (rss, pss), ph = self.sample(), self.phase
                 self.peak_rss[ph] = max(self.peak_rss.get(ph, 0), rss)
                 self.peak_pss[ph] = max(self.peak_pss.get(ph, 0), pss)
             except Exception:
@@ -349,12 +339,10 @@ class MemorySampler:
 
     def report(self) -> dict[str, Any]:
         mb = 1024 * 1024
-        return {
-            "peak_rss_mb": round(max(self.peak_rss.values(), default=0) / mb, 1),
-            "peak_pss_mb": round(max(self.peak_pss.values(), default=0) / mb, 1),
-            "by_phase_rss_mb": {k: round(v / mb, 1) for k, v in self.peak_rss.items()},
-            "by_phase_pss_mb": {k: round(v / mb, 1) for k, v in self.peak_pss.items()},
-        }
+        return {"peak_rss_mb": round(max(self.peak_rss.values(), default=0) / mb, 1),
+                "peak_pss_mb": round(max(self.peak_pss.values(), default=0) / mb, 1),
+                "by_phase_rss_mb": {k: round(v / mb, 1) for k, v in self.peak_rss.items()},
+                "by_phase_pss_mb": {k: round(v / mb, 1) for k, v in self.peak_pss.items()}}
 
 
 def machine_info(admin_dsn: str) -> dict[str, Any]:
@@ -369,22 +357,15 @@ def machine_info(admin_dsn: str) -> dict[str, Any]:
             ([*SERVER_SETTINGS, "work_mem", "jit", "max_parallel_workers_per_gather", "max_parallel_maintenance_workers",
               "synchronous_commit", "shared_preload_libraries"],),
         ).fetchall())
-    return {
-        **host_info(),
-        "postgres": pg,
-        "extensions_available": exts,
-        "server_settings": settings,
-        "loadavg_start": list(os.getloadavg()),
-    }
+    return {**host_info(), "postgres": pg, "extensions_available": exts, "server_settings": settings,
+            "loadavg_start": list(os.getloadavg())}
 
 
 def installed_versions(db_dsn: str) -> dict[str, str]:
     with psycopg.connect(db_dsn) as conn:
         rows = conn.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall()
         pg = conn.execute("SHOW server_version").fetchone()[0]
-    out = {"postgresql": pg}
-    out.update({n: v for n, v in rows})
-    return out
+    return {"postgresql": pg, **{n: v for n, v in rows}}
 
 
 EF_SEARCH: int | None = None  # --ef-search: hybrid.setting hnsw_ef_search for the run (None: the engine's default)
@@ -452,8 +433,7 @@ class Runner:
     """Runs each method for one query as the app role; returns (seconds, rows)."""
 
     def __init__(self, client: Any, tenant_id: str) -> None:
-        self.client = client
-        self.tenant_id = tenant_id
+        self.client, self.tenant_id, self.loop, self.aclient, self.parallel_ran = client, tenant_id, None, None, 0
 
     def _branch(self, stmt: str, params: tuple[Any, ...]) -> tuple[float, int]:
         t0 = time.perf_counter()
@@ -477,9 +457,27 @@ class Runner:
     def hybrid_retrieve(self, q: Query) -> tuple[float, int]:
         t0 = time.perf_counter()
         with self.client.tenant(self.tenant_id) as t:
-            refs = t.retrieve(query_embedding=q.vector, query_text=q.text, graph_seeds=q.seeds, top_k=TOP_K,
-                              vector_weight=WEIGHTS.vector, keyword_weight=WEIGHTS.keyword,
-                              graph_weight=WEIGHTS.graph, rrf_k=RRF_K)
+            refs = t.retrieve(**self.kwargs(q))
+        return time.perf_counter() - t0, len(refs)
+
+    def kwargs(self, q: Query) -> dict[str, Any]:
+        return dict(query_embedding=q.vector, query_text=q.text, graph_seeds=q.seeds, top_k=TOP_K, rrf_k=RRF_K,
+                    vector_weight=WEIGHTS.vector, keyword_weight=WEIGHTS.keyword, graph_weight=WEIGHTS.graph)
+
+    def aio(self, q: Query, parallel: bool) -> tuple[float, int]:
+        from pyhybrid import AsyncHybridClient, _parallel
+        if self.loop is None:
+            self.loop, real = asyncio.new_event_loop(), _parallel.retrieve
+            self.aclient = self.loop.run_until_complete(AsyncHybridClient(self.client.dsn, pool=True, max_size=4).open())
+            async def counted(*a: Any) -> Any:  # parallel=True calls that ran parallel (not the one call instead)
+                rows, self.parallel_ran = await real(*a), self.parallel_ran + 1
+                return rows
+            _parallel.retrieve = counted
+        t0 = time.perf_counter()
+        async def go() -> list[Any]:
+            async with self.aclient.tenant(self.tenant_id, read_only=True) as t:
+                return await t.retrieve(parallel=parallel, **self.kwargs(q))
+        refs = self.loop.run_until_complete(go())
         return time.perf_counter() - t0, len(refs)
 
     def client_fusion(self, q: Query) -> tuple[float, int]:
@@ -517,7 +515,8 @@ class Runner:
 def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: list[Query],
                    bar: tqdm, budget_s: float) -> dict[str, Any]:
     run = Runner(client, td.tenant_id)
-    fns: dict[str, Callable[[Query], tuple[float, int]]] = {m: getattr(run, m) for m in METHODS}
+    fns: dict[str, Callable[[Query], tuple[float, int]]] = {
+        m: getattr(run, m, None) or partial(run.aio, parallel=m == "aio_parallel") for m in METHODS}
     for q in warmup:
         for m in METHODS:
             fns[m](q)
@@ -537,8 +536,11 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
             rows[m].append(n)
         bar.update(1)
     out = {m: summarize(ms[m], rows[m]) for m in METHODS}
-    branch_sum = [a + b + c for a, b, c in zip(ms["dense"], ms["lexical_bm25"], ms["graph"])]
-    out["branch_sum"] = summarize(branch_sum, [])
+    out["branch_sum"] = summarize([a + b + c for a, b, c in zip(ms["dense"], ms["lexical_bm25"], ms["graph"])], [])
+    out["branch_max"] = summarize([max(a, b, c) for a, b, c in zip(ms["dense"], ms["lexical_bm25"], ms["graph"])], [])
+    if run.loop is not None:  # --parallel
+        out["aio_parallel"]["parallel_ran_incl_warmup"] = run.parallel_ran
+        run.loop.run_until_complete(run.aclient.close())
     out["_raw_ms"] = {m: [round(x, 3) for x in ms[m]] for m in METHODS}
 
     # dense recall@10 against exact search over the tenant's vectors
@@ -562,17 +564,12 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
             naive_rows.append(len(got2))
         bar.update(1)
     out["recall_at_10"] = {
-        "search_dense_mean": round(statistics.fmean(recalls), 4),
-        "search_dense_min": round(min(recalls), 4),
-        "search_dense_p05": round(pct(recalls, 5), 4),
-        "search_dense_zero_recall_queries": sum(1 for r in recalls if r == 0),
-        "naive_hnsw_under_rls_mean": round(statistics.fmean(naive), 4),
-        "naive_hnsw_under_rls_min": round(min(naive), 4),
+        "search_dense_mean": round(statistics.fmean(recalls), 4), "search_dense_min": round(min(recalls), 4),
+        "search_dense_p05": round(pct(recalls, 5), 4), "search_dense_zero_recall_queries": sum(1 for r in recalls if r == 0),
+        "naive_hnsw_under_rls_mean": round(statistics.fmean(naive), 4), "naive_hnsw_under_rls_min": round(min(naive), 4),
         "naive_hnsw_rows_mean": round(statistics.fmean(naive_rows), 2),
-        "naive_hnsw_zero_row_queries": sum(1 for n in naive_rows if n == 0),
-        "naive_hnsw_queries": len(naive),
-        "naive_hnsw_ms_mean": round(1000 * naive_spent / max(1, len(naive)), 2),
-    }
+        "naive_hnsw_zero_row_queries": sum(1 for n in naive_rows if n == 0), "naive_hnsw_queries": len(naive),
+        "naive_hnsw_ms_mean": round(1000 * naive_spent / max(1, len(naive)), 2)}
     return out
 
 
@@ -983,10 +980,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="tenants per database (one holds ~50%% of the rows, the rest 1/rank)")
     ap.add_argument("--picks", type=float, nargs="+", default=[0.5, 0.01],
                     help="row shares: the tenant nearest each is measured (labelled e.g. 50pct, 1pct, 0.1pct)")
+    ap.add_argument("--parallel", action="store_true", help="also time pyhybrid.aio's read-only one call and parallel=True")
     ap.add_argument("--bulk-above", type=int, default=0,
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     args = ap.parse_args(argv)
-    global EF_SEARCH, N_TENANTS, PICKS
+    global EF_SEARCH, N_TENANTS, PICKS, METHODS
+    METHODS = METHODS + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
     EF_SEARCH = args.ef_search
     N_TENANTS = args.tenants
     PICKS = list(args.picks)

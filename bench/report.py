@@ -17,7 +17,8 @@ HERE = Path(__file__).resolve().parent
 METHODS = {"dense": "(a) search_dense alone", "lexical_bm25": "(a) search_lexical bm25 alone",
            "graph": "(a) search_graph alone", "branch_sum": "(a) sum of the three (per query)",
            "hybrid_retrieve": "(b) hybrid_retrieve", "client_fusion": "(c) 3 calls + client RRF + hydrate",
-           "pgvector_rrf_cte": "(d) pgvector-python RRF CTE"}
+           "pgvector_rrf_cte": "(d) pgvector-python RRF CTE", "branch_max": "(a) slowest of the three (per query)",
+           "aio_one_call": "(e) async read-only session, one call", "aio_parallel": "(e) the same, parallel=True"}
 Table = list[list[Any]]
 
 
@@ -195,7 +196,7 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def plot_latency(runs: list[tuple[dict[str, Any], str]], out: Path) -> Path | None:
-    runs = sorted(runs, key=lambda x: x[0]["size"])
+    runs = sorted({x[0]["size"]: x for x in reversed(runs)}.values(), key=lambda x: x[0]["size"])  # a size's first file
     if not runs:
         return None
     labels = list(runs[0][0]["latency"])

@@ -30,7 +30,7 @@ BEGIN
         'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
         'hybrid.rrf_fuse(jsonb, double precision[], double precision, integer)',
         'hybrid.fuse(jsonb, double precision[], text, double precision, integer, jsonb)',
-        'hybrid.graph_context(text[])',
+        'hybrid.graph_context(text[])', 'hybrid.hydrate',
         'hybrid.begin_ingest()', 'hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
         'hybrid.unchanged_documents(text, jsonb)',
         'hybrid.classify_ids(text[])',
@@ -98,7 +98,8 @@ BEGIN
                               'hybrid.search_lexical(text, integer, text[], jsonb, text)',
                               'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
                               'hybrid.graph_context(text[])', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
-                              'hybrid._entity_seen(text, text, text[], boolean)']::regprocedure[] || ('hybrid.retrieve'::regproc::regprocedure) LOOP
+                              'hybrid._entity_seen(text, text, text[], boolean)']::regprocedure[]
+               || ('hybrid.retrieve'::regproc::regprocedure) || ('hybrid.hydrate'::regproc::regprocedure) LOOP
         IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
             GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
             EXECUTE format('ALTER FUNCTION %s OWNER TO hybrid_definer', fn);
