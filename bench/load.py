@@ -23,8 +23,11 @@ heals it). Each runs on an embedded server of its own (loopback only). tests/tes
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import random
+import re
 import shutil
 import statistics
 import sys
@@ -33,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import psycopg
@@ -290,6 +293,171 @@ def replica_runs(root: str, app: str, data_dir: Path, args: argparse.Namespace, 
             "qps_ratio_to_primary_only": [round(r["qps"] / base, 2) for r in results]}
 
 
+# ---- --ingest-docs: a folder of documents through `pyhybrid ingest`, beside the embedder alone ----
+
+def build_folder(folder: Path, n: int, seed: int) -> dict[str, int]:
+    """n documents of 1-20 KB: the project's docs pages (.md, split at headings), then its demo data and the
+    shared collections' document texts (read from ../shared/datasets, never copied) as .md, .rst and .txt."""
+    rng, root, count, j = random.Random(seed), Path(__file__).resolve().parent.parent, {"docs_pages": 0, "composed": 0, "bytes": 0}, 0
+    pages = [p for f in sorted([root / "README.md", *(root / "docs").glob("*.md")])
+             for p in re.split(r"\n(?=## )", f.read_text(encoding="utf-8")) if len(p) > 1000]
+    pool = [(r["metadata"].get("title") or r["chunk_id"], r["content"]) for f in sorted((root / "pyhybrid" / "demo_data").glob("*_chunks.jsonl"))
+            for r in map(json.loads, f.read_text(encoding="utf-8").splitlines())]
+    for f in sorted((root.parent / "shared" / "datasets").glob("*/corpus.jsonl")):
+        pool += [(o.get("title") or o["_id"], o.get("text") or "") for o in map(json.loads, f.open(encoding="utf-8"))]
+    rng.shuffle(pool)
+    heads = {".md": lambda t: f"# {t}\n\n", ".rst": lambda t: f"{t}\n{'=' * len(t)}\n\n", ".txt": lambda t: f"{t}\n\n"}
+    folder.mkdir(parents=True)
+    for i in range(n):
+        suffix, key, text = (".md", "docs_pages", pages[i]) if i < len(pages) else (list(heads)[i % 3], "composed", "")
+        target = int(1000 * 20 ** rng.random())
+        while key == "composed" and len(text) < target:
+            title, body = pool[j % len(pool)]
+            text, j = text + heads[suffix](" ".join(title.split())[:120]) + body.strip() + "\n\n", j + 1
+        (folder / f"doc{i:04d}{suffix}").write_text(text[:20000], encoding="utf-8")
+        count[key] += 1
+        count["bytes"] += len(text[:20000].encode())
+    return count
+
+
+@contextlib.contextmanager
+def stage_timer(stages: dict[str, float]) -> Iterator[None]:
+    """Seconds in each stage of `pyhybrid ingest`, added up by wrapping the functions that do them (any thread)."""
+    from pyhybrid import chunking, client, embed
+    lock, saved = threading.Lock(), [(chunking, "scan_source", "read_parse_chunk"), (embed.MiniLMEmbedder, "__call__", "embed"),
+                                     (client.TenantSession, "unchanged_documents", "unchanged_documents"),
+                                     (client.TenantSession, "ingest", "copy_finish_ingest")]
+
+    def wrap(fn: Any, key: str) -> Any:
+        def timed(*a: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                with lock:
+                    stages[key] = round(stages.get(key, 0.0) + time.perf_counter() - t0, 3)
+        return timed
+    saved = [(o, a, getattr(o, a), k) for o, a, k in saved]
+    for o, a, fn, k in saved:
+        setattr(o, a, wrap(fn, k))
+    try:
+        yield
+    finally:
+        for o, a, fn, _ in saved:
+            setattr(o, a, fn)
+
+
+def ingest_round(folder: Path, data_dir: Path, tenant: str) -> dict[str, Any]:
+    """One `pyhybrid ingest FOLDER --tenant T` in this process, as typed (progress bar on; its output kept)."""
+    from pyhybrid import cli
+    out, err, stages = io.StringIO(), io.StringIO(), {}
+    with stage_timer(stages), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        t0 = time.perf_counter()
+        code = cli.main(["ingest", str(folder), "--data-dir", str(data_dir), "--tenant", tenant])
+        wall = time.perf_counter() - t0
+    if code != 0:
+        raise RuntimeError(f"pyhybrid ingest exited {code}: {err.getvalue()[-2000:]}")
+    totals = json.loads(out.getvalue().strip().splitlines()[-1])
+    return {"wall_s": round(wall, 2), "chunks": totals["inserted"], "chunks_per_s": round(totals["inserted"] / wall, 2),
+            "stages_s": stages, "not_embedding_s": round(wall - stages.get("embed", 0.0), 2), "totals": totals}
+
+
+def control_ms() -> float:
+    """Machine-speed control: a fixed float32 matmul workload, in ms (higher: a slower or busier machine)."""
+    a = np.random.default_rng(0).standard_normal((384, 1536)).astype(np.float32)
+    t0 = time.perf_counter()
+    for _ in range(40):
+        a @ a.T
+    return round((time.perf_counter() - t0) * 1000, 1)
+
+
+def embed_batches(emb: Any, texts: list[str], batch: int, budget: int | None, bucket: bool) -> float:
+    """Passages/s of emb on texts in batches of at most batch rows (and budget padded tokens), longest first when
+    bucket, else in the texts' order; each batch padded to its longest."""
+    t0 = time.perf_counter()
+    ids = [e.ids for e in emb._tokenizer.encode_batch(texts)]
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i])) if bucket else list(range(len(ids)))
+    start = 0
+    while start < len(order):
+        size = max(1, min(batch, budget // max(len(ids[i]) for i in order[start:start + batch]))) if budget else batch
+        rows = order[start:start + size]
+        emb._embed_batch([ids[i] for i in rows], max(len(ids[i]) for i in rows))
+        start += size
+    return round(len(texts) / (time.perf_counter() - t0), 2)
+
+
+def sweep_configs() -> list[dict[str, Any]]:
+    """The embedder's own settings first, then one change at a time (threads 0: one per core)."""
+    from pyhybrid import embed
+    d = {"threads": 0, "inter": 1, "mode": "sequential", "level": "all", "batch": 32,
+         "budget": embed._BATCH_TOKEN_BUDGET, "bucket": True}
+    alt: list[dict[str, Any]] = [{"threads": 1}, {"threads": 2}, {"bucket": False}, {"mode": "parallel"},
+                                 {"mode": "parallel", "inter": 2}, {"level": "basic"}, {"level": "extended"}]
+    alt += [{"budget": b} for b in (128, 256, 512, 1024, 2048, 4096) if b != d["budget"]]
+    alt += [{"budget": None, "batch": b} for b in (8, 16, 32, 64, 128)]
+    return [d] + [{**d, **a} for a in alt]
+
+
+def embedder_sweep(texts: list[str], rounds: int, seed: int) -> list[dict[str, Any]]:
+    """Each config's onnxruntime session on the same passages, in a shuffled order each round; its rate, and its
+    ratio to the embedder's settings measured in the same round."""
+    import onnxruntime as ort
+    from pyhybrid import embed
+    level = {"basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC, "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+             "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+    configs, emb = sweep_configs(), embed.MiniLMEmbedder()
+    rates: list[list[float]] = [[] for _ in configs]
+    for r in range(rounds):
+        order = list(range(len(configs)))
+        random.Random(seed + r).shuffle(order)
+        for i in order:
+            c, o = configs[i], ort.SessionOptions()
+            o.intra_op_num_threads, o.inter_op_num_threads, o.log_severity_level = c["threads"], c["inter"], 3
+            o.execution_mode = ort.ExecutionMode.ORT_PARALLEL if c["mode"] == "parallel" else ort.ExecutionMode.ORT_SEQUENTIAL
+            o.graph_optimization_level = level[c["level"]]
+            o.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            emb._session = ort.InferenceSession(str(embed._model_files()[0]), o, providers=["CPUExecutionProvider"])
+            rates[i].append(embed_batches(emb, texts, c["batch"], c["budget"], c["bucket"]))
+        print(f"sweep round {r}: " + " ".join(str(x[-1]) for x in rates), flush=True)
+    return [{**c, "passages_per_s": statistics.median(x), "runs": x,
+             "ratio_to_default": statistics.median(a / b for a, b in zip(x, rates[0]))} for c, x in zip(configs, rates)]
+
+
+def ingest_docs(args: argparse.Namespace, top: Path) -> dict[str, Any]:
+    """--ingest-docs N: build the folder, then --rounds of (control, the embedder alone on every chunk, `pyhybrid
+    ingest` of the folder into a new tenant), interleaved; --embedder-sweep adds onnxruntime's settings."""
+    from pyhybrid.chunking import scan_source
+    from pyhybrid.embed import MiniLMEmbedder, default_embedder
+    made, emb = build_folder(top / "docs", args.ingest_docs, args.seed), default_embedder()
+    texts = [r["content"] for r in scan_source(top / "docs").records]
+    t0 = time.perf_counter()
+    tokens = [len(e.ids) for e in emb._tokenizer.encode_batch(texts)]
+    tokenize_s, t0 = time.perf_counter() - t0, time.perf_counter()
+    MiniLMEmbedder()  # a model load, as each CLI run pays it (the rounds reuse one)
+    load_s = time.perf_counter() - t0
+    (top / "warmup").mkdir()
+    (top / "warmup" / "a.md").write_text("# Warm-up\n\nStarts and migrates the server.", encoding="utf-8")
+    ingest_round(top / "warmup", top / "pgdata", "warmup")
+    rounds = []
+    for r in range(args.rounds):
+        ctl, t0 = control_ms(), time.perf_counter()
+        emb(texts)
+        rate = round(len(texts) / (time.perf_counter() - t0), 2)
+        ing = ingest_round(top / "docs", top / "pgdata", f"round{r}")
+        rounds.append({"control_ms": ctl, "embedder_passages_per_s": rate, "ingest": ing, "ratio": round(ing["chunks_per_s"] / rate, 3)})
+        print(json.dumps(rounds[-1]), flush=True)
+    per_token = 6 * 2 * (4 * 384 * 384 + 2 * 384 * 1536)  # 6 layers: Q, K, V, out and the two FFN matmuls (2 FLOP a MAC)
+    attention = 6 * 4 * 384 * statistics.fmean(t * t for t in tokens)  # QK^T and AV: 2 x L^2 x 384 MACs a layer
+    report: dict[str, Any] = {
+        "folder": made, "chunks": len(texts), "tokens_per_chunk": {"mean": round(statistics.fmean(tokens), 1), "max": max(tokens)},
+        "gflop_per_passage": round((per_token * statistics.fmean(tokens) + attention) / 1e9, 3),
+        "tokenize_all_s": round(tokenize_s, 2), "model_load_s": round(load_s, 2), "rounds": rounds,
+        "median_ratio": statistics.median(r["ratio"] for r in rounds)}
+    if args.embedder_sweep:
+        sample = texts[::max(1, len(texts) // args.sweep_passages)][:args.sweep_passages]
+        report["sweep"] = {"passages": len(sample), "rounds": args.rounds, "configs": embedder_sweep(sample, args.rounds, args.seed)}
+    return report
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clients", type=int, default=16, help="mixed load: concurrent clients")
@@ -299,18 +467,26 @@ def main() -> int:
     ap.add_argument("--replicas", type=int, nargs="+", default=None, help="read throughput with these standby counts")
     ap.add_argument("--chunks", type=int, default=20000, help="--replicas: corpus size")
     ap.add_argument("--readers", type=int, default=8, help="--replicas: reader threads")
+    ap.add_argument("--ingest-docs", type=int, default=None, metavar="N",
+                    help="a folder of N documents through `pyhybrid ingest`, beside the embedder alone")
+    ap.add_argument("--rounds", type=int, default=3, help="--ingest-docs: interleaved rounds")
+    ap.add_argument("--embedder-sweep", action="store_true", help="--ingest-docs: also sweep onnxruntime settings")
+    ap.add_argument("--sweep-passages", type=int, default=64, help="--embedder-sweep: passages, spread over the folder")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--out", type=Path, default=None, help="default bench/results/load.json (replicas.json)")
     args = ap.parse_args()
-    kind = "replicas" if args.replicas else "load"
+    kind = "ingest" if args.ingest_docs else "replicas" if args.replicas else "load"
     meta = start_meta(kind, script="load")
     top = Path(tempfile.mkdtemp(prefix="pyhybrid-load-"))
     standbys: list[Path] = []
     try:
-        root, app = scratch_server(top, "load_app")
-        if args.replicas:
+        if args.ingest_docs:
+            report = ingest_docs(args, top)
+        elif args.replicas:
+            root, app = scratch_server(top, "load_app")
             report = replica_runs(root, app, top / "primary" / "pgdata", args, standbys)
         else:
+            root, app = scratch_server(top, "load_app")
             report = run_load(root, app, clients=args.clients, seconds=args.seconds, tenants=args.tenants)
             if args.restart:
                 report["restart"] = restart_check(top / "primary" / "pgdata", app, report)
@@ -318,11 +494,12 @@ def main() -> int:
         for sdir in standbys:
             stop_embedded(sdir / "data")
         stop_embedded(top / "primary" / "pgdata")
+        stop_embedded(top / "pgdata")  # --ingest-docs
         for path in (top, *standbys):
             shutil.rmtree(path, ignore_errors=True)
     write_result(args.out or Path(f"bench/results/{kind}.json"), meta, report)
     print(json.dumps(report, indent=2))
-    ok = args.replicas or (not report["errors"] and report["expected_live_chunks"] == report["actual_live_chunks"]
+    ok = args.replicas or args.ingest_docs or (not report["errors"] and report["expected_live_chunks"] == report["actual_live_chunks"]
                            and report["missing_chunks"] == 0 and report["unexpected_chunks"] == 0
                            and report.get("restart", {}).get("intact", True))
     return 0 if ok else 1
