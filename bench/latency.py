@@ -70,20 +70,14 @@ RRF_K = 60.0
 
 # Server settings for a 2-core / 24 GB machine; everything else stays at PostgreSQL's defaults.
 SERVER_SETTINGS = {
-    "shared_buffers": "2GB",
-    "effective_cache_size": "8GB",
-    "maintenance_work_mem": "1GB",
-    "max_wal_size": "4GB",
+    "shared_buffers": "2GB", "effective_cache_size": "8GB", "maintenance_work_mem": "1GB", "max_wal_size": "4GB",
 }
 
 METHODS = ["dense", "lexical_bm25", "graph", "hybrid_retrieve", "client_fusion", "pgvector_rrf_cte"]
 METHOD_LABELS = {
-    "dense": "(a) search_dense alone",
-    "lexical_bm25": "(a) search_lexical bm25 alone",
-    "graph": "(a) search_graph alone",
-    "branch_sum": "(a) sum of the three (per query)",
-    "hybrid_retrieve": "(b) hybrid_retrieve",
-    "client_fusion": "(c) 3 calls + client RRF + hydrate",
+    "dense": "(a) search_dense alone", "lexical_bm25": "(a) search_lexical bm25 alone",
+    "graph": "(a) search_graph alone", "branch_sum": "(a) sum of the three (per query)",
+    "hybrid_retrieve": "(b) hybrid_retrieve", "client_fusion": "(c) 3 calls + client RRF + hydrate",
     "pgvector_rrf_cte": "(d) pgvector-python RRF CTE",
 }
 
@@ -308,13 +302,10 @@ class MemorySampler:
     """Samples the summed RSS (and PSS) of the server's postgres processes in a thread."""
 
     def __init__(self, data_dir: Path, interval: float = 0.25) -> None:
-        self.data_dir = data_dir
-        self.interval = interval
-        self.phase = "setup"
+        self.data_dir, self.interval, self.phase = data_dir, interval, "setup"
         self.peak_rss: dict[str, int] = {}
         self.peak_pss: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._stop, self._thread = threading.Event(), threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> tuple[int, int]:
         pm = psutil.Process(int((self.data_dir / "postmaster.pid").read_text().split()[0]))
@@ -331,10 +322,8 @@ class MemorySampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                rss, pss = self.sample()
-                ph = self.phase
-                self.peak_rss[ph] = max(self.peak_rss.get(ph, 0), rss)
-                self.peak_pss[ph] = max(self.peak_pss.get(ph, 0), pss)
+                (rss, pss), ph = self.sample(), self.phase
+                self.peak_rss[ph], self.peak_pss[ph] = max(self.peak_rss.get(ph, 0), rss), max(self.peak_pss.get(ph, 0), pss)
             except Exception:
                 pass
             self._stop.wait(self.interval)
@@ -349,12 +338,10 @@ class MemorySampler:
 
     def report(self) -> dict[str, Any]:
         mb = 1024 * 1024
-        return {
-            "peak_rss_mb": round(max(self.peak_rss.values(), default=0) / mb, 1),
-            "peak_pss_mb": round(max(self.peak_pss.values(), default=0) / mb, 1),
-            "by_phase_rss_mb": {k: round(v / mb, 1) for k, v in self.peak_rss.items()},
-            "by_phase_pss_mb": {k: round(v / mb, 1) for k, v in self.peak_pss.items()},
-        }
+        return {"peak_rss_mb": round(max(self.peak_rss.values(), default=0) / mb, 1),
+                "peak_pss_mb": round(max(self.peak_pss.values(), default=0) / mb, 1),
+                "by_phase_rss_mb": {k: round(v / mb, 1) for k, v in self.peak_rss.items()},
+                "by_phase_pss_mb": {k: round(v / mb, 1) for k, v in self.peak_pss.items()}}
 
 
 def machine_info(admin_dsn: str) -> dict[str, Any]:
@@ -370,10 +357,7 @@ def machine_info(admin_dsn: str) -> dict[str, Any]:
               "synchronous_commit", "shared_preload_libraries"],),
         ).fetchall())
     return {
-        **host_info(),
-        "postgres": pg,
-        "extensions_available": exts,
-        "server_settings": settings,
+        **host_info(), "postgres": pg, "extensions_available": exts, "server_settings": settings,
         "loadavg_start": list(os.getloadavg()),
     }
 
@@ -382,9 +366,7 @@ def installed_versions(db_dsn: str) -> dict[str, str]:
     with psycopg.connect(db_dsn) as conn:
         rows = conn.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall()
         pg = conn.execute("SHOW server_version").fetchone()[0]
-    out = {"postgresql": pg}
-    out.update({n: v for n, v in rows})
-    return out
+    return {"postgresql": pg, **{n: v for n, v in rows}}
 
 
 EF_SEARCH: int | None = None  # --ef-search: hybrid.setting hnsw_ef_search for the run (None: the engine's default)
@@ -562,15 +544,13 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
             naive_rows.append(len(got2))
         bar.update(1)
     out["recall_at_10"] = {
-        "search_dense_mean": round(statistics.fmean(recalls), 4),
-        "search_dense_min": round(min(recalls), 4),
+        "search_dense_mean": round(statistics.fmean(recalls), 4), "search_dense_min": round(min(recalls), 4),
         "search_dense_p05": round(pct(recalls, 5), 4),
         "search_dense_zero_recall_queries": sum(1 for r in recalls if r == 0),
         "naive_hnsw_under_rls_mean": round(statistics.fmean(naive), 4),
         "naive_hnsw_under_rls_min": round(min(naive), 4),
         "naive_hnsw_rows_mean": round(statistics.fmean(naive_rows), 2),
-        "naive_hnsw_zero_row_queries": sum(1 for n in naive_rows if n == 0),
-        "naive_hnsw_queries": len(naive),
+        "naive_hnsw_zero_row_queries": sum(1 for n in naive_rows if n == 0), "naive_hnsw_queries": len(naive),
         "naive_hnsw_ms_mean": round(1000 * naive_spent / max(1, len(naive)), 2),
     }
     return out
@@ -783,14 +763,13 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
 ENGINE_VARIABLES = {
     "query_embedding": "%(v)s::vector", "query_text": "%(t)s", "v_query": "hybrid._or_tsquery(%(t)s)",
     "top_k": "%(k)s", "corpus_ids": "NULL::text[]", "filter": "NULL::jsonb", "cap": "%(threshold)s",
-    "v_tenant": "%(tenant)s", "v_acl": "%(acl)s::text[]", "v_all": "%(all)s",
-    "v_key": "%(key)s::integer", "_scope_size.tenant_key": "%(key)s::integer",
-    "v_types": "NULL::oid[]", "v_front": "%(seeds)s::text[]", "v_pos": "%(pos)s::integer[]", "v_visited": "%(seeds)s::text[]",
-    "d_ids": "%(d)s::text[]", "l_ids": "%(l)s::text[]", "g_ids": "%(g)s::text[]",
-    "d_scores": "%(dv)s::float8[]", "l_scores": "%(lv)s::float8[]", "g_dist": "%(gv)s::integer[]",
-    "vector_weight": "1.0::float8", "keyword_weight": "1.0::float8", "graph_weight": "0.5::float8",
-    "rrf_k": "60::float8", "per_document": "false", "with_graph_context": "false",
-    "fusion": "'convex'::text", "skip": "0", "siblings": "0",
+    "v_tenant": "%(tenant)s", "v_acl": "%(acl)s::text[]", "v_all": "%(all)s", "v_key": "%(key)s::integer",
+    "_scope_size.tenant_key": "%(key)s::integer", "v_types": "NULL::oid[]", "v_front": "%(seeds)s::text[]",
+    "v_pos": "%(pos)s::integer[]", "v_visited": "%(seeds)s::text[]", "d_ids": "%(d)s::text[]",
+    "l_ids": "%(l)s::text[]", "g_ids": "%(g)s::text[]", "d_scores": "%(dv)s::float8[]",
+    "l_scores": "%(lv)s::float8[]", "g_dist": "%(gv)s::integer[]", "vector_weight": "1.0::float8",
+    "keyword_weight": "1.0::float8", "graph_weight": "0.5::float8", "rrf_k": "60::float8", "per_document": "false",
+    "with_graph_context": "false", "fusion": "'convex'::text", "skip": "0", "siblings": "0",
 }
 
 

@@ -18,6 +18,11 @@ this measures the routing and its overhead, not what separate machines would add
 --restart (a fault, after the mixed load): a clean stop and start of the server, then every tenant's live
 chunks are checked and its first retrieve timed (pg_textsearch 1.0.0 loses BM25 state on restart; the start
 heals it). Each runs on an embedded server of its own (loopback only). tests/test_load.py runs a short mixed load.
+
+--ingest-docs N: a folder of N documents through `pyhybrid ingest`, beside the embedder alone on its chunks,
+interleaved, with the seconds of each stage; --embedder-sweep adds onnxruntime's settings on the same chunks.
+
+    python bench/load.py --ingest-docs 50 --rounds 2 --embedder-sweep --sweep-passages 16 --out bench/results/ingest.json
 """
 
 from __future__ import annotations
@@ -50,11 +55,6 @@ DIM = 384
 OPS = (("retrieve", 0.55), ("ingest", 0.15), ("reingest", 0.12), ("delete", 0.10), ("add_edges", 0.08))
 
 
-def _unit(rng: np.random.Generator) -> np.ndarray[Any, Any]:
-    v = rng.standard_normal(DIM).astype(np.float32)
-    return v / np.linalg.norm(v)
-
-
 @dataclass
 class Client:
     """One load client: its tenant, its documents (document id -> live chunk ids) and its timings."""
@@ -71,16 +71,15 @@ class Client:
     def chunks(self, doc: str, n: int) -> list[Chunk]:
         self.serial += 1
         vrng = np.random.default_rng(self.index * 1_000_003 + self.serial)
-        words = ["pump", "valve", "alarm", "sensor", "battery", "occlusion", "flow", "label", "audit", "risk"]
-        return [Chunk(chunk_id=f"{doc}#{i}", document_id=doc, position=i, embedding=_unit(vrng),
-                      content=" ".join(self.rng.choice(words) for _ in range(12)) + f" v{self.serial}")
+        return [Chunk(chunk_id=f"{doc}#{i}", document_id=doc, position=i, embedding=_vectors(vrng, 1)[0],
+                      content=" ".join(self.rng.choice(WORDS[:10]) for _ in range(12)) + f" v{self.serial}")
                 for i in range(n)]
 
 
 def _one(client: Client, hc: HybridClient, op: str) -> None:
     with hc.tenant(client.tenant) as t:
         if op == "retrieve" or (op in ("reingest", "delete", "add_edges") and not client.docs):
-            q = _unit(np.random.default_rng(client.rng.randrange(1 << 30)))
+            q = _vectors(np.random.default_rng(client.rng.randrange(1 << 30)), 1)[0]
             t.retrieve(query_embedding=q, query_text=client.rng.choice(["pump alarm", "valve flow", "audit risk"]),
                        top_k=10)
         elif op == "ingest":
@@ -174,7 +173,7 @@ WORDS = ["pump", "valve", "alarm", "sensor", "battery", "occlusion", "flow", "la
 
 
 def _vectors(rng: np.random.Generator, n: int) -> np.ndarray[Any, Any]:
-    v = rng.standard_normal((n, 384)).astype(np.float32)
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
@@ -258,7 +257,7 @@ def restart_check(data_dir: Path, app: str, report: dict[str, Any]) -> dict[str,
         for tenant, expected in report["expected_live_chunks"].items():
             t1 = time.perf_counter()
             with hc.tenant(tenant) as t:
-                refs = t.retrieve(query_embedding=_unit(np.random.default_rng(1)), query_text="pump alarm", top_k=10)
+                refs = t.retrieve(query_embedding=_vectors(np.random.default_rng(1), 1)[0], query_text="pump alarm", top_k=10)
             out["tenants"][tenant] = {"live_chunks": int(live.get(tenant, 0)), "expected": expected,
                                       "first_retrieve_ms": round((time.perf_counter() - t1) * 1000, 2),
                                       "rows_ranked_by_bm25": sum(r.keyword_rank is not None for r in refs)}
@@ -298,15 +297,18 @@ def replica_runs(root: str, app: str, data_dir: Path, args: argparse.Namespace, 
 def build_folder(folder: Path, n: int, seed: int) -> dict[str, int]:
     """n documents of 1-20 KB: the project's docs pages (.md, split at headings), then its demo data and the
     shared collections' document texts (read from ../shared/datasets, never copied) as .md, .rst and .txt."""
-    rng, root, count, j = random.Random(seed), Path(__file__).resolve().parent.parent, {"docs_pages": 0, "composed": 0, "bytes": 0}, 0
+    rng, root, j = random.Random(seed), Path(__file__).resolve().parent.parent, 0
+    count = {"docs_pages": 0, "composed": 0, "bytes": 0}
     pages = [p for f in sorted([root / "README.md", *(root / "docs").glob("*.md")])
              for p in re.split(r"\n(?=## )", f.read_text(encoding="utf-8")) if len(p) > 1000]
-    pool = [(r["metadata"].get("title") or r["chunk_id"], r["content"]) for f in sorted((root / "pyhybrid" / "demo_data").glob("*_chunks.jsonl"))
+    pool = [(r["metadata"].get("title") or r["chunk_id"], r["content"])
+            for f in sorted((root / "pyhybrid" / "demo_data").glob("*_chunks.jsonl"))
             for r in map(json.loads, f.read_text(encoding="utf-8").splitlines())]
     for f in sorted((root.parent / "shared" / "datasets").glob("*/corpus.jsonl")):
         pool += [(o.get("title") or o["_id"], o.get("text") or "") for o in map(json.loads, f.open(encoding="utf-8"))]
     rng.shuffle(pool)
-    heads = {".md": lambda t: f"# {t}\n\n", ".rst": lambda t: f"{t}\n{'=' * len(t)}\n\n", ".txt": lambda t: f"{t}\n\n"}
+    heads = {".md": lambda t: f"# {t}\n\n", ".rst": lambda t: f"{t}\n{'=' * len(t)}\n\n",
+             ".txt": lambda t: f"{t}\n\n"}
     folder.mkdir(parents=True)
     for i in range(n):
         suffix, key, text = (".md", "docs_pages", pages[i]) if i < len(pages) else (list(heads)[i % 3], "composed", "")
@@ -315,8 +317,7 @@ def build_folder(folder: Path, n: int, seed: int) -> dict[str, int]:
             title, body = pool[j % len(pool)]
             text, j = text + heads[suffix](" ".join(title.split())[:120]) + body.strip() + "\n\n", j + 1
         (folder / f"doc{i:04d}{suffix}").write_text(text[:20000], encoding="utf-8")
-        count[key] += 1
-        count["bytes"] += len(text[:20000].encode())
+        count[key], count["bytes"] = count[key] + 1, count["bytes"] + len(text[:20000].encode())
     return count
 
 
@@ -324,9 +325,10 @@ def build_folder(folder: Path, n: int, seed: int) -> dict[str, int]:
 def stage_timer(stages: dict[str, float]) -> Iterator[None]:
     """Seconds in each stage of `pyhybrid ingest`, added up by wrapping the functions that do them (any thread)."""
     from pyhybrid import chunking, client, embed
-    lock, saved = threading.Lock(), [(chunking, "scan_source", "read_parse_chunk"), (embed.MiniLMEmbedder, "__call__", "embed"),
-                                     (client.TenantSession, "unchanged_documents", "unchanged_documents"),
-                                     (client.TenantSession, "ingest", "copy_finish_ingest")]
+    lock, s = threading.Lock(), client.TenantSession
+    saved = [(o, a, getattr(o, a), k) for o, a, k in [
+        (chunking, "scan_source", "read_parse_chunk"), (embed.MiniLMEmbedder, "__call__", "embed"),
+        (s, "unchanged_documents", "unchanged_documents"), (s, "ingest", "copy_finish_ingest")]]
 
     def wrap(fn: Any, key: str) -> Any:
         def timed(*a: Any, **kw: Any) -> Any:
@@ -337,7 +339,6 @@ def stage_timer(stages: dict[str, float]) -> Iterator[None]:
                 with lock:
                     stages[key] = round(stages.get(key, 0.0) + time.perf_counter() - t0, 3)
         return timed
-    saved = [(o, a, getattr(o, a), k) for o, a, k in saved]
     for o, a, fn, k in saved:
         setattr(o, a, wrap(fn, k))
     try:
@@ -364,8 +365,7 @@ def ingest_round(folder: Path, data_dir: Path, tenant: str) -> dict[str, Any]:
 
 def control_ms() -> float:
     """Machine-speed control: a fixed float32 matmul workload, in ms (higher: a slower or busier machine)."""
-    a = np.random.default_rng(0).standard_normal((384, 1536)).astype(np.float32)
-    t0 = time.perf_counter()
+    a, t0 = np.random.default_rng(0).standard_normal((384, 1536)).astype(np.float32), time.perf_counter()
     for _ in range(40):
         a @ a.T
     return round((time.perf_counter() - t0) * 1000, 1)
@@ -374,47 +374,35 @@ def control_ms() -> float:
 def embed_batches(emb: Any, texts: list[str], batch: int, budget: int | None, bucket: bool) -> float:
     """Passages/s of emb on texts in batches of at most batch rows (and budget padded tokens), longest first when
     bucket, else in the texts' order; each batch padded to its longest."""
-    t0 = time.perf_counter()
-    ids = [e.ids for e in emb._tokenizer.encode_batch(texts)]
+    t0, ids, start = time.perf_counter(), [e.ids for e in emb._tokenizer.encode_batch(texts)], 0
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i])) if bucket else list(range(len(ids)))
-    start = 0
     while start < len(order):
         size = max(1, min(batch, budget // max(len(ids[i]) for i in order[start:start + batch]))) if budget else batch
-        rows = order[start:start + size]
+        rows, start = order[start:start + size], start + size
         emb._embed_batch([ids[i] for i in rows], max(len(ids[i]) for i in rows))
-        start += size
     return round(len(texts) / (time.perf_counter() - t0), 2)
 
 
-def sweep_configs() -> list[dict[str, Any]]:
-    """The embedder's own settings first, then one change at a time (threads 0: one per core)."""
+def embedder_sweep(texts: list[str], rounds: int, seed: int) -> list[dict[str, Any]]:
+    """The embedder's settings (first row; threads 0: one per core), then one change at a time, each an onnxruntime
+    session on the same passages, in a shuffled order each round; the median rate and ratio to the first row."""
+    import onnxruntime as ort
     from pyhybrid import embed
     d = {"threads": 0, "inter": 1, "mode": "sequential", "level": "all", "batch": 32,
          "budget": embed._BATCH_TOKEN_BUDGET, "bucket": True}
-    alt: list[dict[str, Any]] = [{"threads": 1}, {"threads": 2}, {"bucket": False}, {"mode": "parallel"},
-                                 {"mode": "parallel", "inter": 2}, {"level": "basic"}, {"level": "extended"}]
-    alt += [{"budget": b} for b in (128, 256, 512, 1024, 2048, 4096) if b != d["budget"]]
-    alt += [{"budget": None, "batch": b} for b in (8, 16, 32, 64, 128)]
-    return [d] + [{**d, **a} for a in alt]
-
-
-def embedder_sweep(texts: list[str], rounds: int, seed: int) -> list[dict[str, Any]]:
-    """Each config's onnxruntime session on the same passages, in a shuffled order each round; its rate, and its
-    ratio to the embedder's settings measured in the same round."""
-    import onnxruntime as ort
-    from pyhybrid import embed
-    level = {"basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC, "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-             "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
-    configs, emb = sweep_configs(), embed.MiniLMEmbedder()
+    alt = [{"threads": 1}, {"threads": 2}, {"bucket": False}, {"mode": "parallel"}, {"mode": "parallel", "inter": 2},
+           {"level": "basic"}, {"level": "extended"},
+           *({"budget": b} for b in (128, 256, 512, 1024, 2048, 4096) if b != d["budget"]),
+           *({"budget": None, "batch": b} for b in (8, 16, 32, 64, 128))]
+    configs, emb, opt = [d] + [{**d, **a} for a in alt], embed.MiniLMEmbedder(), ort.GraphOptimizationLevel
     rates: list[list[float]] = [[] for _ in configs]
     for r in range(rounds):
-        order = list(range(len(configs)))
-        random.Random(seed + r).shuffle(order)
-        for i in order:
+        for i in random.Random(seed + r).sample(range(len(configs)), len(configs)):
             c, o = configs[i], ort.SessionOptions()
             o.intra_op_num_threads, o.inter_op_num_threads, o.log_severity_level = c["threads"], c["inter"], 3
             o.execution_mode = ort.ExecutionMode.ORT_PARALLEL if c["mode"] == "parallel" else ort.ExecutionMode.ORT_SEQUENTIAL
-            o.graph_optimization_level = level[c["level"]]
+            o.graph_optimization_level = {"basic": opt.ORT_ENABLE_BASIC,
+                                          "extended": opt.ORT_ENABLE_EXTENDED}.get(c["level"], opt.ORT_ENABLE_ALL)
             o.add_session_config_entry("session.intra_op.allow_spinning", "0")
             emb._session = ort.InferenceSession(str(embed._model_files()[0]), o, providers=["CPUExecutionProvider"])
             rates[i].append(embed_batches(emb, texts, c["batch"], c["budget"], c["bucket"]))
@@ -429,34 +417,33 @@ def ingest_docs(args: argparse.Namespace, top: Path) -> dict[str, Any]:
     from pyhybrid.chunking import scan_source
     from pyhybrid.embed import MiniLMEmbedder, default_embedder
     made, emb = build_folder(top / "docs", args.ingest_docs, args.seed), default_embedder()
-    texts = [r["content"] for r in scan_source(top / "docs").records]
-    t0 = time.perf_counter()
-    tokens = [len(e.ids) for e in emb._tokenizer.encode_batch(texts)]
-    tokenize_s, t0 = time.perf_counter() - t0, time.perf_counter()
+    texts, t0 = [r["content"] for r in scan_source(top / "docs").records], time.perf_counter()
+    tokens, t1 = [len(e.ids) for e in emb._tokenizer.encode_batch(texts)], time.perf_counter()
     MiniLMEmbedder()  # a model load, as each CLI run pays it (the rounds reuse one)
-    load_s = time.perf_counter() - t0
     (top / "warmup").mkdir()
     (top / "warmup" / "a.md").write_text("# Warm-up\n\nStarts and migrates the server.", encoding="utf-8")
+    report: dict[str, Any] = {"folder": made, "chunks": len(texts), "tokenize_all_s": round(t1 - t0, 2),
+                              "model_load_s": round(time.perf_counter() - t1, 2), "rounds": []}
     ingest_round(top / "warmup", top / "pgdata", "warmup")
-    rounds = []
     for r in range(args.rounds):
         ctl, t0 = control_ms(), time.perf_counter()
         emb(texts)
         rate = round(len(texts) / (time.perf_counter() - t0), 2)
         ing = ingest_round(top / "docs", top / "pgdata", f"round{r}")
-        rounds.append({"control_ms": ctl, "embedder_passages_per_s": rate, "ingest": ing, "ratio": round(ing["chunks_per_s"] / rate, 3)})
-        print(json.dumps(rounds[-1]), flush=True)
-    per_token = 6 * 2 * (4 * 384 * 384 + 2 * 384 * 1536)  # 6 layers: Q, K, V, out and the two FFN matmuls (2 FLOP a MAC)
-    attention = 6 * 4 * 384 * statistics.fmean(t * t for t in tokens)  # QK^T and AV: 2 x L^2 x 384 MACs a layer
-    report: dict[str, Any] = {
-        "folder": made, "chunks": len(texts), "tokens_per_chunk": {"mean": round(statistics.fmean(tokens), 1), "max": max(tokens)},
-        "gflop_per_passage": round((per_token * statistics.fmean(tokens) + attention) / 1e9, 3),
-        "tokenize_all_s": round(tokenize_s, 2), "model_load_s": round(load_s, 2), "rounds": rounds,
-        "median_ratio": statistics.median(r["ratio"] for r in rounds)}
+        report["rounds"].append({"control_ms": ctl, "embedder_passages_per_s": rate, "ingest": ing,
+                                 "ratio": round(ing["chunks_per_s"] / rate, 3)})
+        print(json.dumps(report["rounds"][-1]), flush=True)
+    # FLOPs: 6 layers x (Q, K, V, out: 4 x 384^2 + FFN: 2 x 384 x 1536 MACs a token + QK^T, AV: 2 x L^2 x 384 MACs)
+    mean = statistics.fmean(tokens)
+    flop = 2 * 6 * ((4 * 384 * 384 + 2 * 384 * 1536) * mean + 2 * 384 * statistics.fmean(t * t for t in tokens))
+    report.update({"tokens_per_chunk": {"mean": round(mean, 1), "max": max(tokens)}, "gflop_per_passage": round(flop / 1e9, 3),
+                   "median_ratio": statistics.median(r["ratio"] for r in report["rounds"])})
     if args.embedder_sweep:
         sample = texts[::max(1, len(texts) // args.sweep_passages)][:args.sweep_passages]
-        report["sweep"] = {"passages": len(sample), "rounds": args.rounds, "configs": embedder_sweep(sample, args.rounds, args.seed)}
+        report["sweep"] = {"passages": len(sample), "rounds": args.rounds,
+                           "configs": embedder_sweep(sample, args.rounds, args.seed)}
     return report
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -499,7 +486,8 @@ def main() -> int:
             shutil.rmtree(path, ignore_errors=True)
     write_result(args.out or Path(f"bench/results/{kind}.json"), meta, report)
     print(json.dumps(report, indent=2))
-    ok = args.replicas or args.ingest_docs or (not report["errors"] and report["expected_live_chunks"] == report["actual_live_chunks"]
+    ok = args.replicas or args.ingest_docs or (
+        not report["errors"] and report["expected_live_chunks"] == report["actual_live_chunks"]
                            and report["missing_chunks"] == 0 and report["unexpected_chunks"] == 0
                            and report.get("restart", {}).get("intact", True))
     return 0 if ok else 1
