@@ -62,9 +62,7 @@ from pyhybrid.server import start_embedded, stop_embedded  # noqa: E402
 
 # base calls: name -> (fusion, vector_weight, keyword_weight, rrf_k)
 BASES: dict[str, tuple[str, float, float, float]] = {
-    "rrf": ("rrf", 1.0, 1.0, 60.0),
-    "convex": ("convex", 1.0, 1.0, 60.0),
-    "rrf_tuned": ("rrf", 0.75, 1.0, 10.0),
+    "rrf": ("rrf", 1.0, 1.0, 60.0), "convex": ("convex", 1.0, 1.0, 60.0), "rrf_tuned": ("rrf", 0.75, 1.0, 10.0),
 }
 # named engine calls outside the grid: name -> (base, edge set, graph_expand, graph_weight)
 NAMED_ENGINE = {"cli_default (weights 1,1,2, --graph-expand 1)": ("rrf", "all", 1, 2.0)}

@@ -174,15 +174,39 @@ def replicas(d: dict[str, Any]) -> list[str]:
          for r, x in zip(d["runs"], d["qps_ratio_to_primary_only"])])
 
 
-RUN = {"replicas": "python bench/load.py --replicas 0 1 2"}
+def ingest(d: dict[str, Any]) -> list[str]:
+    f, rs, sw = d["folder"], d["rounds"], d.get("sweep")
+    stages = sorted({k for r in rs for k in r["ingest"]["stages_s"]})
+    out = [f"{f['docs_pages'] + f['composed']} documents ({f['bytes']:,} bytes: {f['docs_pages']} docs pages, "
+           f"{f['composed']} composed of demo data and the shared collections' texts), {d['chunks']:,} chunks of "
+           f"{d['tokens_per_chunk']['mean']} "
+           f"tokens on average (about {d['gflop_per_passage']} GFLOP a passage). A round: the control, the embedder alone on "
+           "every chunk, `pyhybrid ingest` of the folder into a new tenant. Stage seconds add up over threads (a batch is "
+           f"written while the next is embedded). Median ingest / embedder ratio: **{d['median_ratio']}**.", ""]
+    head = ["round", "control ms", "embedder passages/s", "ingest chunks/s", "ratio", "ingest wall s", "not embedding s",
+            "embedding share of the wall", *[f"{k} s" for k in stages]]
+    out += md_table(head, [[i, r["control_ms"], r["embedder_passages_per_s"], r["ingest"]["chunks_per_s"], r["ratio"],
+                            r["ingest"]["wall_s"], r["ingest"]["not_embedding_s"],
+                            round(1 - r["ingest"]["not_embedding_s"] / r["ingest"]["wall_s"], 3),
+                            *[r["ingest"]["stages_s"].get(k, "-") for k in stages]] for i, r in enumerate(rs)])
+    if sw:
+        out += [f"onnxruntime settings on {sw['passages']} of these passages, {sw['rounds']} rounds in a shuffled order; "
+                "ratio: median of the per-round ratios to the first row (the embedder's settings); each other row changes "
+                "one setting.", ""] + md_table(
+            ["threads", "inter_op", "mode", "graph level", "batch", "token budget", "bucketing", "passages/s", "ratio"],
+            [[c["threads"] or "per core", c["inter"], c["mode"], c["level"], c["batch"], c["budget"] or "-",
+              "on" if c["bucket"] else "off", c["passages_per_s"], round(c["ratio_to_default"], 3)] for c in sw["configs"]])
+    return out
+
+
+RUN = {"replicas": "python bench/load.py --replicas 0 1 2", "ingest": "python bench/load.py --ingest-docs 200 --embedder-sweep"}
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "quality": ("Retrieval quality on the shared collections", quality),
     "peers": ("Beside the peers: langchain-postgres PGVectorStore", peers),
     "graph_quality": ("The graph branch on a real citation graph", graph_quality),
-    "latency": ("Latency and recall", latency),
-    "tenants": ("Scale in tenants", tenants),
-    "load": ("Load: concurrent clients, every operation", load),
-    "replicas": ("Read replicas", replicas),
+    "latency": ("Latency and recall", latency), "tenants": ("Scale in tenants", tenants),
+    "load": ("Load: concurrent clients, every operation", load), "replicas": ("Read replicas", replicas),
+    "ingest": ("Ingest: documents through `pyhybrid ingest`, beside the embedder", ingest),
 }
 
 
