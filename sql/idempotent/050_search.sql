@@ -310,7 +310,9 @@ BEGIN
         RAISE EXCEPTION 'the tenant''s partition has no BM25 index' USING ERRCODE = '55000',
             HINT = 'Run pyhybrid migrate --reapply as the schema owner.';
     END IF;
-    v_scan := hybrid._bm25_scan_exact(v_index::regclass) AND NOT coalesce(
+    -- SET hybrid.bm25_rescore = on forces the re-score (bench/latency.py --bm25-ab compares the two)
+    v_scan := coalesce(current_setting('hybrid.bm25_rescore', true), '') <> 'on'
+        AND hybrid._bm25_scan_exact(v_index::regclass) AND NOT coalesce(
         (SELECT count(*) = 1 AND sum(cardinality(t.positions)) > 1
          FROM unnest(to_tsvector((SELECT substring(o FROM '^text_config=(.*)$')::regconfig
                                   FROM pg_class k, unnest(k.reloptions) o
