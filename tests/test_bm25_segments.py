@@ -123,6 +123,16 @@ def test_after_merge_bm25_the_index_scans_own_scores_rank_exactly(db: Db) -> Non
         _is_exact_top(rows, _exact(db, q))
 
 
+def test_merge_bm25_of_every_tenant_leaves_a_merged_index_alone(db: Db) -> None:
+    _load_in_segments(db, rows_per_batch=60)
+    acme = _admin(db, "SELECT hybrid._bm25_partition_index(hybrid._tenant_key('acme'))")[0][0]
+    first = {r[0]: r[1:] for r in _admin(db, "SELECT * FROM hybrid.merge_bm25()")}
+    assert first[acme] == (BATCHES, 1, "rebuilt") and len(first) == 2  # acme and globex (empty)
+    again = {r[0]: r[1:] for r in _admin(db, "SELECT * FROM hybrid.merge_bm25()")}
+    assert again == {i: (1 if i == acme else 0, 1 if i == acme else 0, "none") for i in first}
+    assert _admin(db, "SELECT count(*) FROM hybrid.bm25_merged") == [(2,)]
+
+
 def test_a_write_after_the_merge_re_scores_until_the_next_merge(db: Db) -> None:
     _load_in_segments(db, rows_per_batch=60)
     _admin(db, "SELECT * FROM hybrid.merge_bm25('acme')")

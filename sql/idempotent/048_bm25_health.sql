@@ -240,6 +240,8 @@ BEGIN
             EXECUTE format('REINDEX INDEX %s', v_index);
             PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
         END;
+        -- possibly a parallel build, whose scan scores were not measured: re-scored until merge_bm25
+        DELETE FROM hybrid.bm25_merged m WHERE m.index_oid = v_index;
         action := 'rebuilt';
         RETURN NEXT;
     END IF;
