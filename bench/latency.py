@@ -51,6 +51,7 @@ from _common import engine_state, pct, start_meta, summarize, write_result
 from _common import machine_info as host_info
 from pyhybrid import Chunk, Edge, HybridWeights, connect, migrate
 from pyhybrid.fusion import rrf_scores
+from pyhybrid.maintenance import merge_bm25
 from pyhybrid.server import start_embedded, stop_embedded
 
 
@@ -76,6 +77,7 @@ SERVER_SETTINGS = {"shared_buffers": "2GB", "effective_cache_size": "8GB", "main
 
 METHODS = ["dense", "lexical_bm25", "graph", "hybrid_retrieve", "client_fusion", "pgvector_rrf_cte"]
 METHOD_LABELS = {"dense": "(a) search_dense alone", "lexical_bm25": "(a) search_lexical bm25 alone",
+                 "lexical_bm25_rescored": "(a) search_lexical bm25 alone, re-scored with <@> (--bm25-ab)",
                  "graph": "(a) search_graph alone", "branch_sum": "(a) sum of the three (per query)",
                  "branch_max": "(a) slowest of the three (per query)", "hybrid_retrieve": "(b) hybrid_retrieve",
                  "client_fusion": "(c) 3 calls + client RRF + hydrate", "pgvector_rrf_cte": "(d) pgvector-python RRF CTE",
@@ -435,10 +437,10 @@ class Runner:
     def __init__(self, client: Any, tenant_id: str) -> None:
         self.client, self.tenant_id, self.loop, self.aclient, self.parallel_ran = client, tenant_id, None, None, 0
 
-    def _branch(self, stmt: str, params: tuple[Any, ...]) -> tuple[float, int]:
+    def _branch(self, stmt: str, params: tuple[Any, ...], setup: str = SET_TENANT) -> tuple[float, int]:
         t0 = time.perf_counter()
         with self.client.connection() as conn, conn.transaction():
-            conn.execute(SET_TENANT, (self.tenant_id,))
+            conn.execute(setup, (self.tenant_id,))
             rows = conn.execute(stmt, params).fetchall()
         return time.perf_counter() - t0, len(rows)
 
@@ -450,6 +452,9 @@ class Runner:
 
     def lexical_bm25(self, q: Query) -> tuple[float, int]:
         return self._branch(LEXICAL_SQL, (q.text, PER_SOURCE_K))
+
+    def lexical_bm25_rescored(self, q: Query) -> tuple[float, int]:  # --bm25-ab: the call before merge_bm25
+        return self._branch(LEXICAL_SQL, (q.text, PER_SOURCE_K), SET_TENANT + ", set_config('hybrid.bm25_rescore', 'on', true)")
 
     def graph(self, q: Query) -> tuple[float, int]:
         return self._branch(GRAPH_SQL, (q.seeds, PER_SOURCE_K))
@@ -734,6 +739,9 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 res["hnsw_density"] = [dict(zip(("tenant_id", "live_rows", "m", "ef_construction"), r)) for r in conn.execute(
                     "SELECT tenant_id, live_rows, m, ef_construction FROM hybrid.vector_index_density() LIMIT 5").fetchall()]
         timings["vacuum_analyze_s"] = time.perf_counter() - t0
+        if args.bm25_ab:  # the measured tenants' BM25 indexes in one segment: search_lexical takes the scan's scores
+            t0, res["bm25_merge"] = time.perf_counter(), [vars(a) for a in merge_bm25(db_dsn, [tenants[i].tenant_id for _, i in chosen])]
+            timings["bm25_merge_s"] = time.perf_counter() - t0
 
         # queries, as the app role acting for a tenant (RLS applies)
         mem.phase = "queries"
@@ -983,9 +991,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", action="store_true", help="also time pyhybrid.aio's read-only one call and parallel=True")
     ap.add_argument("--bulk-above", type=int, default=0,
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
+    ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time lexical_bm25 (the "
+                    "index scan's scores) against lexical_bm25_rescored (re-scored with <@>), interleaved")
     args = ap.parse_args(argv)
     global EF_SEARCH, N_TENANTS, PICKS, METHODS
-    METHODS = METHODS + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
+    METHODS = METHODS[:2] + (["lexical_bm25_rescored"] if args.bm25_ab else []) + METHODS[2:] \
+        + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
     EF_SEARCH = args.ef_search
     N_TENANTS = args.tenants
     PICKS = list(args.picks)

@@ -243,7 +243,7 @@ def test_a_released_database_with_data_upgraded_to_head_equals_a_fresh_install_a
         assert edges(old) == before_edges  # under the tenant's opaque labels now (revision 0008)
         assert results(old, ", fusion => 'rrf'") == before_results
         with psycopg.connect(old) as c:
-            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0009",)
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0010",)
             # 0.1's client-side hashes were recomputed: re-ingesting the same chunks changes nothing
             assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE content_hash <> hybrid.content_hash("
                              "document_id, position, content, acl_labels, metadata, corpus_id)").fetchone() == (0,)
@@ -329,7 +329,7 @@ def test_an_object_depending_on_the_unpartitioned_table_stops_the_0_2_upgrade_be
             c.execute("DROP POLICY notes_by_chunk ON public.notes")
         migrate.upgrade(dsn)
         with psycopg.connect(dsn) as c:
-            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0009",)
+            assert c.execute("SELECT version_num FROM alembic_version").fetchone() == ("0010",)
             assert c.execute("SELECT relkind FROM pg_class WHERE oid = 'hybrid.chunk'::regclass").fetchone() == ("p",)
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as c:

@@ -152,6 +152,9 @@ BEGIN
     updated := updated - inserted;
     SELECT count(*) - inserted - updated INTO unchanged FROM pg_temp.hybrid_chunk_stage;
     PERFORM hybrid._analyze_partition(v_key, inserted);
+    IF inserted + updated + superseded > 0 THEN
+        PERFORM hybrid._bm25_written(v_key);  -- new BM25 index entries: re-scored until merged again
+    END IF;
     TRUNCATE pg_temp.hybrid_chunk_stage;
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END
@@ -266,6 +269,9 @@ BEGIN
     WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.document_id = delete_document.document_id
       AND (delete_document.corpus_id IS NULL OR c.corpus_id = delete_document.corpus_id);
     GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM hybrid._bm25_written(v_key);
+    END IF;
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
     RETURN n;
 END

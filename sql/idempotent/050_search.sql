@@ -242,6 +242,7 @@ DECLARE
     v_bm25 boolean := hybrid.bm25_available();
     v_method text := coalesce(lexical, CASE WHEN v_bm25 THEN 'bm25' ELSE 'ts_rank' END);
     v_query tsquery;
+    v_scan boolean;
 BEGIN
     IF v_method NOT IN ('bm25', 'ts_rank') THEN
         RAISE EXCEPTION 'lexical must be ''bm25'' or ''ts_rank'', got %', quote_literal(v_method) USING ERRCODE = '22023';
@@ -289,11 +290,15 @@ BEGIN
     END IF;
     -- Always the BM25 index's ordered scan: it keeps scanning past rows the tenant, ACL or filter
     -- drop, so small tenants lose nothing; computed row by row (a non-index plan), <@> gives
-    -- different, wrong scores. pg_textsearch 1.0 can return a row twice, or out of order, with
-    -- partial scores when the index has several segments (timescale/pg_textsearch#417, #216): fetch
-    -- a few extra and re-score only those rows with <@> (~0.2 ms a row); bm25_get_current_score()
-    -- would keep the scan's partial scores (SciFact nDCG@10 0.685 against 0.695, measured).
-    -- Scores are negative (lower is better); 0 means no term matched.
+    -- different, wrong scores. Before 1.3.1 pg_textsearch can leave a term out of a row's score when
+    -- the index has several segments (timescale/pg_textsearch#365, fixed in 1.2.0) and return a row
+    -- twice with two scores (#417, fixed in 1.3.1): there, unless the partition's index is known to
+    -- have one segment and no write since (hybrid._bm25_scan_exact, hybrid.merge_bm25), fetch a few
+    -- extra and re-score those rows with <@> (~0.2 ms a row; the scan's partial scores cost SciFact
+    -- 0.01 nDCG@10, measured). Otherwise the scan's own score (bm25_get_current_score()) is <@>'s,
+    -- but for a query of one word repeated, which 1.0's scan scores as if written once: re-scored.
+    -- hybrid.bm25_scores says which for the transaction. Scores are negative (lower is better);
+    -- 0 means no term matched.
     -- The statement reads the tenant's partition by name, through the partition's own BM25 index,
     -- whose statistics (N, document frequencies, lengths) are the tenant's alone. Through the parent
     -- it cannot: named by the parent's index, pg_textsearch 1.0 scores every partition's rows
@@ -305,10 +310,18 @@ BEGIN
         RAISE EXCEPTION 'the tenant''s partition has no BM25 index' USING ERRCODE = '55000',
             HINT = 'Run pyhybrid migrate --reapply as the schema owner.';
     END IF;
+    -- SET hybrid.bm25_rescore = on forces the re-score (bench/latency.py --bm25-ab compares the two)
+    v_scan := coalesce(current_setting('hybrid.bm25_rescore', true), '') <> 'on'
+        AND hybrid._bm25_scan_exact(v_index::regclass) AND NOT coalesce(
+        (SELECT count(*) = 1 AND sum(cardinality(t.positions)) > 1
+         FROM unnest(to_tsvector((SELECT substring(o FROM '^text_config=(.*)$')::regconfig
+                                  FROM pg_class k, unnest(k.reloptions) o
+                                  WHERE k.oid = v_index::regclass AND o LIKE 'text_config=%'), query_text)) t), true);
+    PERFORM set_config('hybrid.bm25_scores', CASE WHEN v_scan THEN 'index scan' ELSE 're-scored' END, true);
     RETURN QUERY EXECUTE format($sql$
     SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
     FROM (SELECT x.chunk_id, max(-x.raw) AS sc
-          FROM (SELECT c.chunk_id, (c.content <@> to_bm25query($1, %L))::double precision AS raw
+          FROM (SELECT c.chunk_id, %s::double precision AS raw
                 FROM %s c
                 WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4)
                   AND ($5 IS NULL OR c.corpus_id = ANY ($5))
@@ -320,7 +333,8 @@ BEGIN
           ORDER BY 2 DESC, 1
           LIMIT $7) s
     ORDER BY s.sc DESC, s.chunk_id
-    $sql$, v_index, v_part, v_index) USING query_text, v_tenant, v_acl, v_all, corpus_ids, filter, top_k;
+    $sql$, CASE WHEN v_scan THEN 'bm25_get_current_score()' ELSE format('(c.content <@> to_bm25query($1, %L))', v_index) END,
+           v_part, v_index) USING query_text, v_tenant, v_acl, v_all, corpus_ids, filter, top_k;
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text) IS

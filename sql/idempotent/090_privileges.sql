@@ -72,7 +72,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._scope_size(integer, text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
     hybrid._tenant_key(text), hybrid._chunk_partition(integer), hybrid._analyze_partition(integer, bigint),
     hybrid._visible_chunk_ids(integer, text[], text[], jsonb, text, text[], boolean),
-    hybrid._bm25_ready(regclass), hybrid._bm25_partition_index(integer), hybrid._visible(text, boolean, text[], text, text[], boolean),
+    hybrid._bm25_ready(regclass), hybrid._bm25_partition_index(integer), hybrid._bm25_scan_exact(regclass), hybrid._bm25_written(integer), hybrid._visible(text, boolean, text[], text, text[], boolean),
     hybrid._rrf_term(double precision, double precision, integer), hybrid.rrf_fuse(jsonb, double precision[], double precision, integer),
     hybrid._check_range(text, integer, integer, integer, text), hybrid._check_number(text, double precision, boolean),
     hybrid._check_flag(text, boolean), hybrid.graph_context(text[]),
