@@ -315,8 +315,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    if args.dim is not None and not 1 <= args.dim <= 2000:
-        raise InvalidParameterError(f"--dim must be between 1 and 2000 (HNSW limit), got {args.dim}")
+    migrate.check_dim(args.dim, "--dim")
     target = Target(args)
     with psycopg.connect(target.admin) as c:
         report = migrate.check_extensions(c)

@@ -150,11 +150,17 @@ DECLARE
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
     v_ef integer;
+    v_dim integer;
+    v_kind text;
 BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
     END IF;
     v_ef := hybrid._dense_plan(v_key, corpus_ids, filter, exact_threshold, top_k);
+    IF v_ef > 0 THEN
+        v_dim := hybrid.embedding_dim();
+        v_kind := hybrid._dense_kind(v_dim);
+    END IF;
     IF v_ef = 0 THEN
         -- small scope: exact distances over the tenant's rows (the btree finds them);
         -- "+ 0" keeps the planner off the HNSW index, whose RLS post-filter would lose recall
@@ -171,6 +177,28 @@ BEGIN
               ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id
               LIMIT top_k) s
         ORDER BY s.d, s.chunk_id;
+    ELSIF v_kind <> 'vector' THEN
+        -- above 2,000 dimensions the index holds embedding::halfvec(dim), or above 4,000
+        -- binary_quantize(embedding)::bit(dim) (hybrid._dense_kind): the scan orders by that same
+        -- expression, with the dimension spliced in as a literal (a typmod cannot be a parameter),
+        -- and the candidates are ranked by the exact cosine of the vectors. Binary codes rank
+        -- coarsely: a wider list (ef_search, at least 4 x top_k) is re-ranked. The values are
+        -- parameters of a one-shot plan, so the tenant key still prunes to one partition.
+        PERFORM set_config('hnsw.ef_search', v_ef::text, true);
+        PERFORM set_config('enable_sort', 'off', true);
+        RETURN QUERY EXECUTE format(
+            'SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d '
+            'FROM (SELECT b.chunk_id, b.d FROM ('
+                    'SELECT c.chunk_id, (c.embedding <=> $1)::double precision AS d FROM hybrid.chunk c '
+                    'WHERE c.tenant_key = $2 AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $3, $4, $5) '
+                      'AND ($6::text[] IS NULL OR c.corpus_id = ANY ($6)) AND ($7::jsonb IS NULL OR c.metadata @> $7) '
+                    'ORDER BY %s LIMIT $9) b '
+                  'ORDER BY b.d, b.chunk_id LIMIT $8) s '
+            'ORDER BY s.d, s.chunk_id',
+            CASE v_kind WHEN 'halfvec' THEN format('c.embedding::halfvec(%s) <=> $1::halfvec(%s)', v_dim, v_dim)
+                        ELSE format('binary_quantize(c.embedding)::bit(%s) <~> binary_quantize($1)::bit(%s)', v_dim, v_dim) END)
+        USING query_embedding, v_key, v_tenant, v_acl, v_all, corpus_ids, filter, top_k,
+              CASE v_kind WHEN 'halfvec' THEN top_k ELSE greatest(v_ef, 4 * top_k) END;
     ELSE
         PERFORM set_config('hnsw.ef_search', v_ef::text, true);
         -- the index's ordered scan, always: with a larger ef_search pgvector's cost estimate grows
@@ -191,7 +219,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan).';
+'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates).';
 
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
