@@ -631,7 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("migrate", help="install or upgrade the hybrid schema (Alembic upgrade head)")
     s.add_argument("--dim", type=int, default=None,
-                   help="embedding dimension of a fresh install (default 384); refused on an install of another one")
+                   help="embedding dimension of a fresh install (1 to 16000, default 384); refused on an install of another one")
     s.add_argument("--downgrade", metavar="REV", help="downgrade to REV instead (base removes everything)")
     s.add_argument("--reapply", action="store_true",
                    help="re-apply sql/idempotent/ even if unchanged (after an extension update, for example)")

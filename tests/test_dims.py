@@ -248,3 +248,46 @@ def test_a_wide_dimension_is_refused_on_an_installed_database(db: Db, capsys: py
     with psycopg.connect(db.dsn()) as c:
         assert c.execute("SELECT hybrid.embedding_dim(), format_type(atttypid, atttypmod) FROM pg_attribute "
                          "WHERE attrelid = 'hybrid.chunk'::regclass AND attname = 'embedding'").fetchone() == (384, "vector(384)")
+
+
+def test_a_wide_database_restores_from_pg_dump_and_answers_as_before(wide: tuple[int, str, np.ndarray], admin_dsn: str,
+                                                                      tmp_path: Path) -> None:
+    import subprocess
+
+    import pgserver
+
+    dim, dsn, queries = wide
+    bin_dir = Path(pgserver.__file__).parent / "pginstall" / "bin"
+    name = f"pyh_dims_r_{uuid.uuid4().hex[:8]}"
+    restored = conninfo.make_conninfo(admin_dsn, dbname=name)
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    try:  # the steps of docs/operations.md's "Backup and restore", into another database of this server
+        subprocess.run([str(bin_dir / "pg_dump"), "-Fc", "-f", str(tmp_path / "wide.dump"), "-d", dsn], check=True)
+        subprocess.run([str(bin_dir / "pg_restore"), "-d", restored, str(tmp_path / "wide.dump")], check=True)
+        assert main(["--dsn", restored, "migrate", "--reapply"]) == 0
+        for q in queries[:5]:
+            assert _dense(restored, q, 10, 0) == _dense(dsn, q, 10, 0)
+        with psycopg.connect(restored) as c:
+            assert c.execute("SELECT o.opcname FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0] "
+                             "WHERE x.indexrelid = 'hybrid.chunk_embedding_hnsw'::regclass").fetchone() == (KIND[dim][1],)
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("dim, opclass", [(2000, "vector_cosine_ops"), (2001, "halfvec_cosine_ops"),
+                                          (4000, "halfvec_cosine_ops"), (4001, "bit_hamming_ops")])
+def test_each_dimension_gets_the_index_kind_of_its_range_and_searches(empty_db: str, template_db: str, dim: int,
+                                                                      opclass: str) -> None:
+    migrate.upgrade(empty_db, dim=dim)
+    with psycopg.connect(empty_db, autocommit=True) as c:
+        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.grant_tenant('pyh_acme_writer', 'acme', ARRAY['*'])")
+        assert c.execute("SELECT o.opcname FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0] WHERE x.indrelid = "
+                         "'hybrid.chunk_p1'::regclass AND x.indexrelid IN (SELECT inhrelid FROM pg_inherits "
+                         "WHERE inhparent = 'hybrid.chunk_embedding_hnsw'::regclass)").fetchone() == (opclass,)
+    rng = np.random.default_rng(dim)
+    vecs = [_unit(rng.standard_normal(dim)) for _ in range(5)]
+    with HybridClient(_dsn(empty_db, "pyh_acme_writer")) as client, client.tenant("acme") as t:
+        t.ingest([Chunk(chunk_id=f"c{i}", document_id=f"d{i}", content=f"chunk {i}", embedding=v) for i, v in enumerate(vecs)])
+    assert [i for i, _ in _dense(empty_db, vecs[3], 5, 0, role="pyh_acme_writer")][0] == "c3"
