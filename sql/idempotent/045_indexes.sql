@@ -12,18 +12,18 @@ COMMENT ON FUNCTION hybrid._dense_kind(integer) IS
 REVOKE ALL ON FUNCTION hybrid._dense_kind(integer) FROM PUBLIC;
 
 -- hybrid._dense_index_key: the HNSW index's key (expression and operator class) for a dimension
-CREATE OR REPLACE FUNCTION hybrid._dense_index_key(dim integer) RETURNS text
+CREATE OR REPLACE FUNCTION hybrid._dense_index_key(dim integer, kind text DEFAULT NULL) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT CASE hybrid._dense_kind(dim)
+    SELECT CASE coalesce(kind, hybrid._dense_kind(dim))
            WHEN 'vector' THEN 'embedding vector_cosine_ops'
            WHEN 'halfvec' THEN format('(embedding::halfvec(%s)) halfvec_cosine_ops', dim)
            ELSE format('(binary_quantize(embedding)::bit(%s)) bit_hamming_ops', dim) END
 $$;
-COMMENT ON FUNCTION hybrid._dense_index_key(integer) IS
-'The key of hybrid.chunk_embedding_hnsw and its partitions'' indexes for dim dimensions (hybrid._dense_kind): the same expression and operator class on every partition, the one hybrid.search_dense orders by.';
-REVOKE ALL ON FUNCTION hybrid._dense_index_key(integer) FROM PUBLIC;
+COMMENT ON FUNCTION hybrid._dense_index_key(integer, text) IS
+'The key of hybrid.chunk_embedding_hnsw and its partitions'' indexes for dim dimensions (kind: hybrid._dense_kind(dim) unless given): the same expression and operator class on every partition, the one hybrid.search_dense orders by.';
+REVOKE ALL ON FUNCTION hybrid._dense_index_key(integer, text) FROM PUBLIC;
 
 -- hybrid._hnsw_density: the HNSW graph's density for a partition of so many rows (admin)
 CREATE OR REPLACE FUNCTION hybrid._hnsw_density(live_rows double precision, OUT m integer, OUT ef_construction integer)

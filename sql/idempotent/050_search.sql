@@ -130,6 +130,27 @@ $$;
 COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer) IS
 'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 1000, at least 2 x top_k and at most 1000 (pgvector''s limit).';
 
+-- hybrid._dense_statement: the dense branch's ordered scan of an index over halfvec or binary codes
+CREATE OR REPLACE FUNCTION hybrid._dense_statement(kind text, dim integer) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- parameters: $1 query_embedding, $2 tenant key, $3-$5 tenant, ACL labels, all labels, $6 corpus_ids,
+    -- $7 filter, $8 top_k, $9 how many candidates the index gives for re-ranking by exact cosine
+    SELECT 'SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d '
+        || 'FROM (SELECT b.chunk_id, b.d FROM ('
+        || 'SELECT c.chunk_id, (c.embedding <=> $1)::double precision AS d FROM hybrid.chunk c '
+        || 'WHERE c.tenant_key = $2 AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $3, $4, $5) '
+        || 'AND ($6::text[] IS NULL OR c.corpus_id = ANY ($6)) AND ($7::jsonb IS NULL OR c.metadata @> $7) '
+        || 'ORDER BY ' || CASE kind
+               WHEN 'vector' THEN 'c.embedding <=> $1'
+               WHEN 'halfvec' THEN format('c.embedding::halfvec(%s) <=> $1::halfvec(%s)', dim, dim)
+               WHEN 'bit' THEN format('binary_quantize(c.embedding)::bit(%s) <~> binary_quantize($1)::bit(%s)', dim, dim) END
+        || ' LIMIT $9) b ORDER BY b.d, b.chunk_id LIMIT $8) s ORDER BY s.d, s.chunk_id'
+$$;
+COMMENT ON FUNCTION hybrid._dense_statement(text, integer) IS
+'The text of the dense branch''s index scan for an index kind (hybrid._dense_kind; the dimension spliced in, as a typmod cannot be a parameter): candidates in the order of the index''s expression, ranked by the exact cosine distance. hybrid.search_dense runs it for halfvec and bit (for vector it runs the equivalent static statement); bench/latency.py --index-kinds runs it for each kind.';
+
 CREATE OR REPLACE FUNCTION hybrid.search_dense(
     query_embedding vector, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     exact_threshold integer DEFAULT NULL)
@@ -186,17 +207,7 @@ BEGIN
         -- parameters of a one-shot plan, so the tenant key still prunes to one partition.
         PERFORM set_config('hnsw.ef_search', v_ef::text, true);
         PERFORM set_config('enable_sort', 'off', true);
-        RETURN QUERY EXECUTE format(
-            'SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d '
-            'FROM (SELECT b.chunk_id, b.d FROM ('
-                    'SELECT c.chunk_id, (c.embedding <=> $1)::double precision AS d FROM hybrid.chunk c '
-                    'WHERE c.tenant_key = $2 AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $3, $4, $5) '
-                      'AND ($6::text[] IS NULL OR c.corpus_id = ANY ($6)) AND ($7::jsonb IS NULL OR c.metadata @> $7) '
-                    'ORDER BY %s LIMIT $9) b '
-                  'ORDER BY b.d, b.chunk_id LIMIT $8) s '
-            'ORDER BY s.d, s.chunk_id',
-            CASE v_kind WHEN 'halfvec' THEN format('c.embedding::halfvec(%s) <=> $1::halfvec(%s)', v_dim, v_dim)
-                        ELSE format('binary_quantize(c.embedding)::bit(%s) <~> binary_quantize($1)::bit(%s)', v_dim, v_dim) END)
+        RETURN QUERY EXECUTE hybrid._dense_statement(v_kind, v_dim)
         USING query_embedding, v_key, v_tenant, v_acl, v_all, corpus_ids, filter, top_k,
               CASE v_kind WHEN 'halfvec' THEN top_k ELSE greatest(v_ef, 4 * top_k) END;
     ELSE
