@@ -571,10 +571,9 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
             conn.execute(f"CREATE INDEX bench_{k} ON {part} USING hnsw ({key_sql}) WHERE NOT superseded")
             out[k] = {"build_s": round(time.perf_counter() - t0, 1), "ms": [], "recall": [], "ef_search": ef, "statement": stmt,
                       "size_mb": round(conn.execute(f"SELECT pg_relation_size('hybrid.bench_{k}') / 1048576.0::float8").fetchone()[0], 1)}
-    ids = np.array(td.chunk_ids, dtype=object)
     with psycopg.connect(app_dsn) as conn:
         for i, q in enumerate(queries):
-            exact = set(ids[np.argpartition(-(td.vectors @ (q.vector / np.linalg.norm(q.vector))), TOP_K - 1)[:TOP_K]])
+            exact = {td.chunk_ids[j] for j in np.argpartition(-(td.vectors @ (q.vector / np.linalg.norm(q.vector))), TOP_K - 1)[:TOP_K]}
             for k in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
                 t0 = time.perf_counter()
                 with conn.transaction():

@@ -203,6 +203,7 @@ def plot_latency(runs: list[tuple[dict[str, Any], str]], out: Path) -> Path | No
     if not runs:
         return None
     labels = list(runs[0][0]["latency"])
+    runs = [x for x in runs if set(labels) <= set(x[0]["latency"])]  # runs over the same tenants
     fig, axes = plt.subplots(1, len(labels), figsize=(6 * len(labels), 4.5), squeeze=False)
     sizes = [r["size"] for r, _ in runs]
     for ax, lb in zip(axes[0], labels):
