@@ -291,3 +291,13 @@ def test_each_dimension_gets_the_index_kind_of_its_range_and_searches(empty_db: 
     with HybridClient(_dsn(empty_db, "pyh_acme_writer")) as client, client.tenant("acme") as t:
         t.ingest([Chunk(chunk_id=f"c{i}", document_id=f"d{i}", content=f"chunk {i}", embedding=v) for i, v in enumerate(vecs)])
     assert [i for i, _ in _dense(empty_db, vecs[3], 5, 0, role="pyh_acme_writer")][0] == "c3"
+
+
+def test_a_downgrade_below_revision_0011_is_refused_on_a_wide_install_and_changes_nothing(
+        wide: tuple[int, str, np.ndarray]) -> None:
+    dim, dsn, queries = wide
+    with pytest.raises(RuntimeError, match=f"this database stores {dim}-dimension embeddings; releases before revision 0011"):
+        migrate.downgrade(dsn, revision="0009")
+    with psycopg.connect(dsn) as c:
+        assert migrate.is_current(c)
+    assert len(_dense(dsn, queries[0], 10, 0)) == 10
