@@ -241,8 +241,7 @@ def summarize(run: dict[str, list[str]], ds: Dataset, qids: list[str], base_pq: 
         pq = per_query(run, ds, qids)["ndcg@10"]
         diff = [a - b for a, b in zip(pq, base_pq)]
         out["delta_ndcg@10"] = round(float(np.mean(diff)), 5)
-        out["wins"] = sum(d > 1e-12 for d in diff)
-        out["losses"] = sum(d < -1e-12 for d in diff)
+        out["wins"], out["losses"] = sum(d > 1e-12 for d in diff), sum(d < -1e-12 for d in diff)
         out["p_value"] = round(sign_flip_p(diff), 4)
     return out
 

@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import math
 import os
+import re
 import statistics
 import sys
 import threading
@@ -351,14 +352,11 @@ def machine_info(admin_dsn: str) -> dict[str, Any]:
     """The host (as _common.machine_info) with the server's version, extensions and settings."""
     with psycopg.connect(admin_dsn) as conn:
         pg = conn.execute("SELECT version()").fetchone()[0]
-        exts = dict(conn.execute(
-            "SELECT name, default_version FROM pg_available_extensions WHERE name IN ('vector','age','pg_textsearch')"
-        ).fetchall())
-        settings = dict(conn.execute(
-            "SELECT name, setting || coalesce(unit, '') FROM pg_settings WHERE name = ANY(%s)",
-            ([*SERVER_SETTINGS, "work_mem", "jit", "max_parallel_workers_per_gather", "max_parallel_maintenance_workers",
-              "synchronous_commit", "shared_preload_libraries"],),
-        ).fetchall())
+        exts = dict(conn.execute("SELECT name, default_version FROM pg_available_extensions "
+                                 "WHERE name IN ('vector','age','pg_textsearch')").fetchall())
+        settings = dict(conn.execute("SELECT name, setting || coalesce(unit, '') FROM pg_settings WHERE name = ANY(%s)", (
+            [*SERVER_SETTINGS, "work_mem", "jit", "max_parallel_workers_per_gather", "max_parallel_maintenance_workers",
+             "synchronous_commit", "shared_preload_libraries"],)).fetchall())
     return {**host_info(), "postgres": pg, "extensions_available": exts, "server_settings": settings,
             "loadavg_start": list(os.getloadavg())}
 
@@ -515,8 +513,6 @@ class Runner:
             return [r["chunk_id"] for r in conn.execute(stmt, params).fetchall()]
 
 
-
-
 def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: list[Query],
                    bar: tqdm, budget_s: float) -> dict[str, Any]:
     run = Runner(client, td.tenant_id)
@@ -552,8 +548,7 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
     recalls: list[float] = []
     naive: list[float] = []
     naive_rows: list[int] = []
-    naive_spent = 0.0
-    vecs = td.vectors
+    naive_spent, vecs = 0.0, td.vectors
     ids = np.array(td.chunk_ids, dtype=object)
     for q in queries:
         sims = vecs @ (q.vector / np.linalg.norm(q.vector))
@@ -576,6 +571,42 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
         "naive_hnsw_zero_row_queries": sum(1 for n in naive_rows if n == 0), "naive_hnsw_queries": len(naive),
         "naive_hnsw_ms_mean": round(1000 * naive_spent / max(1, len(naive)), 2)}
     return out
+
+
+def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query], kinds: list[str]) -> dict[str, Any]:
+    """--index-kinds: the dense index kinds of hybrid._dense_kind side by side on td's partition, each built there
+    (the engine's HNSW set aside) and searched by the engine's statement for it (hybrid._dense_statement) as the
+    app role, kinds interleaved per query; recall@10 against exact numpy search."""
+    out: dict[str, Any] = {}
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        key, part, ef = conn.execute("SELECT k, hybrid._chunk_partition(k)::text, hybrid._dense_plan(k, NULL, NULL, NULL, %s) "
+                                     "FROM hybrid._tenant_key(%s) k", (PER_SOURCE_K, td.tenant_id)).fetchone()
+        conn.execute("SELECT hybrid.suspend_vector_index()")
+        for k in kinds:
+            key_sql, stmt = conn.execute("SELECT hybrid._dense_index_key(%s, %s), hybrid._dense_statement(%s, %s)", (DIM, k, k, DIM)).fetchone()
+            t0 = time.perf_counter()
+            conn.execute(f"CREATE INDEX bench_{k} ON {part} USING hnsw ({key_sql}) WHERE NOT superseded")
+            out[k] = {"build_s": round(time.perf_counter() - t0, 1), "ms": [], "recall": [], "ef_search": ef, "statement": stmt,
+                      "size_mb": round(conn.execute(f"SELECT pg_relation_size('hybrid.bench_{k}') / 1048576.0::float8").fetchone()[0], 1)}
+    with psycopg.connect(app_dsn) as conn:
+        for i, q in enumerate(queries):
+            exact = {td.chunk_ids[j] for j in np.argpartition(-(td.vectors @ (q.vector / np.linalg.norm(q.vector))), TOP_K - 1)[:TOP_K]}
+            for k in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
+                t0 = time.perf_counter()
+                with conn.transaction():
+                    conn.execute("SELECT set_config('hybrid.tenant_id', %s, true), set_config('hnsw.ef_search', %s, true), "
+                                 "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true)",
+                                 (td.tenant_id, str(ef)))
+                    got = [r[0] for r in conn.execute(re.sub(r"\$(\d)", r"%(p\1)s", out[k]["statement"]), dict(  # search_dense's values
+                        p1=vector_literal(q.vector), p2=key, p3=td.tenant_id, p4=[], p5=True, p6=None, p7=None, p8=PER_SOURCE_K,
+                        p9=PER_SOURCE_K if k != "bit" else max(ef, 4 * PER_SOURCE_K))).fetchall()]
+                out[k]["ms"].append(1000 * (time.perf_counter() - t0))
+                out[k]["recall"].append(len(exact & set(got[:TOP_K])) / TOP_K)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:  # the engine's index back
+        conn.execute("DROP INDEX " + ", ".join(f"hybrid.bench_{k}" for k in kinds) + "; SELECT hybrid.resume_vector_index()")
+    return {k: {**summarize(v.pop("ms"), []), "recall_at_10_mean": round(statistics.fmean(v["recall"]), 4),
+                "recall_at_10_min": min(v["recall"]), "zero_recall_queries": v.pop("recall").count(0.0), **v}
+            for k, v in out.items()}
 
 
 # ----------------------------------------------------------------------------- one size
@@ -641,7 +672,6 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
         timings["hnsw_rebuild_s"] = t_built - t_loaded
         timings["bulk_load_total_s"] = t_built - t0
         print(f"{size}: HNSW rebuilt in {t_built - t_loaded:.1f} s", file=sys.stderr)
-
 
 
 def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, Any]:
@@ -758,6 +788,10 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 lat[label]["chunks"] = len(td.chunk_ids)
         timings["queries_s"] = time.perf_counter() - t0
         res["latency"] = lat
+        if args.index_kinds:
+            mem.phase = "index_kinds"
+            res["index_kinds"] = index_kinds(db_dsn, app_dsn, picks[-1][1], make_queries(world, picks[-1][1], args.queries, qrng),
+                                             args.index_kinds)
         if args.explain:
             mem.phase = "explain"
             path = explain_path(args, size)
@@ -801,8 +835,6 @@ ENGINE_VARIABLES = {
 
 def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dict[str, str]]]:
     """(title, statement, settings) for each statement the installed branch functions and hybrid.retrieve run."""
-    import re
-
     def source(fn: str) -> str:
         row = conn.execute("SELECT prosrc FROM pg_proc WHERE oid = %s::regproc", (fn,)).fetchone()
         assert row is not None, fn
@@ -828,7 +860,7 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         body = re.sub(r"%[LsI]", lambda _: {"v_index": "__BM25_INDEX__", "v_part": "__PARTITION__"}[next(it)], body)
         return re.sub(r"\$(\d+)", lambda g: using[int(g.group(1)) - 1], body)
 
-    dense = returned("hybrid.search_dense")
+    dense = [s for s in returned("hybrid.search_dense") if not s.startswith("EXECUTE")]  # not halfvec / bit kinds
     lexical = returned("hybrid.search_lexical")
     graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid.search_graph"), re.S)
     assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None, "the branch functions changed shape"
@@ -857,8 +889,6 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
     hybrid._dense_plan gives the tenant, and the BM25 statement, which reads the tenant's partition
     by name, runs as hybrid_definer, as hybrid.search_lexical does.
     """
-    import re
-
     rng = np.random.default_rng(seed)
     out: list[str] = []
     admin = psycopg.connect(admin_dsn, autocommit=True) if admin_dsn else None
@@ -989,6 +1019,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--picks", type=float, nargs="+", default=[0.5, 0.01],
                     help="row shares: the tenant nearest each is measured (labelled e.g. 50pct, 1pct, 0.1pct)")
     ap.add_argument("--parallel", action="store_true", help="also time pyhybrid.aio's read-only one call and parallel=True")
+    ap.add_argument("--index-kinds", nargs="+", choices=["vector", "halfvec", "bit"], default=[],
+                    help="also compare these dense index kinds (hybrid._dense_kind) on the largest tenant measured")
     ap.add_argument("--bulk-above", type=int, default=0,
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time lexical_bm25 (the "

@@ -111,6 +111,10 @@ def latency(d: dict[str, Any]) -> list[str]:
         out += md_table(["tenant", "search_dense recall@10", "min", "queries at 0", "plain ORDER BY <=> under RLS"],
                         [[lb, x["search_dense_mean"], x["search_dense_min"], x["search_dense_zero_recall_queries"],
                           x["naive_hnsw_under_rls_mean"]] for lb in labels for x in [r["latency"][lb]["recall_at_10"]]])
+        out += md_table(["dense index kind (--index-kinds)", "p50 ms", "p95 ms", "recall@10", "min", "queries at 0", "build s",
+                         "MB"], [[k, x["p50_ms"], x["p95_ms"], x["recall_at_10_mean"], x["recall_at_10_min"],
+                                 x["zero_recall_queries"], x["build_s"], x["size_mb"]] for k, x in r["index_kinds"].items()]
+                        ) if r.get("index_kinds") else []
         ing, st = r.get("ingest", {}), r.get("storage", {})
         rows: Table = []
         if r.get("resumed"):
@@ -224,6 +228,7 @@ def plot_latency(runs: list[tuple[dict[str, Any], str]], out: Path) -> Path | No
     if not runs:
         return None
     labels = list(runs[0][0]["latency"])
+    runs = [x for x in runs if set(labels) <= set(x[0]["latency"])]  # runs over the same tenants
     fig, axes = plt.subplots(1, len(labels), figsize=(6 * len(labels), 4.5), squeeze=False)
     sizes = [r["size"] for r, _ in runs]
     for ax, lb in zip(axes[0], labels):

@@ -316,8 +316,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    if args.dim is not None and not 1 <= args.dim <= 2000:
-        raise InvalidParameterError(f"--dim must be between 1 and 2000 (HNSW limit), got {args.dim}")
+    migrate.check_dim(args.dim, "--dim")
     target = Target(args)
     with psycopg.connect(target.admin) as c:
         report = migrate.check_extensions(c)
@@ -725,7 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("migrate", help="install or upgrade the hybrid schema (Alembic upgrade head)")
     s.add_argument("--dim", type=int, default=None,
-                   help="embedding dimension of a fresh install (default 384); refused on an install of another one")
+                   help="embedding dimension of a fresh install (1 to 16000, default 384); refused on an install of another one")
     s.add_argument("--downgrade", metavar="REV", help="downgrade to REV instead (base removes everything)")
     s.add_argument("--reapply", action="store_true",
                    help="re-apply sql/idempotent/ even if unchanged (after an extension update, for example)")

@@ -81,7 +81,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision),
     hybrid._check_fusion(text), hybrid._branch_score(text, double precision), hybrid._blend_score(text, double precision),
     hybrid._fusion_score(text, text, double precision),
-    hybrid._dense_plan(integer, text[], jsonb, integer, integer),
+    hybrid._dense_plan(integer, text[], jsonb, integer, integer), hybrid._dense_kind(integer), hybrid._dense_statement(text, integer),
     hybrid._explain_branch(text, timestamptz, text[], double precision[], double precision, integer, text) TO hybrid_definer;
 
 -- the loaders run as hybrid_definer (ALTER ... OWNER needs that role to hold CREATE on the schema meanwhile)
