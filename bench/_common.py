@@ -138,9 +138,7 @@ def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, 
         tot["ndcg@10"] += ndcg_at_k(ranked, judged, 10)
         tot["recall@100"] += recall_at_k(ranked, judged, 100)
         tot["mrr@10"] += mrr_at_k(ranked, judged, 10)
-    out: dict[str, float | int] = {m: (v / n if n else 0.0) for m, v in tot.items()}
-    out["queries"] = n
-    return out
+    return {**{m: (v / n if n else 0.0) for m, v in tot.items()}, "queries": n}
 
 
 def bm25_run(doc_ids: Sequence[str], doc_tf: Sequence[Mapping[str, int]], queries: Mapping[str, Mapping[str, int]],

@@ -63,9 +63,7 @@ from pyhybrid.server import start_embedded, stop_embedded  # noqa: E402
 
 # base calls: name -> (fusion, vector_weight, keyword_weight, rrf_k)
 BASES: dict[str, tuple[str, float, float, float]] = {
-    "rrf": ("rrf", 1.0, 1.0, 60.0),
-    "convex": ("convex", 1.0, 1.0, 60.0),
-    "rrf_tuned": ("rrf", 0.75, 1.0, 10.0),
+    "rrf": ("rrf", 1.0, 1.0, 60.0), "convex": ("convex", 1.0, 1.0, 60.0), "rrf_tuned": ("rrf", 0.75, 1.0, 10.0),
 }
 # named engine calls outside the grid: name -> (base, edge set, graph_expand, graph_weight)
 NAMED_ENGINE = {"cli_default (weights 1,1,2, --graph-expand 1)": ("rrf", "all", 1, 2.0)}
@@ -225,8 +223,7 @@ def summarize(run: dict[str, list[str]], ds: Dataset, qids: list[str], base_pq: 
         pq = per_query(run, ds, qids)["ndcg@10"]
         diff = [a - b for a, b in zip(pq, base_pq)]
         out["delta_ndcg@10"] = round(float(np.mean(diff)), 5)
-        out["wins"] = sum(d > 1e-12 for d in diff)
-        out["losses"] = sum(d < -1e-12 for d in diff)
+        out["wins"], out["losses"] = sum(d > 1e-12 for d in diff), sum(d < -1e-12 for d in diff)
         out["p_value"] = round(sign_flip_p(diff), 4)
     return out
 

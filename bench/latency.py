@@ -11,6 +11,7 @@ and the 50% tenant, as that role under RLS:
   (c) the three branch calls issued separately, fused client-side (pyhybrid.fusion.rrf_scores),
       then the top rows hydrated: what most applications do today
   (d) the pgvector-python RRF CTE (HNSW dense + ts_rank, FULL OUTER JOIN, 1/(60+rank))
+  (e) with --parallel: pyhybrid.aio's pooled read-only session, its one call and retrieve(parallel=True)
 
 and dense recall@10 of hybrid.search_dense against exact numpy search over the tenant's
 vectors (and, for reference, of a plain ORDER BY embedding <=> q LIMIT 10 under RLS).
@@ -26,8 +27,10 @@ separately, and the HNSW REINDEX at the end is skipped for them (the rebuild is 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 import os
+import re
 import statistics
 import sys
 import threading
@@ -35,6 +38,7 @@ import time
 import traceback
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -48,6 +52,7 @@ from _common import engine_state, pct, start_meta, summarize, write_result
 from _common import machine_info as host_info
 from pyhybrid import Chunk, Edge, HybridWeights, connect, migrate
 from pyhybrid.fusion import rrf_scores
+from pyhybrid.maintenance import merge_bm25
 from pyhybrid.server import start_embedded, stop_embedded
 
 
@@ -69,23 +74,15 @@ WEIGHTS = HybridWeights(1.0, 1.0, 0.5)
 RRF_K = 60.0
 
 # Server settings for a 2-core / 24 GB machine; everything else stays at PostgreSQL's defaults.
-SERVER_SETTINGS = {
-    "shared_buffers": "2GB",
-    "effective_cache_size": "8GB",
-    "maintenance_work_mem": "1GB",
-    "max_wal_size": "4GB",
-}
+SERVER_SETTINGS = {"shared_buffers": "2GB", "effective_cache_size": "8GB", "maintenance_work_mem": "1GB", "max_wal_size": "4GB"}
 
 METHODS = ["dense", "lexical_bm25", "graph", "hybrid_retrieve", "client_fusion", "pgvector_rrf_cte"]
-METHOD_LABELS = {
-    "dense": "(a) search_dense alone",
-    "lexical_bm25": "(a) search_lexical bm25 alone",
-    "graph": "(a) search_graph alone",
-    "branch_sum": "(a) sum of the three (per query)",
-    "hybrid_retrieve": "(b) hybrid_retrieve",
-    "client_fusion": "(c) 3 calls + client RRF + hydrate",
-    "pgvector_rrf_cte": "(d) pgvector-python RRF CTE",
-}
+METHOD_LABELS = {"dense": "(a) search_dense alone", "lexical_bm25": "(a) search_lexical bm25 alone",
+                 "lexical_bm25_rescored": "(a) search_lexical bm25 alone, re-scored with <@> (--bm25-ab)",
+                 "graph": "(a) search_graph alone", "branch_sum": "(a) sum of the three (per query)",
+                 "branch_max": "(a) slowest of the three (per query)", "hybrid_retrieve": "(b) hybrid_retrieve",
+                 "client_fusion": "(c) 3 calls + client RRF + hydrate", "pgvector_rrf_cte": "(d) pgvector-python RRF CTE",
+                 "aio_one_call": "(e) async read-only session, one call", "aio_parallel": "(e) the same, parallel=True"}
 
 
 # ----------------------------------------------------------------------------- data
@@ -308,9 +305,7 @@ class MemorySampler:
     """Samples the summed RSS (and PSS) of the server's postgres processes in a thread."""
 
     def __init__(self, data_dir: Path, interval: float = 0.25) -> None:
-        self.data_dir = data_dir
-        self.interval = interval
-        self.phase = "setup"
+        self.data_dir, self.interval, self.phase = data_dir, interval, "setup"
         self.peak_rss: dict[str, int] = {}
         self.peak_pss: dict[str, int] = {}
         self._stop = threading.Event()
@@ -322,8 +317,7 @@ class MemorySampler:
         for p in [pm, *pm.children(recursive=True)]:
             try:
                 mi = p.memory_full_info()
-                rss += mi.rss
-                pss += getattr(mi, "pss", mi.rss)
+                rss, pss = rss + mi.rss, pss + getattr(mi, "pss", mi.rss)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
         return rss, pss
@@ -331,8 +325,7 @@ class MemorySampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                rss, pss = self.sample()
-                ph = self.phase
+                (rss, pss), ph = self.sample(), self.phase
                 self.peak_rss[ph] = max(self.peak_rss.get(ph, 0), rss)
                 self.peak_pss[ph] = max(self.peak_pss.get(ph, 0), pss)
             except Exception:
@@ -349,42 +342,30 @@ class MemorySampler:
 
     def report(self) -> dict[str, Any]:
         mb = 1024 * 1024
-        return {
-            "peak_rss_mb": round(max(self.peak_rss.values(), default=0) / mb, 1),
-            "peak_pss_mb": round(max(self.peak_pss.values(), default=0) / mb, 1),
-            "by_phase_rss_mb": {k: round(v / mb, 1) for k, v in self.peak_rss.items()},
-            "by_phase_pss_mb": {k: round(v / mb, 1) for k, v in self.peak_pss.items()},
-        }
+        return {"peak_rss_mb": round(max(self.peak_rss.values(), default=0) / mb, 1),
+                "peak_pss_mb": round(max(self.peak_pss.values(), default=0) / mb, 1),
+                "by_phase_rss_mb": {k: round(v / mb, 1) for k, v in self.peak_rss.items()},
+                "by_phase_pss_mb": {k: round(v / mb, 1) for k, v in self.peak_pss.items()}}
 
 
 def machine_info(admin_dsn: str) -> dict[str, Any]:
     """The host (as _common.machine_info) with the server's version, extensions and settings."""
     with psycopg.connect(admin_dsn) as conn:
         pg = conn.execute("SELECT version()").fetchone()[0]
-        exts = dict(conn.execute(
-            "SELECT name, default_version FROM pg_available_extensions WHERE name IN ('vector','age','pg_textsearch')"
-        ).fetchall())
-        settings = dict(conn.execute(
-            "SELECT name, setting || coalesce(unit, '') FROM pg_settings WHERE name = ANY(%s)",
-            ([*SERVER_SETTINGS, "work_mem", "jit", "max_parallel_workers_per_gather", "max_parallel_maintenance_workers",
-              "synchronous_commit", "shared_preload_libraries"],),
-        ).fetchall())
-    return {
-        **host_info(),
-        "postgres": pg,
-        "extensions_available": exts,
-        "server_settings": settings,
-        "loadavg_start": list(os.getloadavg()),
-    }
+        exts = dict(conn.execute("SELECT name, default_version FROM pg_available_extensions "
+                                 "WHERE name IN ('vector','age','pg_textsearch')").fetchall())
+        settings = dict(conn.execute("SELECT name, setting || coalesce(unit, '') FROM pg_settings WHERE name = ANY(%s)", (
+            [*SERVER_SETTINGS, "work_mem", "jit", "max_parallel_workers_per_gather", "max_parallel_maintenance_workers",
+             "synchronous_commit", "shared_preload_libraries"],)).fetchall())
+    return {**host_info(), "postgres": pg, "extensions_available": exts, "server_settings": settings,
+            "loadavg_start": list(os.getloadavg())}
 
 
 def installed_versions(db_dsn: str) -> dict[str, str]:
     with psycopg.connect(db_dsn) as conn:
         rows = conn.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall()
         pg = conn.execute("SHOW server_version").fetchone()[0]
-    out = {"postgresql": pg}
-    out.update({n: v for n, v in rows})
-    return out
+    return {"postgresql": pg, **{n: v for n, v in rows}}
 
 
 EF_SEARCH: int | None = None  # --ef-search: hybrid.setting hnsw_ef_search for the run (None: the engine's default)
@@ -452,13 +433,12 @@ class Runner:
     """Runs each method for one query as the app role; returns (seconds, rows)."""
 
     def __init__(self, client: Any, tenant_id: str) -> None:
-        self.client = client
-        self.tenant_id = tenant_id
+        self.client, self.tenant_id, self.loop, self.aclient, self.parallel_ran = client, tenant_id, None, None, 0
 
-    def _branch(self, stmt: str, params: tuple[Any, ...]) -> tuple[float, int]:
+    def _branch(self, stmt: str, params: tuple[Any, ...], setup: str = SET_TENANT) -> tuple[float, int]:
         t0 = time.perf_counter()
         with self.client.connection() as conn, conn.transaction():
-            conn.execute(SET_TENANT, (self.tenant_id,))
+            conn.execute(setup, (self.tenant_id,))
             rows = conn.execute(stmt, params).fetchall()
         return time.perf_counter() - t0, len(rows)
 
@@ -471,15 +451,36 @@ class Runner:
     def lexical_bm25(self, q: Query) -> tuple[float, int]:
         return self._branch(LEXICAL_SQL, (q.text, PER_SOURCE_K))
 
+    def lexical_bm25_rescored(self, q: Query) -> tuple[float, int]:  # --bm25-ab: the call before merge_bm25
+        return self._branch(LEXICAL_SQL, (q.text, PER_SOURCE_K), SET_TENANT + ", set_config('hybrid.bm25_rescore', 'on', true)")
+
     def graph(self, q: Query) -> tuple[float, int]:
         return self._branch(GRAPH_SQL, (q.seeds, PER_SOURCE_K))
 
     def hybrid_retrieve(self, q: Query) -> tuple[float, int]:
         t0 = time.perf_counter()
         with self.client.tenant(self.tenant_id) as t:
-            refs = t.retrieve(query_embedding=q.vector, query_text=q.text, graph_seeds=q.seeds, top_k=TOP_K,
-                              vector_weight=WEIGHTS.vector, keyword_weight=WEIGHTS.keyword,
-                              graph_weight=WEIGHTS.graph, rrf_k=RRF_K)
+            refs = t.retrieve(**self.kwargs(q))
+        return time.perf_counter() - t0, len(refs)
+
+    def kwargs(self, q: Query) -> dict[str, Any]:
+        return dict(query_embedding=q.vector, query_text=q.text, graph_seeds=q.seeds, top_k=TOP_K, rrf_k=RRF_K,
+                    vector_weight=WEIGHTS.vector, keyword_weight=WEIGHTS.keyword, graph_weight=WEIGHTS.graph)
+
+    def aio(self, q: Query, parallel: bool) -> tuple[float, int]:
+        from pyhybrid import AsyncHybridClient, _parallel
+        if self.loop is None:
+            self.loop, real = asyncio.new_event_loop(), _parallel.retrieve
+            self.aclient = self.loop.run_until_complete(AsyncHybridClient(self.client.dsn, pool=True, max_size=4).open())
+            async def counted(*a: Any) -> Any:  # parallel=True calls that ran parallel (not the one call instead)
+                rows, self.parallel_ran = await real(*a), self.parallel_ran + 1
+                return rows
+            _parallel.retrieve = counted
+        t0 = time.perf_counter()
+        async def go() -> list[Any]:
+            async with self.aclient.tenant(self.tenant_id, read_only=True) as t:
+                return await t.retrieve(parallel=parallel, **self.kwargs(q))
+        refs = self.loop.run_until_complete(go())
         return time.perf_counter() - t0, len(refs)
 
     def client_fusion(self, q: Query) -> tuple[float, int]:
@@ -512,12 +513,11 @@ class Runner:
             return [r["chunk_id"] for r in conn.execute(stmt, params).fetchall()]
 
 
-
-
 def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: list[Query],
                    bar: tqdm, budget_s: float) -> dict[str, Any]:
     run = Runner(client, td.tenant_id)
-    fns: dict[str, Callable[[Query], tuple[float, int]]] = {m: getattr(run, m) for m in METHODS}
+    fns: dict[str, Callable[[Query], tuple[float, int]]] = {
+        m: getattr(run, m, None) or partial(run.aio, parallel=m == "aio_parallel") for m in METHODS}
     for q in warmup:
         for m in METHODS:
             fns[m](q)
@@ -537,16 +537,18 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
             rows[m].append(n)
         bar.update(1)
     out = {m: summarize(ms[m], rows[m]) for m in METHODS}
-    branch_sum = [a + b + c for a, b, c in zip(ms["dense"], ms["lexical_bm25"], ms["graph"])]
-    out["branch_sum"] = summarize(branch_sum, [])
+    out["branch_sum"] = summarize([a + b + c for a, b, c in zip(ms["dense"], ms["lexical_bm25"], ms["graph"])], [])
+    out["branch_max"] = summarize([max(a, b, c) for a, b, c in zip(ms["dense"], ms["lexical_bm25"], ms["graph"])], [])
+    if run.loop is not None:  # --parallel
+        out["aio_parallel"]["parallel_ran_incl_warmup"] = run.parallel_ran
+        run.loop.run_until_complete(run.aclient.close())
     out["_raw_ms"] = {m: [round(x, 3) for x in ms[m]] for m in METHODS}
 
     # dense recall@10 against exact search over the tenant's vectors
     recalls: list[float] = []
     naive: list[float] = []
     naive_rows: list[int] = []
-    naive_spent = 0.0
-    vecs = td.vectors
+    naive_spent, vecs = 0.0, td.vectors
     ids = np.array(td.chunk_ids, dtype=object)
     for q in queries:
         sims = vecs @ (q.vector / np.linalg.norm(q.vector))
@@ -562,18 +564,49 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
             naive_rows.append(len(got2))
         bar.update(1)
     out["recall_at_10"] = {
-        "search_dense_mean": round(statistics.fmean(recalls), 4),
-        "search_dense_min": round(min(recalls), 4),
-        "search_dense_p05": round(pct(recalls, 5), 4),
-        "search_dense_zero_recall_queries": sum(1 for r in recalls if r == 0),
-        "naive_hnsw_under_rls_mean": round(statistics.fmean(naive), 4),
-        "naive_hnsw_under_rls_min": round(min(naive), 4),
+        "search_dense_mean": round(statistics.fmean(recalls), 4), "search_dense_min": round(min(recalls), 4),
+        "search_dense_p05": round(pct(recalls, 5), 4), "search_dense_zero_recall_queries": sum(1 for r in recalls if r == 0),
+        "naive_hnsw_under_rls_mean": round(statistics.fmean(naive), 4), "naive_hnsw_under_rls_min": round(min(naive), 4),
         "naive_hnsw_rows_mean": round(statistics.fmean(naive_rows), 2),
-        "naive_hnsw_zero_row_queries": sum(1 for n in naive_rows if n == 0),
-        "naive_hnsw_queries": len(naive),
-        "naive_hnsw_ms_mean": round(1000 * naive_spent / max(1, len(naive)), 2),
-    }
+        "naive_hnsw_zero_row_queries": sum(1 for n in naive_rows if n == 0), "naive_hnsw_queries": len(naive),
+        "naive_hnsw_ms_mean": round(1000 * naive_spent / max(1, len(naive)), 2)}
     return out
+
+
+def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query], kinds: list[str]) -> dict[str, Any]:
+    """--index-kinds: the dense index kinds of hybrid._dense_kind side by side on td's partition, each built there
+    (the engine's HNSW set aside) and searched by the engine's statement for it (hybrid._dense_statement) as the
+    app role, kinds interleaved per query; recall@10 against exact numpy search."""
+    out: dict[str, Any] = {}
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        key, part, ef = conn.execute("SELECT k, hybrid._chunk_partition(k)::text, hybrid._dense_plan(k, NULL, NULL, NULL, %s) "
+                                     "FROM hybrid._tenant_key(%s) k", (PER_SOURCE_K, td.tenant_id)).fetchone()
+        conn.execute("SELECT hybrid.suspend_vector_index()")
+        for k in kinds:
+            key_sql, stmt = conn.execute("SELECT hybrid._dense_index_key(%s, %s), hybrid._dense_statement(%s, %s)", (DIM, k, k, DIM)).fetchone()
+            t0 = time.perf_counter()
+            conn.execute(f"CREATE INDEX bench_{k} ON {part} USING hnsw ({key_sql}) WHERE NOT superseded")
+            out[k] = {"build_s": round(time.perf_counter() - t0, 1), "ms": [], "recall": [], "ef_search": ef, "statement": stmt,
+                      "size_mb": round(conn.execute(f"SELECT pg_relation_size('hybrid.bench_{k}') / 1048576.0::float8").fetchone()[0], 1)}
+    with psycopg.connect(app_dsn) as conn:
+        for i, q in enumerate(queries):
+            exact = {td.chunk_ids[j] for j in np.argpartition(-(td.vectors @ (q.vector / np.linalg.norm(q.vector))), TOP_K - 1)[:TOP_K]}
+            for k in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
+                t0 = time.perf_counter()
+                with conn.transaction():
+                    conn.execute("SELECT set_config('hybrid.tenant_id', %s, true), set_config('hnsw.ef_search', %s, true), "
+                                 "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true)",
+                                 (td.tenant_id, str(ef)))
+                    got = [r[0] for r in conn.execute(re.sub(r"\$(\d)", r"%(p\1)s", out[k]["statement"]), dict(  # search_dense's values
+                        p1=vector_literal(q.vector), p2=key, p3=td.tenant_id, p4=[], p5=True, p6=None, p7=None, p8=PER_SOURCE_K,
+                        p9=PER_SOURCE_K if k != "bit" else max(ef, 4 * PER_SOURCE_K))).fetchall()]
+                out[k]["ms"].append(1000 * (time.perf_counter() - t0))
+                out[k]["recall"].append(len(exact & set(got[:TOP_K])) / TOP_K)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:  # the engine's index back
+        conn.execute("DROP INDEX " + ", ".join(f"hybrid.bench_{k}" for k in kinds) + "; SELECT hybrid.resume_vector_index()")
+    return {k: {**summarize(v.pop("ms"), []), "recall_at_10_mean": round(statistics.fmean(v["recall"]), 4),
+                "recall_at_10_min": min(v["recall"]), "zero_recall_queries": v.pop("recall").count(0.0), **v}
+            for k, v in out.items()}
 
 
 # ----------------------------------------------------------------------------- one size
@@ -639,7 +672,6 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
         timings["hnsw_rebuild_s"] = t_built - t_loaded
         timings["bulk_load_total_s"] = t_built - t0
         print(f"{size}: HNSW rebuilt in {t_built - t_loaded:.1f} s", file=sys.stderr)
-
 
 
 def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, Any]:
@@ -737,6 +769,9 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 res["hnsw_density"] = [dict(zip(("tenant_id", "live_rows", "m", "ef_construction"), r)) for r in conn.execute(
                     "SELECT tenant_id, live_rows, m, ef_construction FROM hybrid.vector_index_density() LIMIT 5").fetchall()]
         timings["vacuum_analyze_s"] = time.perf_counter() - t0
+        if args.bm25_ab:  # the measured tenants' BM25 indexes in one segment: search_lexical takes the scan's scores
+            t0, res["bm25_merge"] = time.perf_counter(), [vars(a) for a in merge_bm25(db_dsn, [tenants[i].tenant_id for _, i in chosen])]
+            timings["bm25_merge_s"] = time.perf_counter() - t0
 
         # queries, as the app role acting for a tenant (RLS applies)
         mem.phase = "queries"
@@ -753,6 +788,10 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 lat[label]["chunks"] = len(td.chunk_ids)
         timings["queries_s"] = time.perf_counter() - t0
         res["latency"] = lat
+        if args.index_kinds:
+            mem.phase = "index_kinds"
+            res["index_kinds"] = index_kinds(db_dsn, app_dsn, picks[-1][1], make_queries(world, picks[-1][1], args.queries, qrng),
+                                             args.index_kinds)
         if args.explain:
             mem.phase = "explain"
             path = explain_path(args, size)
@@ -796,8 +835,6 @@ ENGINE_VARIABLES = {
 
 def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dict[str, str]]]:
     """(title, statement, settings) for each statement the installed branch functions and hybrid.retrieve run."""
-    import re
-
     def source(fn: str) -> str:
         row = conn.execute("SELECT prosrc FROM pg_proc WHERE oid = %s::regproc", (fn,)).fetchone()
         assert row is not None, fn
@@ -823,7 +860,7 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         body = re.sub(r"%[LsI]", lambda _: {"v_index": "__BM25_INDEX__", "v_part": "__PARTITION__"}[next(it)], body)
         return re.sub(r"\$(\d+)", lambda g: using[int(g.group(1)) - 1], body)
 
-    dense = returned("hybrid.search_dense")
+    dense = [s for s in returned("hybrid.search_dense") if not s.startswith("EXECUTE")]  # not halfvec / bit kinds
     lexical = returned("hybrid.search_lexical")
     graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid.search_graph"), re.S)
     assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None, "the branch functions changed shape"
@@ -852,8 +889,6 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
     hybrid._dense_plan gives the tenant, and the BM25 statement, which reads the tenant's partition
     by name, runs as hybrid_definer, as hybrid.search_lexical does.
     """
-    import re
-
     rng = np.random.default_rng(seed)
     out: list[str] = []
     admin = psycopg.connect(admin_dsn, autocommit=True) if admin_dsn else None
@@ -983,10 +1018,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="tenants per database (one holds ~50%% of the rows, the rest 1/rank)")
     ap.add_argument("--picks", type=float, nargs="+", default=[0.5, 0.01],
                     help="row shares: the tenant nearest each is measured (labelled e.g. 50pct, 1pct, 0.1pct)")
+    ap.add_argument("--parallel", action="store_true", help="also time pyhybrid.aio's read-only one call and parallel=True")
+    ap.add_argument("--index-kinds", nargs="+", choices=["vector", "halfvec", "bit"], default=[],
+                    help="also compare these dense index kinds (hybrid._dense_kind) on the largest tenant measured")
     ap.add_argument("--bulk-above", type=int, default=0,
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
+    ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time lexical_bm25 (the "
+                    "index scan's scores) against lexical_bm25_rescored (re-scored with <@>), interleaved")
     args = ap.parse_args(argv)
-    global EF_SEARCH, N_TENANTS, PICKS
+    global EF_SEARCH, N_TENANTS, PICKS, METHODS
+    METHODS = METHODS[:2] + (["lexical_bm25_rescored"] if args.bm25_ab else []) + METHODS[2:] \
+        + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
     EF_SEARCH = args.ef_search
     N_TENANTS = args.tenants
     PICKS = list(args.picks)

@@ -216,8 +216,7 @@ class Runner:
 def real_modes(rrf_k: float) -> dict[str, tuple[HybridWeights, str | None, bool, bool]]:
     """mode -> (weights, lexical, send vector, send text)"""
     return {
-        "dense": (HybridWeights(1, 0, 0), None, True, False),
-        "bm25": (HybridWeights(0, 1, 0), "bm25", False, True),
+        "dense": (HybridWeights(1, 0, 0), None, True, False), "bm25": (HybridWeights(0, 1, 0), "bm25", False, True),
         "ts_rank": (HybridWeights(0, 1, 0), "ts_rank", False, True),
         "hybrid_bm25": (HybridWeights(1, 1, 0), "bm25", True, True),
         "hybrid_ts_rank": (HybridWeights(1, 1, 0), "ts_rank", True, True),
@@ -326,8 +325,7 @@ def leave_one_out(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any
         r = pick(rows, others)
         d = r["datasets"][held]
         out[held] = {
-            "chosen_on": others,
-            "setting": {k: r[k] for k in SETTING_KEYS},
+            "chosen_on": others, "setting": {k: r[k] for k in SETTING_KEYS},
             "meets_bar_on_chosen": all(r["datasets"][n]["meets_bar"] for n in others),
             "heldout_ndcg@10": d["ndcg@10"], "heldout_margin": d["margin"], "heldout_meets_bar": d["meets_bar"],
         }

@@ -17,7 +17,8 @@ HERE = Path(__file__).resolve().parent
 METHODS = {"dense": "(a) search_dense alone", "lexical_bm25": "(a) search_lexical bm25 alone",
            "graph": "(a) search_graph alone", "branch_sum": "(a) sum of the three (per query)",
            "hybrid_retrieve": "(b) hybrid_retrieve", "client_fusion": "(c) 3 calls + client RRF + hydrate",
-           "pgvector_rrf_cte": "(d) pgvector-python RRF CTE"}
+           "pgvector_rrf_cte": "(d) pgvector-python RRF CTE", "branch_max": "(a) slowest of the three (per query)",
+           "aio_one_call": "(e) async read-only session, one call", "aio_parallel": "(e) the same, parallel=True"}
 Table = list[list[Any]]
 
 
@@ -110,6 +111,10 @@ def latency(d: dict[str, Any]) -> list[str]:
         out += md_table(["tenant", "search_dense recall@10", "min", "queries at 0", "plain ORDER BY <=> under RLS"],
                         [[lb, x["search_dense_mean"], x["search_dense_min"], x["search_dense_zero_recall_queries"],
                           x["naive_hnsw_under_rls_mean"]] for lb in labels for x in [r["latency"][lb]["recall_at_10"]]])
+        out += md_table(["dense index kind (--index-kinds)", "p50 ms", "p95 ms", "recall@10", "min", "queries at 0", "build s",
+                         "MB"], [[k, x["p50_ms"], x["p95_ms"], x["recall_at_10_mean"], x["recall_at_10_min"],
+                                 x["zero_recall_queries"], x["build_s"], x["size_mb"]] for k, x in r["index_kinds"].items()]
+                        ) if r.get("index_kinds") else []
         ing, st = r.get("ingest", {}), r.get("storage", {})
         rows: Table = []
         if r.get("resumed"):
@@ -173,15 +178,39 @@ def replicas(d: dict[str, Any]) -> list[str]:
          for r, x in zip(d["runs"], d["qps_ratio_to_primary_only"])])
 
 
-RUN = {"replicas": "python bench/load.py --replicas 0 1 2"}
+def ingest(d: dict[str, Any]) -> list[str]:
+    f, rs, sw = d["folder"], d["rounds"], d.get("sweep")
+    stages = sorted({k for r in rs for k in r["ingest"]["stages_s"]})
+    out = [f"{f['docs_pages'] + f['composed']} documents ({f['bytes']:,} bytes: {f['docs_pages']} docs pages, "
+           f"{f['composed']} composed of demo data and the shared collections' texts), {d['chunks']:,} chunks of "
+           f"{d['tokens_per_chunk']['mean']} "
+           f"tokens on average (about {d['gflop_per_passage']} GFLOP a passage). A round: the control, the embedder alone on "
+           "every chunk, `pyhybrid ingest` of the folder into a new tenant. Stage seconds add up over threads (a batch is "
+           f"written while the next is embedded). Median ingest / embedder ratio: **{d['median_ratio']}**.", ""]
+    head = ["round", "control ms", "embedder passages/s", "ingest chunks/s", "ratio", "ingest wall s", "not embedding s",
+            "embedding share of the wall", *[f"{k} s" for k in stages]]
+    out += md_table(head, [[i, r["control_ms"], r["embedder_passages_per_s"], r["ingest"]["chunks_per_s"], r["ratio"],
+                            r["ingest"]["wall_s"], r["ingest"]["not_embedding_s"],
+                            round(1 - r["ingest"]["not_embedding_s"] / r["ingest"]["wall_s"], 3),
+                            *[r["ingest"]["stages_s"].get(k, "-") for k in stages]] for i, r in enumerate(rs)])
+    if sw:
+        out += [f"onnxruntime settings on {sw['passages']} of these passages, {sw['rounds']} rounds in a shuffled order; "
+                "ratio: median of the per-round ratios to the first row (the embedder's settings); each other row changes "
+                "one setting.", ""] + md_table(
+            ["threads", "inter_op", "mode", "graph level", "batch", "token budget", "bucketing", "passages/s", "ratio"],
+            [[c["threads"] or "per core", c["inter"], c["mode"], c["level"], c["batch"], c["budget"] or "-",
+              "on" if c["bucket"] else "off", c["passages_per_s"], round(c["ratio_to_default"], 3)] for c in sw["configs"]])
+    return out
+
+
+RUN = {"replicas": "python bench/load.py --replicas 0 1 2", "ingest": "python bench/load.py --ingest-docs 200 --embedder-sweep"}
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "quality": ("Retrieval quality on the shared collections", quality),
     "peers": ("Beside the peers: langchain-postgres PGVectorStore", peers),
     "graph_quality": ("The graph branch on a real citation graph", graph_quality),
-    "latency": ("Latency and recall", latency),
-    "tenants": ("Scale in tenants", tenants),
-    "load": ("Load: concurrent clients, every operation", load),
-    "replicas": ("Read replicas", replicas),
+    "latency": ("Latency and recall", latency), "tenants": ("Scale in tenants", tenants),
+    "load": ("Load: concurrent clients, every operation", load), "replicas": ("Read replicas", replicas),
+    "ingest": ("Ingest: documents through `pyhybrid ingest`, beside the embedder", ingest),
 }
 
 
@@ -195,10 +224,11 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def plot_latency(runs: list[tuple[dict[str, Any], str]], out: Path) -> Path | None:
-    runs = sorted(runs, key=lambda x: x[0]["size"])
+    runs = sorted({x[0]["size"]: x for x in reversed(runs)}.values(), key=lambda x: x[0]["size"])  # a size's first file
     if not runs:
         return None
     labels = list(runs[0][0]["latency"])
+    runs = [x for x in runs if set(labels) <= set(x[0]["latency"])]  # runs over the same tenants
     fig, axes = plt.subplots(1, len(labels), figsize=(6 * len(labels), 4.5), squeeze=False)
     sizes = [r["size"] for r, _ in runs]
     for ax, lb in zip(axes[0], labels):

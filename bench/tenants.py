@@ -34,7 +34,7 @@ from psycopg import conninfo, sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, start_meta, write_result  # noqa: E402
+from _common import ROOT, pct, start_meta, write_result  # noqa: E402
 from pyhybrid import Chunk, connect, migrate  # noqa: E402
 from pyhybrid.server import start_embedded  # noqa: E402
 
@@ -48,15 +48,6 @@ LOCKS_SQL = ("SELECT relation::regclass::text AS rel, mode FROM pg_locks "
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def pct(xs: list[float], p: float) -> float:
-    s = sorted(xs)
-    if not s:
-        return float("nan")
-    pos = (len(s) - 1) * p / 100.0
-    lo, hi = int(pos), min(int(pos) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def stats_s(xs: list[float]) -> dict[str, float] | None:

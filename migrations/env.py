@@ -18,6 +18,8 @@ def run_migrations_online() -> None:
         # and no caller ever sees a revision's dropped functions before sql/idempotent/ re-creates them
         context.configure(connection=connection, target_metadata=metadata, transaction_per_migration=False)
         with context.begin_transaction():
+            # revision 0011 widens the embedding column of a fresh install only
+            config.attributes["fresh_install"] = context.get_context().get_current_revision() is None
             context.run_migrations()
             finish_upgrade(connection.connection.dbapi_connection,
                            force=bool(config.attributes.get("reapply_idempotent")))

@@ -194,6 +194,29 @@ def rows_to_refs(rows: Iterable[Mapping[str, Any]]) -> list[ChunkRef]:
     return [ChunkRef.from_row(row) for row in rows]
 
 
+def documents_args(corpus_id: str | None, prefix: str | None) -> tuple[str | None, str | None]:
+    """hybrid.documents' arguments, checked."""
+    if corpus_id is not None:
+        check_name("corpus_id", corpus_id)
+    if prefix is not None:
+        check_text("prefix", prefix)
+    return corpus_id, prefix
+
+
+def prune_args(corpus_id: str, keep: Iterable[str], prefix: str, dry_run: bool) -> tuple[str, list[str], str, bool]:
+    """hybrid.prune_documents' arguments, checked: keep must be document ids (strings), not one string."""
+    check_name("corpus_id", corpus_id)
+    if isinstance(keep, (str, bytes)):
+        raise InvalidParameterError("keep must be a collection of document ids, got a single string")
+    ids = list(keep)
+    bad = next((k for k in ids if not isinstance(k, str)), None)
+    if bad is not None:
+        raise InvalidParameterError(f"keep must hold document ids (strings), got {bad!r}")
+    if not isinstance(prefix, str):
+        raise InvalidParameterError(f"prefix must be a string ('' for the whole corpus), got {prefix!r}")
+    return corpus_id, ids, check_text("prefix", prefix) if prefix else prefix, bool(dry_run)
+
+
 def check_name(name: str, value: Any) -> str:
     """A required non-empty string argument."""
     if not isinstance(value, str) or not value.strip():

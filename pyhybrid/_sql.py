@@ -22,3 +22,10 @@ WAL_LSN_SQL = "SELECT pg_current_wal_insert_lsn()::text AS lsn"
 REPLAYED_SQL = "SELECT coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, true) AS replayed"
 UNCHANGED_DOCUMENTS_SQL = "SELECT d AS document_id FROM hybrid.unchanged_documents(%s, %s::jsonb) AS d"
 CLASSIFY_IDS_SQL = "SELECT id, kinds FROM hybrid.classify_ids(%s::text[])"
+DOCUMENTS_SQL = ("SELECT corpus_id, document_id, chunks, title, source, updated_at "
+                 "FROM hybrid.documents(corpus => %s, id_prefix => %s)")
+CORPORA_SQL = "SELECT corpus_id, source_root, documents, chunks FROM hybrid.corpora()"
+SET_CORPUS_ROOT_SQL = "SELECT hybrid.set_corpus_root(%s, %s)"
+PRUNE_DOCUMENTS_SQL = ("SELECT document_id, chunks FROM hybrid.prune_documents(corpus_id => %s, keep => %s::text[], "
+                       "id_prefix => %s, dry_run => %s)")
+TENANTS_SQL = "SELECT tenant_id, created_at, corpora, documents, chunks, superseded, roles FROM hybrid.tenants()"

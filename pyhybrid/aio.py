@@ -11,34 +11,65 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from . import _base, _copy, _sql
+from . import _base, _copy, _parallel, _sql
+from .errors import InvalidParameterError
 from .query import EXPLAIN_SQL, MANY_SQL, RETRIEVE_SQL, RetrieveQuery, many_params
-from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
+from .types import Chunk, ChunkRef, CorpusInfo, DocumentInfo, Edge, EdgeResult, IngestResult
+
+
+PARALLEL_DEFAULT = False
+"""What AsyncTenantSession.retrieve(parallel=None) does (see its docstring)."""
 
 
 class AsyncTenantSession:
     """Work done for one tenant inside one transaction (see AsyncHybridClient.tenant)."""
 
-    def __init__(self, conn: psycopg.AsyncConnection[dict[str, Any]], tenant_id: str, *, embedder: Any = None) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[dict[str, Any]], tenant_id: str, *, embedder: Any = None,
+                 pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None) -> None:
         self.conn = conn
         self.tenant_id = tenant_id
         self.embedder = embedder
         """What ingest() embeds chunks without an embedding with, unless given one (the client's embedder)."""
         self._dim: int | None = None
+        self._pool = pool  # a read-only session's pool: its connections may run branches in this snapshot
+        self._leader: dict[str, Any] | None = None
 
     async def retrieve(self, query: RetrieveQuery | Any = None, /, *, rerank: Any = None, rerank_depth: int = 50,
-                       **kwargs: Any) -> list[ChunkRef]:
+                       parallel: bool | None = None, **kwargs: Any) -> list[ChunkRef]:
         """One hybrid_retrieve call: a RetrieveQuery, or its fields as keywords (the SQL parameter names).
 
         A first positional argument that is not a RetrieveQuery is the query_embedding. rerank: a callable
         (query_text, [texts]) -> [scores] (pyhybrid.rerank) re-orders the best rerank_depth
         fused rows (at least skip + top_k) before skip and top_k apply; rows then carry rerank_score.
+
+        parallel=True (a read-only session of a pooled client only): the branches run at once on pooled
+        connections sharing this transaction's snapshot (hybrid.search_dense / search_lexical / search_graph;
+        with graph_expand and no graph_seeds the graph branch waits for the other two), then hybrid.fuse and
+        hybrid.hydrate return the same rows as the one call. The one call is made instead when fewer than two
+        branches run, fewer than two pooled connections are free, or a branch fails (so its warnings and
+        errors are the one call's). Settings SET on the session's connection do not reach the pooled ones (give
+        them in the DSN). Default (None): PARALLEL_DEFAULT, False: on 100,000 chunks on a shared
+        2-core machine it was no faster than the one call (docs/searching.md, "Parallel branches").
         """
         q = _base.retrieve_query(query, kwargs)
         fetch, reranker = _base.rerank_plan(q, rerank, rerank_depth)
+        if parallel and self._pool is None:
+            raise InvalidParameterError("parallel=True needs a read-only session (tenant(..., read_only=True)) "
+                                        "of a pooled client (AsyncHybridClient(..., pool=True))")
+        rows: list[dict[str, Any]] | None = None
+        use = PARALLEL_DEFAULT if parallel is None else parallel
         with _base.translate_errors():
-            cur = await self.conn.execute(RETRIEVE_SQL, fetch.params())
-            rows = await cur.fetchall()
+            if use and self._pool is not None and _parallel.Plan.of(fetch).worth_it:
+                if self._leader is None:
+                    self._leader = await (await self.conn.execute(_parallel.LEADER_SQL)).fetchone()
+                if self._leader is not None and self._leader["isolation"] == "repeatable read":
+                    try:
+                        rows = await _parallel.retrieve(self.conn, self._pool, fetch, self._leader)
+                    except _parallel.Fallback:
+                        rows = None
+            if rows is None:
+                cur = await self.conn.execute(RETRIEVE_SQL, fetch.params())
+                rows = await cur.fetchall()
         refs = _base.rows_to_refs(rows)
         return _base.rerank_apply(q, refs, reranker)
 
@@ -139,6 +170,34 @@ class AsyncTenantSession:
         assert row is not None
         return int(row["deleted"])
 
+    async def documents(self, corpus_id: str | None = None, *, prefix: str | None = None) -> list[DocumentInfo]:
+        """The tenant's documents the caller can see (see TenantSession.documents)."""
+        args = _base.documents_args(corpus_id, prefix)
+        with _base.translate_errors():
+            rows = await (await self.conn.execute(_sql.DOCUMENTS_SQL, args)).fetchall()
+        return [DocumentInfo(**r) for r in rows]
+
+    async def corpora(self) -> list[CorpusInfo]:
+        """The tenant's corpora, with the folder pyhybrid ingest syncs each with and their size."""
+        with _base.translate_errors():
+            rows = await (await self.conn.execute(_sql.CORPORA_SQL)).fetchall()
+        return [CorpusInfo(**r) for r in rows]
+
+    async def set_corpus_root(self, corpus_id: str, source_root: str | None) -> None:
+        """Remember the folder a corpus is ingested from (None forgets it); writers only."""
+        _base.check_name("corpus_id", corpus_id)
+        with _base.translate_errors():
+            await self.conn.execute(_sql.SET_CORPUS_ROOT_SQL, (corpus_id, source_root))
+
+    async def prune_documents(self, corpus_id: str, keep: Iterable[str], *, prefix: str = "",
+                              dry_run: bool = False) -> dict[str, int]:
+        """Folder sync: supersede the documents of corpus_id under prefix that are not in keep (see
+        TenantSession.prune_documents)."""
+        args = _base.prune_args(corpus_id, keep, prefix, dry_run)
+        with _base.translate_errors():
+            rows = await (await self.conn.execute(_sql.PRUNE_DOCUMENTS_SQL, args)).fetchall()
+        return {r["document_id"]: int(r["chunks"]) for r in rows}
+
 
 class AsyncHybridClient:
     """The async pyhybrid client: a single connection, or a pool. Create with connect_async()."""
@@ -211,16 +270,19 @@ class AsyncHybridClient:
 
         read_only=True: a READ ONLY transaction, on a replica when the client has some. read_your_writes=True:
         that replica must first have replayed this client's last write (else the primary serves the read).
+        With a pool, a read-only session is REPEATABLE READ (one snapshot for all its statements), so that its
+        retrieve(parallel=True) can share that snapshot with pooled connections.
         """
         tid, labels = _base.tenant_params(tenant_id, acl_labels)
         target = (await self._pick_replica(read_your_writes)) if read_only else self
+        pool = target._pool if read_only else None
         async with target.connection() as conn:
             with _base.translate_errors():
                 async with conn.transaction():
                     if read_only:
-                        await conn.execute(_sql.READ_ONLY_SQL)
+                        await conn.execute(_parallel.READ_ONLY_SNAPSHOT_SQL if pool is not None else _sql.READ_ONLY_SQL)
                     await conn.execute(_sql.SET_TENANT_SQL, (tid, labels))
-                    yield AsyncTenantSession(conn, tid, embedder=self.embedder)
+                    yield AsyncTenantSession(conn, tid, embedder=self.embedder, pool=pool)
                 if not read_only and self._replicas:
                     async with conn.transaction():
                         row = await ((await conn.execute(_sql.WAL_LSN_SQL)).fetchone())

@@ -1,4 +1,5 @@
-"""The pyhybrid command line: server, migrate, doctor, tenant, ingest, ingest-edges, search, embed, sql, demo."""
+"""The pyhybrid command line: server, migrate, doctor, tenant, ingest, documents, ingest-edges, search, embed, sql,
+demo."""
 
 from __future__ import annotations
 
@@ -314,8 +315,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    if args.dim is not None and not 1 <= args.dim <= 2000:
-        raise InvalidParameterError(f"--dim must be between 1 and 2000 (HNSW limit), got {args.dim}")
+    migrate.check_dim(args.dim, "--dim")
     target = Target(args)
     with psycopg.connect(target.admin) as c:
         report = migrate.check_extensions(c)
@@ -367,7 +367,9 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     target = Target(args)
     target.ensure_ready()
     with HybridClient(target.admin) as c:
-        if args.action == "create":
+        if args.action == "list":
+            _print_tenants(c.tenants(), as_json=args.json)
+        elif args.action == "create":
             print(c.create_tenant(args.tenant))
         elif args.action == "grant":
             c.grant_tenant(args.role, args.tenant, [a for a in (args.acl or "").split(",") if a])
@@ -387,6 +389,66 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         else:  # import
             n = transfer.import_tenant(c, args.file, args.as_tenant)
             print(f"imported {args.file}: " + ", ".join(f"{v} {k}" for k, v in n.items()))
+    return 0
+
+
+def _print_tenants(rows: Sequence[dict[str, Any]], *, as_json: bool) -> None:
+    if as_json:
+        for r in rows:
+            print(json.dumps({**r, "created_at": r["created_at"].isoformat()}))
+        return
+    w = max([6, *(len(r["tenant_id"]) for r in rows)])
+    print(f"{'tenant':<{w}} {'corpora':>7} {'documents':>9} {'chunks':>9} {'superseded':>10}  roles")
+    for r in rows:
+        print(f"{r['tenant_id']:<{w}} {r['corpora']:>7} {r['documents']:>9} {r['chunks']:>9} {r['superseded']:>10}  "
+              + (",".join(r["roles"]) or "-"))
+    print(f"{len(rows)} tenant(s)", file=sys.stderr)
+
+
+def _session_acl(dsn: str, acl: str | None) -> list[str] | None:
+    """The ACL labels a listing or a folder sync acts with: --acl when given; else every label for an app role
+    (the CLI on the embedded server, or a --dsn of an app role or superuser), and a tenant login role's own
+    grant (labels it lacks cannot be claimed)."""
+    if acl:
+        return [a for a in acl.split(",") if a]
+    with psycopg.connect(dsn, autocommit=True) as c:
+        row = c.execute("SELECT pg_has_role(current_user, 'hybrid_app', 'MEMBER')").fetchone()
+    return ["*"] if row and row[0] else None
+
+
+def cmd_documents(args: argparse.Namespace) -> int:
+    from .client import HybridClient
+
+    _base.tenant_params(args.tenant, None)
+    target = Target(args)
+    target.ensure_ready()
+    with _tenant_hint(args), HybridClient(target.app) as c:
+        if args.action == "list":
+            with c.tenant(args.tenant, _session_acl(target.app, args.acl), read_only=True) as t:
+                docs = t.documents(args.corpus, prefix=args.prefix)
+            if args.json:
+                for d in docs:
+                    print(json.dumps({**dataclasses.asdict(d), "updated_at": d.updated_at.isoformat()}))
+            else:
+                w = max([8, *(len(d.document_id) for d in docs)])
+                cw = max([6, *(len(d.corpus_id) for d in docs)])
+                print(f"{'corpus':<{cw}} {'document':<{w}} {'chunks':>6}  {'updated':<19}  title")
+                for d in docs:
+                    print(f"{d.corpus_id:<{cw}} {d.document_id:<{w}} {d.chunks:>6}  "
+                          f"{d.updated_at.strftime('%Y-%m-%d %H:%M:%S')}  {(d.title or '')[:60]}")
+            print(f"{len(docs)} document(s), {sum(d.chunks for d in docs)} chunk(s)", file=sys.stderr)
+            return 0
+        # delete: all named documents or none
+        with c.tenant(args.tenant) as t:
+            deleted = {d: t.delete_document(d, args.corpus) for d in args.documents}
+            missing = [d for d, n in deleted.items() if n == 0]
+            if missing:
+                where = f" in corpus {args.corpus!r}" if args.corpus else ""
+                raise InvalidParameterError(
+                    f"no document {', '.join(repr(m) for m in missing)}{where} in tenant {args.tenant!r}: nothing "
+                    "deleted (`pyhybrid documents list` shows what it holds)")
+    for d, n in deleted.items():
+        print(f"deleted {d}: {n} chunk(s)")
     return 0
 
 
@@ -412,42 +474,72 @@ def _report_skipped(skipped: Sequence[tuple[str, str]], quiet: bool) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from . import folder
     from .chunking import scan_source
+    from .client import HybridClient
 
     _base.tenant_params(args.tenant, None)
+    path = Path(args.path)
+    if not path.exists():
+        raise InvalidParameterError(f"path {str(path)!r} does not exist")
+    if args.prune and not path.is_dir():
+        raise InvalidParameterError(f"--prune needs a directory (it supersedes the documents gone from it); "
+                                    f"{str(path)!r} is a file")
+    target = Target(args)
+    target.ensure_ready()
+    corpus = args.corpus or "default"
+    # the folder the corpus is synced with decides what the ids are relative to (read only: nothing written yet)
+    acl = _session_acl(target.app, None)
+    with HybridClient(target.app) as c, c.tenant(args.tenant, acl) as t:
+        corpora, stored = t.corpora(), t.documents()
+    plan = folder.plan_root(path, corpus, Path(args.root) if args.root else None,
+                            folder.remembered_root(corpora, corpus))
+    if plan.note:
+        print(f"pyhybrid: note: {plan.note}", file=sys.stderr)
     # read everything first: a bad path or record fails here, before a tenant or a row is written
-    scan = scan_source(Path(args.path), root=Path(args.root) if args.root else None, chunk_tokens=args.chunk_size,
-                       overlap_tokens=args.overlap)
+    scan = scan_source(path, root=plan.root, chunk_tokens=args.chunk_size, overlap_tokens=args.overlap)
     for f, note in scan.notes:
         print(f"pyhybrid: note: {f}: {note}", file=sys.stderr)
     _report_skipped(scan.skipped, args.quiet)
-    docs = len({r.get("document_id") for r in scan.records})
-    print(f"read {len(scan.files_read)} file(s): {len(scan.records)} chunk(s) of {docs} document(s); "
+    doc_ids = {str(r.get("document_id")) for r in scan.records}
+    print(f"read {len(scan.files_read)} file(s): {len(scan.records)} chunk(s) of {len(doc_ids)} document(s); "
           f"skipped {len(scan.skipped)} file(s)", file=sys.stderr)
-    if not scan.records:
+    if not scan.records and not args.prune:
         print(f"pyhybrid: error: nothing to ingest under {args.path}", file=sys.stderr)
         return 1
-    target = Target(args)
-    target.ensure_ready()
+    moved = folder.elsewhere(stored, doc_ids, corpus)
+    if moved and not args.move_corpus:
+        raise InvalidParameterError(folder.moved_message(moved, corpus, args.corpus is not None))
     if not args.dry_run:
         _create_tenant(target, args)
     records = scan.records
 
     def load() -> dict[str, int]:
         # no progress bar for a dry run: it embeds and writes nothing, so its rate would say nothing
-        return ingest_records(target.app, args.tenant, args.corpus, iter(records), batch_size=args.batch,
+        return ingest_records(target.app, args.tenant, corpus, iter(records), batch_size=args.batch,
                               acl_labels=[a for a in (args.acl or "").split(",") if a],
                               quiet=args.quiet or args.dry_run, total=len(records), dry_run=args.dry_run)
 
+    totals: dict[str, int] = {}
     with _tenant_hint(args):
-        if args.bulk and not args.dry_run:
-            from .client import HybridClient
-
+        if records and args.bulk and not args.dry_run:
             with HybridClient(target.admin) as admin, admin.bulk_load():
                 totals = load()
-        else:
+        elif records:
             totals = load()
+        with HybridClient(target.app) as c, c.tenant(args.tenant, acl) as t:
+            pruned: dict[str, int] = {}
+            if args.prune:
+                keep = doc_ids | folder.folder_ids(path, plan.root)
+                pruned = t.prune_documents(corpus, keep, prefix=plan.prefix, dry_run=args.dry_run)
+            if plan.remember and not args.dry_run:
+                t.set_corpus_root(corpus, str(plan.root))
+    for line in folder.summary(pruned, dry_run=args.dry_run):
+        print(f"pyhybrid: {line}", file=sys.stderr)
     totals = {"files_read": len(scan.files_read), "files_skipped": len(scan.skipped), **totals}
+    if args.prune:
+        totals["pruned_documents" if not args.dry_run else "would_prune_documents"] = len(pruned)
+        totals["pruned_chunks" if not args.dry_run else "would_prune_chunks"] = sum(pruned.values())
     print(json.dumps(totals))
     return 0
 
@@ -631,7 +723,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("migrate", help="install or upgrade the hybrid schema (Alembic upgrade head)")
     s.add_argument("--dim", type=int, default=None,
-                   help="embedding dimension of a fresh install (default 384); refused on an install of another one")
+                   help="embedding dimension of a fresh install (1 to 16000, default 384); refused on an install of another one")
     s.add_argument("--downgrade", metavar="REV", help="downgrade to REV instead (base removes everything)")
     s.add_argument("--reapply", action="store_true",
                    help="re-apply sql/idempotent/ even if unchanged (after an extension update, for example)")
@@ -645,8 +737,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(REINDEX CONCURRENTLY: reads and writes go on) before checking")
     s.set_defaults(func=cmd_doctor)
 
-    s = add("tenant", help="create, grant, drop, export and import tenants (admin)")
+    s = add("tenant", help="list, create, grant, drop, export and import tenants (admin)")
     ts = s.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION")
+    t = ts.add_parser("list", parents=[common], help="every tenant: corpora, documents, chunks, bound roles")
+    t.add_argument("--json", action="store_true", help="a JSON object per tenant instead of the table")
     t = ts.add_parser("create", parents=[common], help="create a tenant (idempotent)")
     t.add_argument("tenant", metavar="TENANT", help="the tenant id (letters, digits and _ . : -)")
     t = ts.add_parser("grant", parents=[common], help="bind an existing login role to a tenant")
@@ -671,13 +765,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path", help="a file or directory: .txt .md .markdown .rst .html .pdf, README-like and "
                                 "suffix-less text files are chunked; .jsonl holds chunk records (chunk_id, "
                                 "document_id, content; position, metadata, acl_labels, embedding optional)")
-    s.add_argument("--root", help="document ids are file paths relative to this directory (default: the directory "
-                                  "given, or the file's own directory); give it to re-ingest one file of a folder")
+    s.add_argument("--root", help="document ids are file paths relative to this directory, which becomes the corpus's "
+                                  "folder (default: the folder the corpus was ingested from, else the directory "
+                                  "given, or the file's own directory)")
     s.add_argument("--dry-run", action="store_true",
                    help="read, chunk and compare with what is stored; embed and write nothing")
     s.add_argument("--tenant", required=True, help="the tenant the chunks belong to (required)")
     tenant_flags(s)
-    s.add_argument("--corpus", default="default", help="the corpus within the tenant")
+    s.add_argument("--corpus", default=None, help="the corpus within the tenant (default: default)")
+    s.add_argument("--prune", action="store_true",
+                   help="folder sync: supersede the corpus's documents under PATH whose files are gone, and report "
+                        "them (with --dry-run: only report them)")
+    s.add_argument("--move-corpus", action="store_true",
+                   help="move documents that another corpus of the tenant stores into --corpus (refused without it)")
     # the chunker's defaults (pyhybrid.chunking.DEFAULT_CHUNK_TOKENS / DEFAULT_OVERLAP_TOKENS; test_cli checks them)
     s.add_argument("--chunk-size", type=int, default=254,
                    help="embedder tokens per chunk (default 254: the model reads 256)")
@@ -691,6 +791,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="no progress bar, no line about files of unsupported types (files that could not be read are "
                         "still named)")
     s.set_defaults(func=cmd_ingest)
+
+    s = add("documents", help="list or delete a tenant's documents")
+    ds = s.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION")
+    d = ds.add_parser("list", parents=[common], help="the documents the tenant holds (that you can see)")
+    d.add_argument("--tenant", required=True, help="the tenant (required)")
+    d.add_argument("--corpus", help="only this corpus")
+    d.add_argument("--prefix", help="only document ids starting with this (e.g. a folder: basic/)")
+    d.add_argument("--acl", help="comma-separated ACL labels to act with (default: every label on the embedded "
+                                 "server; with --dsn, the role's grant)")
+    d.add_argument("--json", action="store_true", help="a JSON object per document instead of the table")
+    d = ds.add_parser("delete", parents=[common], help="delete documents and every chunk of them (all or none)")
+    d.add_argument("documents", metavar="DOCUMENT", nargs="+", help="document ids (as `documents list` shows)")
+    d.add_argument("--tenant", required=True, help="the tenant (required)")
+    d.add_argument("--corpus", help="only in this corpus")
+    s.set_defaults(func=cmd_documents)
 
     s = add("ingest-edges", help='load graph edges from JSONL {"src", "dst", "rel"}',
             description="Load graph edges for a tenant. The file holds " + EDGE_FORMAT + ".",

@@ -12,7 +12,7 @@ from psycopg_pool import ConnectionPool
 
 from . import _base, _copy, _sql
 from .query import EXPLAIN_SQL, MANY_SQL, RETRIEVE_SQL, RetrieveQuery, many_params
-from .types import Chunk, ChunkRef, Edge, EdgeResult, IngestResult
+from .types import Chunk, ChunkRef, CorpusInfo, DocumentInfo, Edge, EdgeResult, IngestResult
 
 
 class TenantSession:
@@ -129,6 +129,35 @@ class TenantSession:
             row = self.conn.execute(_sql.DELETE_DOCUMENT_SQL, (document_id, corpus_id)).fetchone()
         assert row is not None
         return int(row["deleted"])
+
+    def documents(self, corpus_id: str | None = None, *, prefix: str | None = None) -> list[DocumentInfo]:
+        """The tenant's documents the caller can see, a DocumentInfo each (optionally of one corpus, with ids
+        starting with prefix); a document whose chunks are all hidden from the caller is not listed."""
+        args = _base.documents_args(corpus_id, prefix)
+        with _base.translate_errors():
+            rows = self.conn.execute(_sql.DOCUMENTS_SQL, args).fetchall()
+        return [DocumentInfo(**r) for r in rows]
+
+    def corpora(self) -> list[CorpusInfo]:
+        """The tenant's corpora, with the folder pyhybrid ingest syncs each with and their size."""
+        with _base.translate_errors():
+            rows = self.conn.execute(_sql.CORPORA_SQL).fetchall()
+        return [CorpusInfo(**r) for r in rows]
+
+    def set_corpus_root(self, corpus_id: str, source_root: str | None) -> None:
+        """Remember the folder a corpus is ingested from (None forgets it); writers only."""
+        _base.check_name("corpus_id", corpus_id)
+        with _base.translate_errors():
+            self.conn.execute(_sql.SET_CORPUS_ROOT_SQL, (corpus_id, source_root))
+
+    def prune_documents(self, corpus_id: str, keep: Iterable[str], *, prefix: str = "",
+                        dry_run: bool = False) -> dict[str, int]:
+        """Folder sync: supersede the documents of corpus_id whose id starts with prefix and is not in keep;
+        returns {document_id: chunks} of those pruned (with dry_run: those that would be). Writers only."""
+        args = _base.prune_args(corpus_id, keep, prefix, dry_run)
+        with _base.translate_errors():
+            rows = self.conn.execute(_sql.PRUNE_DOCUMENTS_SQL, args).fetchall()
+        return {r["document_id"]: int(r["chunks"]) for r in rows}
 
 
 class HybridClient:
@@ -249,6 +278,12 @@ class HybridClient:
         with self.connection() as conn, _base.translate_errors(), conn.transaction():
             rows = conn.execute(_sql.DROP_TENANT_SQL, (tenant_id,)).fetchall()
         return {str(r["what"]): int(r["removed"]) for r in rows}
+
+    def tenants(self) -> list[dict[str, Any]]:
+        """Every tenant with what it holds (admin only): tenant_id, created_at, corpora, documents, chunks (live),
+        superseded, roles (the login roles bound to it)."""
+        with self.connection() as conn, _base.translate_errors():
+            return [dict(r) for r in conn.execute(_sql.TENANTS_SQL).fetchall()]
 
     def grant_tenant(self, role_name: str, tenant_id: str, acl_labels: Sequence[str] = ()) -> None:
         """Bind an existing login role to a tenant (admin only)."""

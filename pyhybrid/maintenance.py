@@ -1,4 +1,4 @@
-"""Server maintenance: rebuild the BM25 indexes a restart left stale, and HNSW graphs a tenant outgrew."""
+"""Server maintenance: rebuild the BM25 indexes a restart left stale, merge them after loads, and HNSW graphs a tenant outgrew."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import psycopg
 from psycopg import conninfo, sql
 
 from . import _base
-from .errors import SchemaError
+from .errors import SchemaError, from_psycopg
 
 logger = logging.getLogger("pyhybrid")
 
@@ -110,6 +110,40 @@ def heal_bm25_everywhere(admin_dsn: str, report: Callable[[str], None] | None = 
             for a in actions:
                 say(f"pyhybrid: BM25 index {a.index_name} in database {name}: {a.action} ({a.reason})")
     return done
+
+
+@dataclass(frozen=True)
+class MergeAction:
+    """What hybrid.merge_bm25() did to one tenant's BM25 index (action: none, spilled, merged, rebuilt, skipped)."""
+
+    index_name: str
+    segments_before: int | None
+    segments_after: int | None
+    action: str
+
+
+def merge_bm25(dsn: str, tenants: list[str] | None = None) -> list[MergeAction]:
+    """Merge each tenant's BM25 index (or the given tenants') into one segment, as the schema owner.
+
+    Run it after bulk loads: on pg_textsearch before 1.3.1 the lexical branch re-scores every fetched
+    row unless the tenant's index has one segment and no write since. One transaction per tenant, so
+    each holds that tenant's writes off for its own merge only.
+    """
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if not _has_function(conn, "hybrid.merge_bm25(text)"):
+            raise SchemaError("hybrid.merge_bm25(text) is missing: run pyhybrid migrate first")
+        names = tenants if tenants is not None else [r[0] for r in conn.execute(
+            "SELECT tenant_id FROM hybrid.tenant ORDER BY tenant_id").fetchall()]
+        actions: list[MergeAction] = []
+        for name in names:
+            try:
+                rows = conn.execute(
+                    "SELECT index_name, segments_before, segments_after, action FROM hybrid.merge_bm25(%s)",
+                    (name,)).fetchall()
+            except psycopg.Error as exc:  # an unknown tenant (22023), a lock timeout, not the owner
+                raise from_psycopg(exc) from exc
+            actions += [MergeAction(*row) for row in rows]
+    return actions
 
 
 @dataclass(frozen=True)

@@ -143,13 +143,26 @@ def is_current(conn: psycopg.Connection[Any], role: str | None = None) -> bool:
     return row is not None and row[0] == head_revision() and row[1] == sql_digest() and bool(row[2])
 
 
+MAX_DIM = 16000
+DIM_RULE = ("between 1 and 16000 (pgvector's vector limit; the HNSW index holds the vectors up to 2,000 "
+            "dimensions, halfvec up to 4,000, binary codes re-ranked by exact cosine above)")
+
+
+def check_dim(dim: int | None, name: str = "dim") -> None:
+    """Raise InvalidParameterError unless dim is None or an embedding dimension pyhybrid can install."""
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIM):
+        raise InvalidParameterError(f"{name} must be {DIM_RULE}, got {dim!r}")
+
+
 def _alembic_config(url: str, dim: int | None, reapply: bool = False) -> Any:
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    cfg.attributes["embedding_dim"] = dim
+    # revision 0001 installs up to 2,000 dimensions; wider, revision 0011 widens the fresh install's column
+    cfg.attributes["embedding_dim"] = dim if dim is None or dim <= 2000 else None
+    cfg.attributes["wide_embedding_dim"] = dim if dim is not None and dim > 2000 else None
     cfg.attributes["reapply_idempotent"] = reapply
     return cfg
 
@@ -163,9 +176,11 @@ def upgrade(dsn: str | None = None, *, revision: str = "head", dim: int | None =
     sql/idempotent/ (functions, policies, grants) is re-applied when it changed since the last upgrade,
     or always with reapply=True (after an extension update, for example). Re-applying briefly locks
     the tables, so it is never done when nothing changed.
+
+    dim is between 1 and 16,000 (MAX_DIM): up to 2,000 the HNSW index holds the vectors, up to 4,000
+    halfvec copies of them, above that binary codes whose candidates are re-ranked by exact cosine.
     """
-    if dim is not None and not (1 <= dim <= 2000):
-        raise InvalidParameterError(f"dim must be between 1 and 2000 (HNSW limit), got {dim}")
+    check_dim(dim)
     from alembic import command
 
     target = resolve_dsn(dsn)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -175,6 +176,29 @@ class IngestResult:
     updated: int
     unchanged: int
     superseded: int
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    """A document a tenant holds, as the caller sees it (hybrid.documents)."""
+
+    corpus_id: str
+    document_id: str
+    chunks: int
+    title: str | None
+    source: str | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class CorpusInfo:
+    """A corpus of a tenant (hybrid.corpora): the folder pyhybrid ingest syncs it with, and its size as the caller
+    sees it."""
+
+    corpus_id: str
+    source_root: str | None
+    documents: int
+    chunks: int
 
 
 @dataclass(frozen=True)

@@ -312,3 +312,33 @@ def test_a_reading_tenant_role_loading_edges_is_told_the_pyhybrid_command(data_d
     err = run("ingest-edges", str(f), "--tenant", "acme", "--dsn", dsn, check=2).stderr
     assert "role cli_tenant_role may read tenant 'acme' but not write it" in err
     assert "tenant grant acme cli_tenant_role --acl '*'" in err and "SELECT" not in err
+
+
+# issue 24: folder sync, with the real binary on the embedded server
+def test_folder_sync_prune_documents_and_tenant_list_with_the_binary(data_dir: Path) -> None:
+    docs = data_dir.parent / "sync-docs"
+    (docs / "basic").mkdir(parents=True)
+    (docs / "basic" / "usage.md").write_text("# Usage\n\nConnect, then retrieve with one call.\n")
+    (docs / "news.md").write_text("# News\n\nThe zircon release retires the quokka scheduler.\n")
+    first = run("ingest", str(docs), "--tenant", "sync", "--corpus", "manual", "--quiet", data_dir=data_dir)
+    assert json.loads(first.stdout.splitlines()[-1])["inserted"] == 2
+    # one file of the folder, no --root: the same id, no second copy
+    again = run("ingest", str(docs / "basic" / "usage.md"), "--tenant", "sync", "--corpus", "manual", "--quiet",
+                data_dir=data_dir)
+    assert json.loads(again.stdout.splitlines()[-1])["unchanged"] == 1
+    forgot = run("ingest", str(docs), "--tenant", "sync", "--quiet", data_dir=data_dir, check=2)
+    assert "--corpus manual" in forgot.stderr and "--move-corpus" in forgot.stderr
+    (docs / "news.md").unlink()
+    pruned = run("ingest", str(docs), "--tenant", "sync", "--corpus", "manual", "--prune", "--quiet",
+                 data_dir=data_dir)
+    assert json.loads(pruned.stdout.splitlines()[-1])["pruned_documents"] == 1
+    assert "pruned 1 document(s) gone from the folder: news.md (1 chunk)" in pruned.stderr
+    listed = run("documents", "list", "--tenant", "sync", "--json", data_dir=data_dir).stdout
+    assert [json.loads(line)["document_id"] for line in listed.splitlines()] == ["basic/usage.md"]
+    hits = run("search", "zircon quokka scheduler", "--tenant", "sync", "--json", data_dir=data_dir).stdout
+    assert all(r["document_id"] != "news.md" for r in json.loads(hits))
+    tenants = run("tenant", "list", data_dir=data_dir).stdout.splitlines()
+    assert tenants[0].split() == ["tenant", "corpora", "documents", "chunks", "superseded", "roles"]
+    assert ["sync", "1", "1", "1", "1", "-"] in [line.split() for line in tenants]
+    run("documents", "delete", "basic/usage.md", "--tenant", "sync", data_dir=data_dir)
+    assert run("documents", "list", "--tenant", "sync", "--json", data_dir=data_dir).stdout == ""

@@ -133,6 +133,25 @@ def test_minilm_keeps_input_order_when_text_lengths_differ() -> None:
     assert cosines.min() > 0.999
 
 
+def test_minilm_sends_at_most_256_padded_tokens_a_call_so_a_full_chunk_goes_alone() -> None:
+    embedder = MiniLMEmbedder()
+    shapes: list[tuple[int, int]] = []
+    session = embedder._session
+
+    class Recording:
+        def run(self, names: Any, feeds: dict[str, np.ndarray]) -> Any:
+            shapes.append(feeds["input_ids"].shape)
+            return session.run(names, feeds)
+
+    embedder._session = Recording()
+    texts = ["the boundary layer on a swept wing " * 40] * 3 + ["heat transfer in a pipe"] * 20
+    got = embedder(texts)
+    # 256 tokens a call (was 1024: the three full chunks went in one call of 3 x 256)
+    assert shapes[:3] == [(1, 256)] * 3 and all(rows * width <= 256 for rows, width in shapes)
+    assert sum(rows for rows, _ in shapes) == len(texts)
+    np.testing.assert_allclose(got, default_embedder()(texts), atol=1e-5)
+
+
 def test_minilm_truncates_texts_to_max_tokens() -> None:
     embedder = default_embedder()
     head = "the wing was tested in the wind tunnel at several angles of attack . " * 30

@@ -152,6 +152,9 @@ BEGIN
     updated := updated - inserted;
     SELECT count(*) - inserted - updated INTO unchanged FROM pg_temp.hybrid_chunk_stage;
     PERFORM hybrid._analyze_partition(v_key, inserted);
+    IF inserted + updated + superseded > 0 THEN
+        PERFORM hybrid._bm25_written(v_key);  -- new BM25 index entries: re-scored until merged again
+    END IF;
     TRUNCATE pg_temp.hybrid_chunk_stage;
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END
@@ -253,17 +256,25 @@ DECLARE
     v_tenant text := hybrid._current_tenant();
     v_key integer := hybrid._tenant_key(v_tenant);
     n bigint;
+    v_labels text;
 BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN 0;
     END IF;
     PERFORM hybrid._check_writer();
+    -- every chunk of the document, whatever its labels: an app role acting with some labels must not
+    -- leave the others behind (a writer sees every row anyway)
+    v_labels := hybrid._with_all_labels();
     DELETE FROM hybrid.chunk c
     WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.document_id = delete_document.document_id
       AND (delete_document.corpus_id IS NULL OR c.corpus_id = delete_document.corpus_id);
     GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM hybrid._bm25_written(v_key);
+    END IF;
+    PERFORM set_config('hybrid.acl_labels', v_labels, true);
     RETURN n;
 END
 $$;
 COMMENT ON FUNCTION hybrid.delete_document(text, text) IS
-'Deletes every chunk of a document of the current tenant (optionally within one corpus); returns how many. Writers only (hybrid._may_write).';
+'Deletes every chunk of a document of the current tenant (optionally within one corpus), whatever their ACL labels, superseded ones too; returns how many. Writers only (hybrid._may_write).';

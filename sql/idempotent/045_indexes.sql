@@ -1,5 +1,30 @@
 -- The HNSW index, defined once: created here at install, dropped and rebuilt around bulk loads.
 
+-- hybrid._dense_kind: what the HNSW index holds for embeddings of a dimension
+CREATE OR REPLACE FUNCTION hybrid._dense_kind(dim integer) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+-- pgvector 0.8 builds HNSW on vector up to 2,000 dimensions, on halfvec up to 4,000 and on bit up
+-- to 64,000; a vector column holds up to 16,000. The column stays vector(dim) whatever the kind.
+AS $$ SELECT CASE WHEN dim <= 2000 THEN 'vector' WHEN dim <= 4000 THEN 'halfvec' ELSE 'bit' END $$;
+COMMENT ON FUNCTION hybrid._dense_kind(integer) IS
+'The HNSW index kind for embeddings of dim dimensions: vector (up to 2,000: the embeddings themselves), halfvec (2,001 to 4,000: an expression index on embedding::halfvec(dim), ranked by the exact cosine of the vectors) or bit (4,001 to 16,000: binary_quantize(embedding)::bit(dim) by Hamming distance, a wider candidate list re-ranked by the exact cosine).';
+REVOKE ALL ON FUNCTION hybrid._dense_kind(integer) FROM PUBLIC;
+
+-- hybrid._dense_index_key: the HNSW index's key (expression and operator class) for a dimension
+CREATE OR REPLACE FUNCTION hybrid._dense_index_key(dim integer, kind text DEFAULT NULL) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE coalesce(kind, hybrid._dense_kind(dim))
+           WHEN 'vector' THEN 'embedding vector_cosine_ops'
+           WHEN 'halfvec' THEN format('(embedding::halfvec(%s)) halfvec_cosine_ops', dim)
+           ELSE format('(binary_quantize(embedding)::bit(%s)) bit_hamming_ops', dim) END
+$$;
+COMMENT ON FUNCTION hybrid._dense_index_key(integer, text) IS
+'The key of hybrid.chunk_embedding_hnsw and its partitions'' indexes for dim dimensions (kind: hybrid._dense_kind(dim) unless given): the same expression and operator class on every partition, the one hybrid.search_dense orders by.';
+REVOKE ALL ON FUNCTION hybrid._dense_index_key(integer, text) FROM PUBLIC;
+
 -- hybrid._hnsw_density: the HNSW graph's density for a partition of so many rows (admin)
 CREATE OR REPLACE FUNCTION hybrid._hnsw_density(live_rows double precision, OUT m integer, OUT ef_construction integer)
 LANGUAGE plpgsql STABLE
@@ -54,9 +79,13 @@ LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 -- the graph in memory for the build: past maintenance_work_mem pgvector builds ~4x slower
 -- (measured); at least 1GB, or what the graph takes (its vector, ~200 bytes and 40 per unit of m a
--- row: the "no longer fits" notices of dense_tuning.md at commit 49a26d2), at most 8GB
+-- row: the "no longer fits" notices of dense_tuning.md at commit 49a26d2), at most 8GB. The vector
+-- is what the index holds: 4 bytes a dimension, 2 for halfvec, 1/8 for bit (hybrid._dense_kind).
 AS $$ SELECT least(pg_size_bytes('8GB'), greatest(pg_size_bytes('1GB'),
-          (greatest(coalesce(live_rows, 0), 0) * (4 * hybrid.embedding_dim() + 200 + 40 * m))::bigint)) $$;
+          (greatest(coalesce(live_rows, 0), 0)
+           * (CASE hybrid._dense_kind(hybrid.embedding_dim()) WHEN 'vector' THEN 4 * hybrid.embedding_dim()
+                   WHEN 'halfvec' THEN 2 * hybrid.embedding_dim() ELSE hybrid.embedding_dim() / 8 + 1 END
+              + 200 + 40 * m))::bigint)) $$;
 COMMENT ON FUNCTION hybrid._hnsw_build_memory(double precision, integer) IS
 'Bytes of maintenance_work_mem an HNSW build of live_rows chunks at density m needs to keep its graph in memory: 1GB to 8GB.';
 REVOKE ALL ON FUNCTION hybrid._hnsw_build_memory(double precision, integer) FROM PUBLIC;
@@ -83,8 +112,8 @@ BEGIN
     IF pg_size_bytes(current_setting('maintenance_work_mem')) < v_mem THEN
         PERFORM set_config('maintenance_work_mem', (v_mem / 1024) || 'kB', true);
     END IF;
-    EXECUTE format('CREATE INDEX %I ON %s USING hnsw (embedding vector_cosine_ops) %s WHERE NOT superseded',
-                   index_name, part, v_with);
+    EXECUTE format('CREATE INDEX %I ON %s USING hnsw (%s) %s WHERE NOT superseded',
+                   index_name, part, hybrid._dense_index_key(hybrid.embedding_dim()), v_with);
     RETURN format('m %s, ef_construction %s, %s rows', v_m, v_efc, v_rows);
 END
 $$;
@@ -108,8 +137,8 @@ BEGIN
     END IF;
     -- the parent's index holds the density a new (empty) partition gets when create_tenant attaches
     -- it; each existing partition gets its own index, as dense as its rows call for, attached to it
-    EXECUTE format('CREATE INDEX chunk_embedding_hnsw ON ONLY hybrid.chunk USING hnsw (embedding vector_cosine_ops) %s '
-                   'WHERE NOT superseded',
+    EXECUTE format('CREATE INDEX chunk_embedding_hnsw ON ONLY hybrid.chunk USING hnsw (%s) %s '
+                   'WHERE NOT superseded', hybrid._dense_index_key(hybrid.embedding_dim()),
                    CASE WHEN (v_base.m, v_base.ef_construction) <> (16, 64)
                         THEN format('WITH (m = %s, ef_construction = %s)', v_base.m, v_base.ef_construction) ELSE '' END);
     FOR v_part IN SELECT i.inhrelid::regclass FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk'::regclass

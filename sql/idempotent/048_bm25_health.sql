@@ -14,9 +14,10 @@
 -- Newer pg_textsearch versions that keep their statistics leave the sentinel healthy: then nothing
 -- is ever rebuilt (a REINDEX at every start would be costly and leaks shared memory, pg_textsearch#470).
 
--- hybrid._bm25_summary: one BM25 index's document counts
+-- hybrid._bm25_summary: one BM25 index's document and segment counts
 CREATE OR REPLACE FUNCTION hybrid._bm25_summary(index_name regclass,
-    OUT total_docs bigint, OUT memtable_docs bigint, OUT segment_docs bigint, OUT recovery_docids bigint)
+    OUT total_docs bigint, OUT memtable_docs bigint, OUT segment_docs bigint, OUT recovery_docids bigint,
+    OUT segments integer)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET client_min_messages = warning
@@ -45,10 +46,12 @@ BEGIN
     memtable_docs := (regexp_match(v_text, 'Memtable:\s*terms:\s*\d+\s*documents:\s*(\d+)'))[1]::bigint;
     recovery_docids := (regexp_match(v_text, 'Recovery Pages:\s*pages:\s*\d+\s*docids:\s*(\d+)'))[1]::bigint;
     segment_docs := coalesce((regexp_match(v_text, 'Total:\s*\d+ segments?[^\n]*?(\d+) docs'))[1]::bigint, 0);
+    segments := CASE WHEN v_text IS NOT NULL
+                     THEN coalesce((regexp_match(v_text, 'Total:\s*(\d+) segments?'))[1]::integer, 0) END;
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_summary(regclass) IS
-'The counts of one BM25 index from pg_textsearch''s bm25_summarize_index: documents in its corpus statistics, in memory, in segments, on recovery pages (NULL where the summary cannot be read). Admin only.';
+'The counts of one BM25 index from pg_textsearch''s bm25_summarize_index: documents in its corpus statistics, in memory, in segments, on recovery pages, and its segments (NULL where the summary cannot be read). Admin only.';
 REVOKE ALL ON FUNCTION hybrid._bm25_summary(regclass) FROM PUBLIC;
 
 -- hybrid._bm25_restart_kind: what the sentinel says happened since the last heal
@@ -237,6 +240,8 @@ BEGIN
             EXECUTE format('REINDEX INDEX %s', v_index);
             PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
         END;
+        -- possibly a parallel build, whose scan scores were not measured: re-scored until merge_bm25
+        DELETE FROM hybrid.bm25_merged m WHERE m.index_oid = v_index;
         action := 'rebuilt';
         RETURN NEXT;
     END IF;
@@ -365,6 +370,144 @@ $$;
 COMMENT ON FUNCTION hybrid._bm25_ready(regclass) IS
 'Whether one BM25 index can be trusted: after a server restart, the first call for it rebuilds it if stale (as the schema owner, one session at a time, that index alone); false where that cannot be done (a read-only transaction, a standby).';
 REVOKE ALL ON FUNCTION hybrid._bm25_ready(regclass) FROM PUBLIC;
+
+-- hybrid._bm25_version: the loaded pg_textsearch's version as integers
+CREATE OR REPLACE FUNCTION hybrid._bm25_version() RETURNS integer[]
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- the library's own version (the SQL objects' extversion can lag an upgraded binary)
+    SELECT string_to_array(substring(coalesce(current_setting('pg_textsearch.library_version', true),
+                                              (SELECT e.extversion FROM pg_extension e WHERE e.extname = 'pg_textsearch'))
+                                     FROM '^[0-9]+(?:\.[0-9]+)*'), '.')::integer[]
+$$;
+COMMENT ON FUNCTION hybrid._bm25_version() IS
+'The loaded pg_textsearch library''s version as an integer array ({1,0,0}), NULL without the extension.';
+REVOKE ALL ON FUNCTION hybrid._bm25_version() FROM PUBLIC;
+
+-- hybrid._bm25_record_segments: record whether an index has at most one segment (caller holds writers off)
+CREATE OR REPLACE FUNCTION hybrid._bm25_record_segments(index_name regclass) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s record := hybrid._bm25_summary(index_name);
+BEGIN
+    IF s.segments IS NOT NULL AND s.segments <= 1 AND s.memtable_docs = 0 THEN
+        INSERT INTO hybrid.bm25_merged AS m (index_oid, segments) VALUES (index_name, s.segments)
+        ON CONFLICT (index_oid) DO UPDATE SET segments = excluded.segments, merged_at = now();
+    ELSE
+        DELETE FROM hybrid.bm25_merged m WHERE m.index_oid = index_name;
+    END IF;
+    RETURN s.segments;
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_record_segments(regclass) IS
+'Reads one BM25 index''s segments and records it in hybrid.bm25_merged when it has at most one and nothing in memory (else forgets it); returns the segment count. The caller holds writers off (a SHARE lock on the table, as REINDEX and hybrid.merge_bm25 do). Admin only.';
+REVOKE ALL ON FUNCTION hybrid._bm25_record_segments(regclass) FROM PUBLIC;
+
+-- hybrid._bm25_written: a write to a tenant's partition forgets that its index was merged
+CREATE OR REPLACE FUNCTION hybrid._bm25_written(tenant_key integer) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- plpgsql: hybrid._bm25_partition_index comes later (050_search.sql)
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM hybrid.bm25_merged m WHERE m.index_oid = to_regclass(hybrid._bm25_partition_index(_bm25_written.tenant_key));
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_written(integer) IS
+'Called by every writer of a tenant''s chunks (hybrid.finish_ingest, hybrid.delete_document): its partition''s BM25 index may have new segments or documents in memory, so the lexical branch re-scores until the next hybrid.merge_bm25.';
+REVOKE ALL ON FUNCTION hybrid._bm25_written(integer) FROM PUBLIC;
+
+-- hybrid._bm25_scan_exact: whether an index scan's own scores equal <@>'s
+CREATE OR REPLACE FUNCTION hybrid._bm25_scan_exact(index_name regclass) RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- before 1.2.0 a segment's multi-term scan can leave a term out of a row's score
+    -- (timescale/pg_textsearch#365) and before 1.3.1 a scan can return a row twice with two scores
+    -- (#417); on 1.0.0 they equal <@>'s on one segment that a serial rebuild wrote (hybrid.merge_bm25)
+    SELECT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false)
+        OR EXISTS (SELECT 1 FROM hybrid.bm25_merged m WHERE m.index_oid = _bm25_scan_exact.index_name AND m.segments <= 1)
+$$;
+COMMENT ON FUNCTION hybrid._bm25_scan_exact(regclass) IS
+'Whether the lexical branch may take a BM25 index scan''s own scores (bm25_get_current_score()) instead of re-scoring each row with <@>: pg_textsearch 1.3.1 or later, or an index recorded in hybrid.bm25_merged (one segment, no write since).';
+REVOKE ALL ON FUNCTION hybrid._bm25_scan_exact(regclass) FROM PUBLIC;
+
+-- hybrid.merge_bm25: merge the partitions' BM25 indexes into one segment each (admin)
+CREATE OR REPLACE FUNCTION hybrid.merge_bm25(tenant_id text DEFAULT NULL)
+RETURNS TABLE (index_name text, segments_before integer, segments_after integer, action text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    v_schema name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                      WHERE e.extname = 'pg_textsearch');
+    v_key integer := hybrid._tenant_key(merge_bm25.tenant_id);
+    v_workers text;
+    r record;
+    s record;
+BEGIN
+    IF merge_bm25.tenant_id IS NOT NULL AND v_key IS NULL THEN
+        RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(merge_bm25.tenant_id) USING ERRCODE = '22023';
+    END IF;
+    IF v_schema IS NULL THEN
+        RETURN;
+    END IF;
+    DELETE FROM hybrid.bm25_merged m WHERE NOT EXISTS (SELECT 1 FROM hybrid._bm25_indexes() x WHERE x.index_name = m.index_oid);
+    FOR r IN SELECT i.inhrelid::regclass AS idx, x.indrelid::regclass AS tbl
+             FROM pg_inherits i JOIN pg_index x ON x.indexrelid = i.inhrelid
+             WHERE i.inhparent = to_regclass('hybrid.chunk_content_bm25')
+               AND (v_key IS NULL OR x.indrelid = hybrid._chunk_partition(v_key))
+             ORDER BY 1::text LOOP
+        index_name := r.idx::text;
+        IF NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = r.idx), 'USAGE') THEN
+            segments_before := NULL; segments_after := NULL;
+            action := format('skipped: %I does not own it', current_user);
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        -- writers in flight commit first and new ones wait for this transaction, so what is merged
+        -- below is what hybrid.bm25_merged records (they forget it when they write: _bm25_written)
+        EXECUTE format('LOCK TABLE %s IN SHARE MODE', r.tbl);
+        PERFORM hybrid._bm25_heal_index(r.idx, unchecked_only => true);  -- a restart's stale index first
+        s := hybrid._bm25_summary(r.idx);
+        segments_before := s.segments;
+        action := 'none';
+        IF coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false) THEN
+            -- the scan's scores are exact on any number of segments: merging only speeds it up
+            IF s.memtable_docs > 0 THEN
+                EXECUTE format('SELECT %I.bm25_spill_index($1)', v_schema) USING r.idx::text;
+                action := 'spilled';
+                s := hybrid._bm25_summary(r.idx);
+            END IF;
+            IF s.segments > 1 THEN
+                EXECUTE format('SELECT %I.bm25_force_merge($1)', v_schema) USING r.idx::text;
+                action := 'merged';
+            END IF;
+        ELSIF NOT EXISTS (SELECT 1 FROM hybrid.bm25_merged m WHERE m.index_oid = r.idx) THEN
+            -- pg_textsearch 1.0: a serial rebuild writes one segment whose scan ranks exactly (measured,
+            -- tests/test_bm25_segments.py). Its force merge does not: it stops at the first level with one
+            -- segment (one at L0 beside one at L1 stays two), and the scan of a merged segment missed a row
+            -- of the exact top there, as may one that compaction merged (segments_per_level): an index
+            -- counts as merged only after this rebuild, with no write since. A parallel build (>= 100,000
+            -- rows) merges its workers' segments: not used. A rebuild past memtable_spill_threshold
+            -- writes several segments: then nothing is recorded.
+            v_workers := current_setting('max_parallel_maintenance_workers');
+            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
+            EXECUTE format('REINDEX INDEX %s', r.idx);
+            PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
+            action := 'rebuilt';
+        END IF;
+        segments_after := hybrid._bm25_record_segments(r.idx);
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION hybrid.merge_bm25(text) IS
+'Leaves each tenant''s BM25 index (or one tenant''s) with one segment and nothing in memory, and records it in hybrid.bm25_merged: the lexical branch then takes the index scan''s own scores there until the next write, where pg_textsearch before 1.3.1 re-scores every fetched row. Before 1.3.1 a serial REINDEX does it (searches of that tenant wait for it); from 1.3.1 a spill and a force merge. Holds writes to each partition off while it runs. Run after bulk loads (pyhybrid.maintenance.merge_bm25: one transaction per tenant). Admin only.';
+REVOKE ALL ON FUNCTION hybrid.merge_bm25(text) FROM PUBLIC;
 
 DO $sentinel$
 BEGIN

@@ -130,6 +130,27 @@ $$;
 COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer) IS
 'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 1000, at least 2 x top_k and at most 1000 (pgvector''s limit).';
 
+-- hybrid._dense_statement: the dense branch's ordered scan of an index over halfvec or binary codes
+CREATE OR REPLACE FUNCTION hybrid._dense_statement(kind text, dim integer) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- parameters: $1 query_embedding, $2 tenant key, $3-$5 tenant, ACL labels, all labels, $6 corpus_ids,
+    -- $7 filter, $8 top_k, $9 how many candidates the index gives for re-ranking by exact cosine
+    SELECT 'SELECT s.chunk_id, (row_number() OVER (ORDER BY s.d, s.chunk_id))::integer, s.d '
+        || 'FROM (SELECT b.chunk_id, b.d FROM ('
+        || 'SELECT c.chunk_id, (c.embedding <=> $1)::double precision AS d FROM hybrid.chunk c '
+        || 'WHERE c.tenant_key = $2 AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $3, $4, $5) '
+        || 'AND ($6::text[] IS NULL OR c.corpus_id = ANY ($6)) AND ($7::jsonb IS NULL OR c.metadata @> $7) '
+        || 'ORDER BY ' || CASE kind
+               WHEN 'vector' THEN 'c.embedding <=> $1'
+               WHEN 'halfvec' THEN format('c.embedding::halfvec(%s) <=> $1::halfvec(%s)', dim, dim)
+               WHEN 'bit' THEN format('binary_quantize(c.embedding)::bit(%s) <~> binary_quantize($1)::bit(%s)', dim, dim) END
+        || ' LIMIT $9) b ORDER BY b.d, b.chunk_id LIMIT $8) s ORDER BY s.d, s.chunk_id'
+$$;
+COMMENT ON FUNCTION hybrid._dense_statement(text, integer) IS
+'The text of the dense branch''s index scan for an index kind (hybrid._dense_kind; the dimension spliced in, as a typmod cannot be a parameter): candidates in the order of the index''s expression, ranked by the exact cosine distance. hybrid.search_dense runs it for halfvec and bit (for vector it runs the equivalent static statement); bench/latency.py --index-kinds runs it for each kind.';
+
 CREATE OR REPLACE FUNCTION hybrid.search_dense(
     query_embedding vector, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     exact_threshold integer DEFAULT NULL)
@@ -150,11 +171,17 @@ DECLARE
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
     v_ef integer;
+    v_dim integer;
+    v_kind text;
 BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
     END IF;
     v_ef := hybrid._dense_plan(v_key, corpus_ids, filter, exact_threshold, top_k);
+    IF v_ef > 0 THEN
+        v_dim := hybrid.embedding_dim();
+        v_kind := hybrid._dense_kind(v_dim);
+    END IF;
     IF v_ef = 0 THEN
         -- small scope: exact distances over the tenant's rows (the btree finds them);
         -- "+ 0" keeps the planner off the HNSW index, whose RLS post-filter would lose recall
@@ -171,6 +198,18 @@ BEGIN
               ORDER BY (c.embedding <=> query_embedding) + 0, c.chunk_id
               LIMIT top_k) s
         ORDER BY s.d, s.chunk_id;
+    ELSIF v_kind <> 'vector' THEN
+        -- above 2,000 dimensions the index holds embedding::halfvec(dim), or above 4,000
+        -- binary_quantize(embedding)::bit(dim) (hybrid._dense_kind): the scan orders by that same
+        -- expression, with the dimension spliced in as a literal (a typmod cannot be a parameter),
+        -- and the candidates are ranked by the exact cosine of the vectors. Binary codes rank
+        -- coarsely: a wider list (ef_search, at least 4 x top_k) is re-ranked. The values are
+        -- parameters of a one-shot plan, so the tenant key still prunes to one partition.
+        PERFORM set_config('hnsw.ef_search', v_ef::text, true);
+        PERFORM set_config('enable_sort', 'off', true);
+        RETURN QUERY EXECUTE hybrid._dense_statement(v_kind, v_dim)
+        USING query_embedding, v_key, v_tenant, v_acl, v_all, corpus_ids, filter, top_k,
+              CASE v_kind WHEN 'halfvec' THEN top_k ELSE greatest(v_ef, 4 * top_k) END;
     ELSE
         PERFORM set_config('hnsw.ef_search', v_ef::text, true);
         -- the index's ordered scan, always: with a larger ef_search pgvector's cost estimate grows
@@ -191,7 +230,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan).';
+'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates).';
 
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
@@ -242,6 +281,7 @@ DECLARE
     v_bm25 boolean := hybrid.bm25_available();
     v_method text := coalesce(lexical, CASE WHEN v_bm25 THEN 'bm25' ELSE 'ts_rank' END);
     v_query tsquery;
+    v_scan boolean;
 BEGIN
     IF v_method NOT IN ('bm25', 'ts_rank') THEN
         RAISE EXCEPTION 'lexical must be ''bm25'' or ''ts_rank'', got %', quote_literal(v_method) USING ERRCODE = '22023';
@@ -289,11 +329,15 @@ BEGIN
     END IF;
     -- Always the BM25 index's ordered scan: it keeps scanning past rows the tenant, ACL or filter
     -- drop, so small tenants lose nothing; computed row by row (a non-index plan), <@> gives
-    -- different, wrong scores. pg_textsearch 1.0 can return a row twice, or out of order, with
-    -- partial scores when the index has several segments (timescale/pg_textsearch#417, #216): fetch
-    -- a few extra and re-score only those rows with <@> (~0.2 ms a row); bm25_get_current_score()
-    -- would keep the scan's partial scores (SciFact nDCG@10 0.685 against 0.695, measured).
-    -- Scores are negative (lower is better); 0 means no term matched.
+    -- different, wrong scores. Before 1.3.1 pg_textsearch can leave a term out of a row's score when
+    -- the index has several segments (timescale/pg_textsearch#365, fixed in 1.2.0) and return a row
+    -- twice with two scores (#417, fixed in 1.3.1): there, unless the partition's index is known to
+    -- have one segment and no write since (hybrid._bm25_scan_exact, hybrid.merge_bm25), fetch a few
+    -- extra and re-score those rows with <@> (~0.2 ms a row; the scan's partial scores cost SciFact
+    -- 0.01 nDCG@10, measured). Otherwise the scan's own score (bm25_get_current_score()) is <@>'s,
+    -- but for a query of one word repeated, which 1.0's scan scores as if written once: re-scored.
+    -- hybrid.bm25_scores says which for the transaction. Scores are negative (lower is better);
+    -- 0 means no term matched.
     -- The statement reads the tenant's partition by name, through the partition's own BM25 index,
     -- whose statistics (N, document frequencies, lengths) are the tenant's alone. Through the parent
     -- it cannot: named by the parent's index, pg_textsearch 1.0 scores every partition's rows
@@ -305,10 +349,18 @@ BEGIN
         RAISE EXCEPTION 'the tenant''s partition has no BM25 index' USING ERRCODE = '55000',
             HINT = 'Run pyhybrid migrate --reapply as the schema owner.';
     END IF;
+    -- SET hybrid.bm25_rescore = on forces the re-score (bench/latency.py --bm25-ab compares the two)
+    v_scan := coalesce(current_setting('hybrid.bm25_rescore', true), '') <> 'on'
+        AND hybrid._bm25_scan_exact(v_index::regclass) AND NOT coalesce(
+        (SELECT count(*) = 1 AND sum(cardinality(t.positions)) > 1
+         FROM unnest(to_tsvector((SELECT substring(o FROM '^text_config=(.*)$')::regconfig
+                                  FROM pg_class k, unnest(k.reloptions) o
+                                  WHERE k.oid = v_index::regclass AND o LIKE 'text_config=%'), query_text)) t), true);
+    PERFORM set_config('hybrid.bm25_scores', CASE WHEN v_scan THEN 'index scan' ELSE 're-scored' END, true);
     RETURN QUERY EXECUTE format($sql$
     SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
     FROM (SELECT x.chunk_id, max(-x.raw) AS sc
-          FROM (SELECT c.chunk_id, (c.content <@> to_bm25query($1, %L))::double precision AS raw
+          FROM (SELECT c.chunk_id, %s::double precision AS raw
                 FROM %s c
                 WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4)
                   AND ($5 IS NULL OR c.corpus_id = ANY ($5))
@@ -320,7 +372,8 @@ BEGIN
           ORDER BY 2 DESC, 1
           LIMIT $7) s
     ORDER BY s.sc DESC, s.chunk_id
-    $sql$, v_index, v_part, v_index) USING query_text, v_tenant, v_acl, v_all, corpus_ids, filter, top_k;
+    $sql$, CASE WHEN v_scan THEN 'bm25_get_current_score()' ELSE format('(c.content <@> to_bm25query($1, %L))', v_index) END,
+           v_part, v_index) USING query_text, v_tenant, v_acl, v_all, corpus_ids, filter, top_k;
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text) IS

@@ -30,10 +30,12 @@ BEGIN
         'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
         'hybrid.rrf_fuse(jsonb, double precision[], double precision, integer)',
         'hybrid.fuse(jsonb, double precision[], text, double precision, integer, jsonb)',
-        'hybrid.graph_context(text[])',
+        'hybrid.graph_context(text[])', 'hybrid.hydrate',
         'hybrid.begin_ingest()', 'hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
         'hybrid.unchanged_documents(text, jsonb)',
         'hybrid.classify_ids(text[])',
+        'hybrid.documents(text, text)', 'hybrid.corpora()', 'hybrid.set_corpus_root(text, text)',
+        'hybrid.prune_documents(text, text[], text, boolean)',
         'hybrid.begin_edges()', 'hybrid.finish_edges()', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
         'hybrid.embedding_dim()', 'hybrid.bm25_available()', 'hybrid.version()', 'hybrid.content_hash',
         -- helpers the API's invoker-rights functions and RLS policies call as the caller
@@ -73,7 +75,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._scope_size(integer, text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
     hybrid._tenant_key(text), hybrid._chunk_partition(integer), hybrid._analyze_partition(integer, bigint),
     hybrid._visible_chunk_ids(integer, text[], text[], jsonb, text, text[], boolean),
-    hybrid._bm25_ready(regclass), hybrid._bm25_partition_index(integer), hybrid._visible(text, boolean, text[], text, text[], boolean),
+    hybrid._bm25_ready(regclass), hybrid._bm25_partition_index(integer), hybrid._bm25_scan_exact(regclass), hybrid._bm25_written(integer), hybrid._visible(text, boolean, text[], text, text[], boolean),
     hybrid._rrf_term(double precision, double precision, integer), hybrid.rrf_fuse(jsonb, double precision[], double precision, integer),
     hybrid._check_range(text, integer, integer, integer, text), hybrid._check_number(text, double precision, boolean),
     hybrid._check_flag(text, boolean), hybrid.graph_context(text[]),
@@ -84,7 +86,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._fusion_score(text, text, double precision),
     hybrid._graph_score(double precision, double precision, double precision, double precision, double precision),
     hybrid._fuse_branches(text, double precision, double precision, double precision, text[], double precision[], text[], double precision[]),
-    hybrid._dense_plan(integer, text[], jsonb, integer, integer),
+    hybrid._dense_plan(integer, text[], jsonb, integer, integer), hybrid._dense_kind(integer), hybrid._dense_statement(text, integer),
     hybrid._explain_branch(text, timestamptz, text[], double precision[], double precision, integer, text) TO hybrid_definer;
 
 -- the loaders run as hybrid_definer (ALTER ... OWNER needs that role to hold CREATE on the schema meanwhile)
@@ -95,11 +97,14 @@ BEGIN
     FOREACH fn IN ARRAY ARRAY['hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
                               'hybrid.unchanged_documents(text, jsonb)',
                               'hybrid.classify_ids(text[])',
+                              'hybrid.documents(text, text)', 'hybrid.corpora()', 'hybrid.set_corpus_root(text, text)',
+                              'hybrid.prune_documents(text, text[], text, boolean)',
                               'hybrid.finish_edges()', 'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
                               'hybrid.search_lexical(text, integer, text[], jsonb, text)',
                               'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
                               'hybrid.graph_context(text[])', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
-                              'hybrid._entity_seen(text, text, text[], boolean)']::regprocedure[] || ('hybrid.retrieve'::regproc::regprocedure) LOOP
+                              'hybrid._entity_seen(text, text, text[], boolean)']::regprocedure[]
+               || ('hybrid.retrieve'::regproc::regprocedure) || ('hybrid.hydrate'::regproc::regprocedure) LOOP
         IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
             GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
             EXECUTE format('ALTER FUNCTION %s OWNER TO hybrid_definer', fn);

@@ -1,7 +1,7 @@
 """graph_decay in hybrid_retrieve: a chunk reached only through the graph scores below its seed.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-02
 """
 
@@ -11,8 +11,8 @@ from alembic import op
 
 from pyhybrid._paths import sql_dir
 
-revision = "0010"
-down_revision = "0009"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
@@ -23,11 +23,11 @@ _NEW = ("vector, text, text[], text[], integer, integer, double precision, doubl
 
 def upgrade() -> None:
     cur = op.get_bind().connection.dbapi_connection.cursor()
-    cur.execute(sql_dir().joinpath("incremental", "0010_graph_decay.sql").read_text(encoding="utf-8"))
+    cur.execute(sql_dir().joinpath("incremental", "0012_graph_decay.sql").read_text(encoding="utf-8"))
 
 
 def downgrade() -> None:
-    # back to 0009's signatures: the older release's sql/idempotent/ re-creates the functions
+    # back to 0011's signatures: the older release's sql/idempotent/ re-creates the functions
     cur = op.get_bind().connection.dbapi_connection.cursor()
     many = _NEW.replace("vector, text, ", "vector[], text[], ", 1)
     cur.execute(f"""
