@@ -61,6 +61,7 @@ class Plan:
 
     first: list[str] = field(default_factory=list)
     graph_after: bool = False
+    graph: bool = False
 
     @classmethod
     def of(cls, q: RetrieveQuery) -> Plan:
@@ -69,6 +70,8 @@ class Plan:
             plan.first.append("dense")
         if q.query_text is not None and q.query_text.strip() and q.keyword_weight > 0:
             plan.first.append("lexical")
+        if q.graph_weight > 0 and (q.graph_seeds or q.graph_expand > 0):
+            plan.graph = True
         if q.graph_weight > 0:
             if q.graph_seeds:
                 plan.first.append("graph")
@@ -78,8 +81,10 @@ class Plan:
 
     @property
     def worth_it(self) -> bool:
-        """At least two branches can run at once (else the one call does the same in fewer round trips)."""
-        return len(self.first) >= 2
+        """At least two branches can run at once (else the one call does the same in fewer round trips), and no
+        graph branch: since graph_decay a graph hit scores from the fused score of the seed that reached it,
+        which hybrid.search_graph does not return, so a call with the graph runs as the one call."""
+        return len(self.first) >= 2 and not self.graph
 
 
 def params(q: RetrieveQuery) -> dict[str, Any]:

@@ -43,10 +43,9 @@ class AsyncTenantSession:
         fused rows (at least skip + top_k) before skip and top_k apply; rows then carry rerank_score.
 
         parallel=True (a read-only session of a pooled client only): the branches run at once on pooled
-        connections sharing this transaction's snapshot (hybrid.search_dense / search_lexical / search_graph;
-        with graph_expand and no graph_seeds the graph branch waits for the other two), then hybrid.fuse and
-        hybrid.hydrate return the same rows as the one call. The one call is made instead when fewer than two
-        branches run, fewer than two pooled connections are free, or a branch fails (so its warnings and
+        connections sharing this transaction's snapshot (hybrid.search_dense / search_lexical), then
+        hybrid.fuse and hybrid.hydrate return the same rows as the one call. The one call is made instead when
+        the graph branch runs (graph hits score from their seeds, graph_decay), when fewer than two branches run, fewer than two pooled connections are free, or a branch fails (so its warnings and
         errors are the one call's). Settings SET on the session's connection do not reach the pooled ones (give
         them in the DSN). Default (None): PARALLEL_DEFAULT, False: on 100,000 chunks on a shared
         2-core machine it was no faster than the one call (docs/searching.md, "Parallel branches").

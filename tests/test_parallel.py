@@ -67,6 +67,18 @@ CASES: list[dict[str, Any]] = [
 ]
 
 
+def _graph(case: dict[str, Any]) -> bool:
+    """Whether the case runs the graph branch: then the parallel path makes the one call (graph hits score from
+    their seeds' fused scores since graph_decay, which hybrid.search_graph does not return)."""
+    return bool(case.get("graph_seeds") or case.get("graph_expand"))
+
+
+PARALLEL_CASES = [c for c in CASES if not _graph(c)] + [
+    {"filter": {"lang": "en"}}, {"corpus_ids": ["b"]}, {"per_document": True},
+    {"siblings": 2, "with_graph_context": True}, {"vector_weight": 2.0, "keyword_weight": 0.5, "rrf_k": 10},
+    {"min_vector_score": 0.5, "min_keyword_score": 0.1}]
+
+
 def _query(**kw: Any) -> dict[str, Any]:
     q: dict[str, Any] = {"query_embedding": unit(7), "query_text": "pump occlusion alarm", "top_k": 10}
     q.update(kw)
@@ -109,18 +121,19 @@ async def test_parallel_returns_the_one_calls_rows_for_every_fusion_method(corpu
     async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True, max_size=4) as client:
         for acl in (None, ["finance"]):
             async with client.tenant("acme", acl, read_only=True) as t:
-                for case in CASES:
+                for case in PARALLEL_CASES + CASES:
                     q = _query(fusion=fusion, **case)
                     one = await t.retrieve(parallel=False, **q)
                     par = await t.retrieve(parallel=True, **q)
                     assert one, case
                     _same(one, par)
-    assert spied == ["rows"] * (2 * len(CASES)), spied
+    # every case without the graph ran in parallel; every case with it made the one call
+    assert spied == ["rows"] * (2 * sum(1 for c in PARALLEL_CASES + CASES if not _graph(c))), spied
 
 
 @pytest.mark.usefixtures("require_age", "require_bm25")
 async def test_parallel_branches_share_the_sessions_snapshot(corpus: Db, spied: list[str]) -> None:
-    q = _query(graph_expand=2)
+    q = _query()
     async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True, max_size=4) as client:
         async with client.tenant("acme", read_only=True) as t:
             before = await t.retrieve(parallel=False, **q)
@@ -150,7 +163,7 @@ async def test_parallel_fusion_and_hydration_lock_the_callers_partition_and_no_o
         mine = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('acme'))::text").fetchone()[0]  # type: ignore[index]
     async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True, max_size=4) as client:
         async with client.tenant("acme", read_only=True) as t:
-            await t.retrieve(parallel=True, **_query(graph_expand=2, siblings=1, with_graph_context=True, per_document=True))
+            await t.retrieve(parallel=True, **_query(siblings=1, with_graph_context=True, per_document=True))
             cur = await t.conn.execute(
                 "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
                 "WHERE l.pid = pg_backend_pid() AND c.relkind = 'r' AND c.relname LIKE 'chunk_p%'")
@@ -162,7 +175,7 @@ async def test_parallel_fusion_and_hydration_lock_the_callers_partition_and_no_o
 @pytest.mark.usefixtures("require_age", "require_bm25")
 @pytest.mark.parametrize("max_size", [1, 2])
 async def test_a_pool_too_small_for_two_branches_makes_the_one_call(corpus: Db, spied: list[str], max_size: int) -> None:
-    q = _query(graph_expand=2)
+    q = _query()
     async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True, max_size=max_size) as client:
         async with client.tenant("acme", read_only=True) as t:
             one = await t.retrieve(parallel=False, **q)
@@ -192,7 +205,7 @@ async def test_a_tenant_login_role_runs_parallel_as_itself(corpus: Db, spied: li
     # connections act for it, so neither globex's rows nor acme's "finance" chunks come back
     async with AsyncHybridClient(corpus.dsn("pyh_acme"), pool=True, max_size=4) as client:
         async with client.tenant("acme", read_only=True) as t:
-            for case in CASES[:6]:
+            for case in PARALLEL_CASES[:6]:
                 q = _query(**case)
                 one = await t.retrieve(parallel=False, **q)
                 par = await t.retrieve(parallel=True, **q)
@@ -202,7 +215,21 @@ async def test_a_tenant_login_role_runs_parallel_as_itself(corpus: Db, spied: li
 
 
 @pytest.mark.usefixtures("require_age", "require_bm25")
-async def test_a_failing_branch_falls_back_to_the_one_call_and_its_warning(db: Db, spied: list[str]) -> None:
+async def test_a_failing_branch_falls_back_to_the_one_call(corpus: Db, spied: list[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # the lexical branch's statement breaks on the pooled connection: the one call answers instead
+    monkeypatch.setitem(_parallel._BRANCH_SQL, "lexical", "SELECT 1 / 0 AS chunk_id")
+    q = _query()
+    async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True, max_size=4) as client:
+        async with client.tenant("acme", read_only=True) as t:
+            one = await t.retrieve(parallel=False, **q)
+            par = await t.retrieve(parallel=True, **q)
+    _same(one, par)
+    assert spied == ["Fallback"]
+
+
+@pytest.mark.usefixtures("require_age", "require_bm25")
+async def test_a_call_with_a_broken_graph_makes_the_one_call_and_its_warning(db: Db, spied: list[str]) -> None:
     with HybridClient(db.dsn("pyh_app")) as client, client.tenant("acme") as t:
         t.ingest(_chunks("acme"), corpus_id="a", allow_missing_embeddings=True)
     with psycopg.connect(db.dsn()) as c:  # the graph disappears (as if AGE were missing)
@@ -217,7 +244,7 @@ async def test_a_failing_branch_falls_back_to_the_one_call_and_its_warning(db: D
                 par = await t.retrieve(parallel=True, **q)
     _same(one, par)
     assert any(str(w.message).startswith("hybrid_retrieve.source_failed: source=graph") for w in caught)
-    assert spied == ["Fallback"]
+    assert spied == []  # a call with the graph never tries the parallel path
 
 
 def _hydrate(db: Db, role: str, ids: list[str], *, tenant: str = "acme", acl: str = "", **kw: Any) -> list[dict]:
