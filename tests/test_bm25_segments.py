@@ -60,6 +60,13 @@ def _search(db: Db, query: str, top_k: int = 40) -> tuple[list[tuple[str, int, f
     return [(r["chunk_id"], r["rank"], float(r["value"])) for r in rows], how["current_setting"]
 
 
+def _explained(db: Db, query: str) -> str:
+    """hybrid.explain_retrieve's plan of the lexical branch, for acme's tenant login role."""
+    with HybridClient(db.dsn("pyh_acme")) as c, c.tenant("acme") as t:
+        report = t.explain_retrieve(query_text=query, lexical="bm25", top_k=5)
+    return next(b["plan"] for b in report["branches"] if b["branch"] == "lexical")
+
+
 def _admin(db: Db, query: str, *args: Any) -> list[Any]:
     with psycopg.connect(db.dsn(), autocommit=True) as admin:
         cur = admin.execute(query, args)
@@ -98,6 +105,7 @@ def test_a_multi_segment_index_is_re_scored_and_a_single_segment_build_ranks_exa
     for q in QUERIES:
         rows, how = _search(db, q)
         assert how == "re-scored" and len(rows) == 40
+        assert _explained(db, q).endswith("scores: re-scored)")
         # each returned row has its exact score and rank among the returned rows (pg_textsearch 1.0's
         # scan of several segments can still miss a row of the exact top: see docs/operations.md)
         assert all(_close(v, exact[q][i]) for i, _, v in rows)
@@ -121,6 +129,7 @@ def test_after_merge_bm25_the_index_scans_own_scores_rank_exactly(db: Db) -> Non
         rows, how = _search(db, q)
         assert how == "index scan" and len(rows) == 40
         _is_exact_top(rows, _exact(db, q))
+        assert _explained(db, q) == "BM25 index (the tenant's statistics; scores: index scan)"
 
 
 def test_merge_bm25_of_every_tenant_leaves_a_merged_index_alone(db: Db) -> None:

@@ -177,7 +177,9 @@ def test_wide_hybrid_retrieval_fuses_dense_and_bm25_and_explains_its_plan(wide: 
             assert {r.chunk_id for r in both[:2]} == {"c0", "c150"}
             report = t.explain_retrieve(q.tolist(), query_text="falcon", top_k=5)
             plans = {b["branch"]: b["plan"] for b in report["branches"]}
-            assert plans["dense"].startswith("HNSW index, ef_search ") and plans["lexical"].startswith("BM25 index")
+            kind = "on halfvec copies (exact cosine re-rank)" if dim <= 4000 else "on binary codes (exact cosine re-rank)"
+            assert plans["dense"].startswith(f"HNSW index {kind}, ef_search "), plans["dense"]
+            assert plans["lexical"].startswith("BM25 index") and "scores: " in plans["lexical"]
             many = t.retrieve_many(["falcon", "pumps k0"], [q.tolist(), q.tolist()], top_k=5)
             assert {r.chunk_id for r in many[:2]} == {"c0", "c150"}
     finally:

@@ -276,7 +276,7 @@ BEGIN
             WHERE min_vector_score IS NULL OR hybrid._branch_score('dense', s.value) >= min_vector_score;
             IF v_explain THEN
                 v_report := v_report || hybrid._explain_branch('dense', v_t, d_ids, d_scores, vector_weight, v_k,
-                    (SELECT CASE WHEN p = 0 THEN 'exact scan' ELSE format('HNSW index, ef_search %s', p) END
+                    (SELECT CASE WHEN p = 0 THEN 'exact scan' ELSE format('HNSW index%s, ef_search %s', CASE hybrid._dense_kind(hybrid.embedding_dim()) WHEN 'vector' THEN '' WHEN 'halfvec' THEN ' on halfvec copies (exact cosine re-rank)' ELSE ' on binary codes (exact cosine re-rank)' END, p) END
                      FROM hybrid._dense_plan(v_key, corpus_ids, filter, NULL, v_k) p));
             END IF;
         EXCEPTION
@@ -301,7 +301,7 @@ BEGIN
                 v_report := v_report || hybrid._explain_branch('lexical', v_t, l_ids, l_scores, keyword_weight, v_k,
                     CASE WHEN coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END) = 'ts_rank'
                          THEN 'ts_rank over the GIN index'
-                         WHEN hybrid._bm25_ready(hybrid._bm25_partition_index(hybrid._tenant_key(hybrid._current_tenant()))::regclass) THEN 'BM25 index (the tenant''s statistics)'
+                         WHEN hybrid._bm25_ready(hybrid._bm25_partition_index(hybrid._tenant_key(hybrid._current_tenant()))::regclass) THEN format('BM25 index (the tenant''s statistics; scores: %s)', coalesce(nullif(current_setting('hybrid.bm25_scores', true), ''), 'index scan'))
                          ELSE 'ts_rank over the GIN index (the BM25 index is stale)' END);
             END IF;
         EXCEPTION
