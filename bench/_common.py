@@ -1,8 +1,8 @@
-"""Shared setup of the benchmark suite: datasets, metrics, percentiles, the engine and machine measured, result files.
+"""Shared setup of the benchmark suite: datasets, metrics, percentiles, servers, the engine and machine, result files.
 
-A dataset folder has the layout of ../shared/datasets/*: corpus.jsonl, corpus.ids.txt,
-corpus.minilm.f16.npy, queries.jsonl, queries.ids.txt, queries.minilm.f16.npy, qrels.tsv.
-Every entry point writes one JSON file whose "meta" block (write_result) says what produced it.
+A dataset folder has the layout of ../shared/datasets/*: corpus.jsonl, corpus.ids.txt, corpus.minilm.f16.npy,
+queries.jsonl, queries.ids.txt, queries.minilm.f16.npy, qrels.tsv. Every entry point writes one JSON file whose
+"meta" block (write_result) says what produced it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import psutil
+import psycopg
+from psycopg import sql
 
 ROOT = Path(__file__).resolve().parent.parent
 try:
@@ -216,6 +218,49 @@ def summarize(ms: Sequence[float], rows: Sequence[int] = ()) -> dict[str, float]
     return {"n": len(ms), "p50_ms": round(pct(ms, 50), 3), "p95_ms": round(pct(ms, 95), 3),
             "p99_ms": round(pct(ms, 99), 3), "mean_ms": round(statistics.fmean(ms), 3) if ms else float("nan"),
             "rows_mean": round(statistics.fmean(rows), 2) if rows else 0.0, "rows_min": min(rows) if rows else 0}
+
+
+def vector_literal(v: Any) -> str:
+    """pgvector's text form of a vector, for the statements a benchmark sends itself."""
+    return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
+
+
+def unit_vectors(rng: np.random.Generator, n: int, dim: int = 384) -> np.ndarray:
+    v = rng.standard_normal((n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def server_processes(data_dir: Path) -> list[psutil.Process]:
+    """The postmaster of the embedded server in data_dir and its children."""
+    pm = psutil.Process(int((data_dir / "postmaster.pid").read_text().split()[0]))
+    return [pm, *pm.children(recursive=True)]
+
+
+def ensure_role(conn: psycopg.Connection[Any], role: str) -> None:
+    if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+
+
+def fresh_database(admin_dsn: str, db: str, role: str | None = None, owned: bool = False) -> None:
+    """Drop and create database db; with role, that login role too (made if missing, the database's owner if owned)."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        drop_database(conn, db)
+        if role is not None:
+            ensure_role(conn, role)
+        owner = sql.SQL(" OWNER {}").format(sql.Identifier(role)) if owned and role else sql.SQL("")
+        conn.execute(sql.SQL("CREATE DATABASE {}{}").format(sql.Identifier(db), owner))
+
+
+def drop_database(conn: psycopg.Connection[Any], db: str) -> None:
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+
+
+def installed_versions(dsn: str) -> dict[str, str]:
+    """The server's version and the extensions installed in the database of dsn."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall()
+        pg = conn.execute("SHOW server_version").fetchone()
+    return {"postgresql": pg[0] if pg else "", **dict(rows)}
 
 
 def engine_state() -> dict[str, Any]:

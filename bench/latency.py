@@ -1,27 +1,8 @@
-"""Latency, ingest and recall benchmark of pyhybrid on synthetic multi-tenant corpora.
+"""Latency, ingest and recall of pyhybrid on synthetic multi-tenant corpora (commands and knobs: bench/README.md).
 
-For each corpus size: a fresh database on the embedded server, 100 tenants of Zipf-skewed
-sizes (one owns ~50% of the rows, one ~1%), 384-d clustered vectors, Zipf text over
-pseudo-words and ~3 graph edges per chunk, all loaded through the ingestion API
-(TenantSession.ingest / add_edges) as a non-superuser application role. Then, for the 1%
-and the 50% tenant, as that role under RLS:
-
-  (a) each branch alone: hybrid.search_dense, hybrid.search_lexical (bm25), hybrid.search_graph
-  (b) hybrid_retrieve with all three (TenantSession.retrieve)
-  (c) the three branch calls issued separately, fused client-side (pyhybrid.fusion.rrf_scores),
-      then the top rows hydrated: what most applications do today
-  (d) the pgvector-python RRF CTE (HNSW dense + ts_rank, FULL OUTER JOIN, 1/(60+rank))
-  (e) with --parallel: pyhybrid.aio's pooled read-only session, its one call and retrieve(parallel=True)
-
-and dense recall@10 of hybrid.search_dense against exact numpy search over the tenant's
-vectors (and, for reference, of a plain ORDER BY embedding <=> q LIMIT 10 under RLS).
-
-    python bench/latency.py --sizes 100000 --out bench/results/latency_100k.json
-    python bench/latency.py --sizes 1000000 --bulk-above 1000000 --keep-db --out bench/results/latency_1m.json
-
-Sizes >= --bulk-above N are loaded inside HybridClient(admin).bulk_load() (HNSW dropped during the load,
-rebuilt by hybrid.resume_vector_index() on exit): the load rate, the rebuild time and the total are recorded
-separately, and the HNSW REINDEX at the end is skipped for them (the rebuild is that build).
+Per --sizes: a fresh database of --tenants tenants of Zipf-skewed sizes, loaded through the ingestion API as a
+non-superuser app role; for the tenants nearest --picks, under RLS, each of METHODS (labelled in bench/report.py)
+interleaved per query, and dense recall@10 against exact search.
 """
 
 from __future__ import annotations
@@ -36,8 +17,8 @@ import sys
 import threading
 import time
 import traceback
-from contextlib import nullcontext
-from dataclasses import dataclass, field
+from contextlib import nullcontext, suppress
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -48,17 +29,13 @@ import psycopg
 from psycopg import sql
 from tqdm import tqdm
 
-from _common import engine_state, pct, start_meta, summarize, write_result
+from _common import (drop_database, engine_state, fresh_database, installed_versions, pct, server_processes,
+                     start_meta, summarize, vector_literal, write_result)
 from _common import machine_info as host_info
 from pyhybrid import Chunk, Edge, HybridWeights, connect, migrate
 from pyhybrid.fusion import rrf_scores
 from pyhybrid.maintenance import merge_bm25
 from pyhybrid.server import start_embedded, stop_embedded
-
-
-def vector_literal(v: Any) -> str:
-    """pgvector's text form of a vector, for the statements this benchmark sends itself."""
-    return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
 
 DIM = 384
 N_CLUSTERS = 200
@@ -77,15 +54,6 @@ RRF_K = 60.0
 SERVER_SETTINGS = {"shared_buffers": "2GB", "effective_cache_size": "8GB", "maintenance_work_mem": "1GB", "max_wal_size": "4GB"}
 
 METHODS = ["dense", "lexical_bm25", "graph", "hybrid_retrieve", "client_fusion", "pgvector_rrf_cte"]
-METHOD_LABELS = {"dense": "(a) search_dense alone", "lexical_bm25": "(a) search_lexical bm25 alone",
-                 "lexical_bm25_rescored": "(a) search_lexical bm25 alone, re-scored with <@> (--bm25-ab)",
-                 "graph": "(a) search_graph alone", "branch_sum": "(a) sum of the three (per query)",
-                 "branch_max": "(a) slowest of the three (per query)", "hybrid_retrieve": "(b) hybrid_retrieve",
-                 "client_fusion": "(c) 3 calls + client RRF + hydrate", "pgvector_rrf_cte": "(d) pgvector-python RRF CTE",
-                 "aio_one_call": "(e) async read-only session, one call", "aio_parallel": "(e) the same, parallel=True"}
-
-
-# ----------------------------------------------------------------------------- data
 
 
 def pseudo_words(n: int, rng: np.random.Generator) -> list[str]:
@@ -113,16 +81,13 @@ def zipf_cdf(n: int, s: float = 1.0, q: float = 2.7) -> np.ndarray:
     return c / c[-1]
 
 
-def tenant_sizes(total: int, n_tenants: int | None = None) -> list[int]:
+def tenant_sizes(total: int) -> list[int]:
     """One tenant owns half the rows; the rest follow 1/rank (with 100 tenants the 10th of them holds ~1%)."""
-    n_tenants = N_TENANTS if n_tenants is None else n_tenants
-    shares = np.array([0.5] + list(0.5 * (1.0 / np.arange(1, n_tenants)) / np.sum(1.0 / np.arange(1, n_tenants))))
+    shares = np.array([0.5] + list(0.5 * (1.0 / np.arange(1, N_TENANTS)) / np.sum(1.0 / np.arange(1, N_TENANTS))))
     raw = shares * total
     sizes = np.maximum(1, np.floor(raw)).astype(int)
     rest = total - sizes.sum()
-    order = np.argsort(-(raw - np.floor(raw)))
-    for i in order[: max(0, rest)]:
-        sizes[i] += 1
+    sizes[np.argsort(-(raw - np.floor(raw)))[: max(0, rest)]] += 1  # the largest remainders
     return sizes.tolist()
 
 
@@ -143,20 +108,11 @@ def choose_picks(sizes: list[int]) -> list[tuple[str, int]]:
     return sorted(taken, key=lambda li: (sizes[li[1]], li[0]))
 
 
-@dataclass
 class World:
     """The generative model shared by corpus and queries."""
 
-    seed: int
-    centres: np.ndarray = field(init=False)
-    bases: np.ndarray = field(init=False)
-    vocab: np.ndarray = field(init=False)
-    global_cdf: np.ndarray = field(init=False)
-    topics: np.ndarray = field(init=False)
-    topic_cdf: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        rng = np.random.default_rng(self.seed)
+    def __init__(self, seed: int) -> None:
+        rng = np.random.default_rng(seed)
         c = rng.standard_normal((N_CLUSTERS, DIM)).astype(np.float32)
         self.centres = c / np.linalg.norm(c, axis=1, keepdims=True)
         # each topic varies mostly inside its own 16-d subspace: a low intrinsic dimension, as real embeddings
@@ -238,18 +194,12 @@ def generate(seed: int, size: int) -> tuple[World, np.random.Generator, list[int
 def make_edges(td: TenantData, rng: np.random.Generator) -> list[Edge]:
     """~3 edges per chunk: NEXT within a document, and RELATED to chunks of the same topic (same tenant)."""
     n = len(td.chunk_ids)
-    edges: list[Edge] = []
-    for i in range(1, n):
-        if td.doc_ids[i] == td.doc_ids[i - 1]:
-            edges.append(Edge(td.chunk_ids[i - 1], td.chunk_ids[i], "NEXT"))
+    edges = [Edge(td.chunk_ids[i - 1], td.chunk_ids[i], "NEXT")
+             for i in range(1, n) if td.doc_ids[i] == td.doc_ids[i - 1]]
     if n < 2:
         return edges
-    by_cluster: dict[int, np.ndarray] = {}
-    for c in np.unique(td.clusters):
-        by_cluster[int(c)] = np.flatnonzero(td.clusters == c)
-    n_related = 3 * n - len(edges)
-    src = rng.integers(0, n, size=n_related)
-    for s in src:
+    by_cluster = {int(c): np.flatnonzero(td.clusters == c) for c in np.unique(td.clusters)}
+    for s in rng.integers(0, n, size=3 * n - len(edges)):
         pool = by_cluster[int(td.clusters[s])]
         d = int(pool[rng.integers(len(pool))]) if len(pool) > 1 and rng.random() < 0.8 else int(rng.integers(n))
         if d != s:
@@ -277,9 +227,6 @@ def make_queries(world: World, td: TenantData, n: int, rng: np.random.Generator)
         seeds = [td.chunk_ids[j] for j in rng.choice(len(td.chunk_ids), size=k, replace=False)]
         out.append(Query(vecs[i], " ".join(words), seeds))
     return out
-
-
-# ----------------------------------------------------------------------------- server
 
 
 def dsn_for(admin_dsn: str, db: str, user: str = "postgres") -> str:
@@ -311,25 +258,17 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def sample(self) -> tuple[int, int]:
-        pm = psutil.Process(int((self.data_dir / "postmaster.pid").read_text().split()[0]))
-        rss = pss = 0
-        for p in [pm, *pm.children(recursive=True)]:
-            try:
-                mi = p.memory_full_info()
-                rss, pss = rss + mi.rss, pss + getattr(mi, "pss", mi.rss)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        return rss, pss
-
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                (rss, pss), ph = self.sample(), self.phase
+            with suppress(Exception):  # the server restarting, a process gone: the next sample counts
+                rss = pss = 0
+                for p in server_processes(self.data_dir):
+                    with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                        mi = p.memory_full_info()
+                        rss, pss = rss + mi.rss, pss + getattr(mi, "pss", mi.rss)
+                ph = self.phase
                 self.peak_rss[ph] = max(self.peak_rss.get(ph, 0), rss)
                 self.peak_pss[ph] = max(self.peak_pss.get(ph, 0), pss)
-            except Exception:
-                pass
             self._stop.wait(self.interval)
 
     def __enter__(self) -> MemorySampler:
@@ -361,40 +300,25 @@ def machine_info(admin_dsn: str) -> dict[str, Any]:
             "loadavg_start": list(os.getloadavg())}
 
 
-def installed_versions(db_dsn: str) -> dict[str, str]:
-    with psycopg.connect(db_dsn) as conn:
-        rows = conn.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall()
-        pg = conn.execute("SHOW server_version").fetchone()[0]
-    return {"postgresql": pg, **{n: v for n, v in rows}}
-
-
 EF_SEARCH: int | None = None  # --ef-search: hybrid.setting hnsw_ef_search for the run (None: the engine's default)
 
 
-def setup_database(admin_dsn: str, db: str, create_ms: list[float] | None = None) -> str:
-    """A fresh database with the engine installed and N_TENANTS tenants; the time of each
-    hybrid.create_tenant call (ms) is appended to create_ms when given."""
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
-        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone():
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(APP_ROLE)))
-    db_dsn = dsn_for(admin_dsn, db)
+def setup_database(admin_dsn: str, db: str) -> tuple[str, list[float]]:
+    """A fresh database with the engine installed and N_TENANTS tenants: its DSN, the ms of each create_tenant."""
+    fresh_database(admin_dsn, db, APP_ROLE)
+    db_dsn, create_ms = dsn_for(admin_dsn, db), []
     migrate.upgrade(db_dsn)
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         for i in range(N_TENANTS):
             t_c = time.perf_counter()
             conn.execute("SELECT hybrid.create_tenant(%s)", (tenant_name(i),))
-            if create_ms is not None:
-                create_ms.append((time.perf_counter() - t_c) * 1000.0)
+            create_ms.append((time.perf_counter() - t_c) * 1000.0)
         conn.execute("SELECT hybrid.grant_app(%s)", (APP_ROLE,))
         if EF_SEARCH is not None:
             conn.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_ef_search', %s) "
                          "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(EF_SEARCH),))
-    return db_dsn
+    return db_dsn, create_ms
 
-
-# ----------------------------------------------------------------------------- queries
 
 DENSE_SQL = "SELECT chunk_id FROM hybrid.search_dense(%s::vector, %s)"
 LEXICAL_SQL = "SELECT chunk_id FROM hybrid.search_lexical(%s, %s, NULL, NULL, 'bm25')"
@@ -435,27 +359,29 @@ class Runner:
     def __init__(self, client: Any, tenant_id: str) -> None:
         self.client, self.tenant_id, self.loop, self.aclient, self.parallel_ran = client, tenant_id, None, None, 0
 
-    def _branch(self, stmt: str, params: tuple[Any, ...], setup: str = SET_TENANT) -> tuple[float, int]:
-        t0 = time.perf_counter()
+    def _rows(self, stmt: str, params: Any, setup: str = SET_TENANT) -> list[Any]:
         with self.client.connection() as conn, conn.transaction():
             conn.execute(setup, (self.tenant_id,))
-            rows = conn.execute(stmt, params).fetchall()
-        return time.perf_counter() - t0, len(rows)
+            return conn.execute(stmt, params).fetchall()
 
-    def dense(self, q: Query) -> tuple[float, int]:
+    def _branch(self, stmt: str, params: Callable[[], Any], setup: str = SET_TENANT) -> tuple[float, int]:
+        """The time of one statement for the tenant, its parameters (a query vector's literal) made inside it."""
         t0 = time.perf_counter()
-        v = vector_literal(q.vector)
-        _, n = self._branch(DENSE_SQL, (v, PER_SOURCE_K))
+        n = len(self._rows(stmt, params(), setup))
         return time.perf_counter() - t0, n
 
+    def dense(self, q: Query) -> tuple[float, int]:
+        return self._branch(DENSE_SQL, lambda: (vector_literal(q.vector), PER_SOURCE_K))
+
     def lexical_bm25(self, q: Query) -> tuple[float, int]:
-        return self._branch(LEXICAL_SQL, (q.text, PER_SOURCE_K))
+        return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K))
 
     def lexical_bm25_rescored(self, q: Query) -> tuple[float, int]:  # --bm25-ab: the call before merge_bm25
-        return self._branch(LEXICAL_SQL, (q.text, PER_SOURCE_K), SET_TENANT + ", set_config('hybrid.bm25_rescore', 'on', true)")
+        return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K),
+                            SET_TENANT + ", set_config('hybrid.bm25_rescore', 'on', true)")
 
     def graph(self, q: Query) -> tuple[float, int]:
-        return self._branch(GRAPH_SQL, (q.seeds, PER_SOURCE_K))
+        return self._branch(GRAPH_SQL, lambda: (q.seeds, PER_SOURCE_K))
 
     def hybrid_retrieve(self, q: Query) -> tuple[float, int]:
         t0 = time.perf_counter()
@@ -498,19 +424,17 @@ class Runner:
         return time.perf_counter() - t0, len(out)
 
     def pgvector_rrf_cte(self, q: Query) -> tuple[float, int]:
-        t0 = time.perf_counter()
-        v = vector_literal(q.vector)
-        with self.client.connection() as conn, conn.transaction():
-            conn.execute(SET_TENANT, (self.tenant_id,))
-            rows = conn.execute(PGVECTOR_RRF_SQL, {"embedding": v, "query": q.text, "k": RRF_K}).fetchall()
-        return time.perf_counter() - t0, len(rows)
+        return self._branch(PGVECTOR_RRF_SQL,
+                            lambda: {"embedding": vector_literal(q.vector), "query": q.text, "k": RRF_K})
 
     def dense_ids(self, q: Query, stmt: str = DENSE_SQL, k: int | None = TOP_K) -> list[str]:
         v = vector_literal(q.vector)
-        with self.client.connection() as conn, conn.transaction():
-            conn.execute(SET_TENANT, (self.tenant_id,))
-            params = (v, k) if k is not None else (v,)
-            return [r["chunk_id"] for r in conn.execute(stmt, params).fetchall()]
+        return [r["chunk_id"] for r in self._rows(stmt, (v, k) if k is not None else (v,))]
+
+
+def exact_top(td: TenantData, q: Query, k: int) -> set[str]:
+    """The ids of the k chunks of td nearest q by exact cosine (numpy)."""
+    return {td.chunk_ids[j] for j in np.argpartition(-(td.vectors @ (q.vector / np.linalg.norm(q.vector))), k - 1)[:k]}
 
 
 def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: list[Query],
@@ -548,12 +472,9 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
     recalls: list[float] = []
     naive: list[float] = []
     naive_rows: list[int] = []
-    naive_spent, vecs = 0.0, td.vectors
-    ids = np.array(td.chunk_ids, dtype=object)
+    naive_spent, k = 0.0, min(TOP_K, len(td.chunk_ids))
     for q in queries:
-        sims = vecs @ (q.vector / np.linalg.norm(q.vector))
-        k = min(TOP_K, len(ids))
-        exact = set(ids[np.argpartition(-sims, k - 1)[:k]])
+        exact = exact_top(td, q, k)
         got = run.dense_ids(q)
         recalls.append(len(exact & set(got[:k])) / k)
         if naive_spent <= budget_s:  # the reference can be slow (a sort of the whole tenant): same budget
@@ -590,7 +511,7 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
                       "size_mb": round(conn.execute(f"SELECT pg_relation_size('hybrid.bench_{k}') / 1048576.0::float8").fetchone()[0], 1)}
     with psycopg.connect(app_dsn) as conn:
         for i, q in enumerate(queries):
-            exact = {td.chunk_ids[j] for j in np.argpartition(-(td.vectors @ (q.vector / np.linalg.norm(q.vector))), TOP_K - 1)[:TOP_K]}
+            exact = exact_top(td, q, TOP_K)
             for k in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
                 t0 = time.perf_counter()
                 with conn.transaction():
@@ -607,9 +528,6 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
     return {k: {**summarize(v.pop("ms"), []), "recall_at_10_mean": round(statistics.fmean(v["recall"]), 4),
                 "recall_at_10_min": min(v["recall"]), "zero_recall_queries": v.pop("recall").count(0.0), **v}
             for k, v in out.items()}
-
-
-# ----------------------------------------------------------------------------- one size
 
 
 def doc_batches(td: TenantData, batch: int) -> Iterator[tuple[int, int]]:
@@ -648,13 +566,10 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
             with tqdm(total=size, desc=f"{size}: ingest", unit="chunk", leave=False) as bar:
                 for td in tenants:
                     for lo, hi in doc_batches(td, batch):
-                        chunks = [
-                            Chunk(chunk_id=td.chunk_ids[j], document_id=td.doc_ids[j], content=td.texts[j],
-                                  embedding=td.vectors[j], position=int(td.positions[j]),
-                                  metadata={"title": f"{td.doc_ids[j]} part {int(td.positions[j])}",
-                                            "topic": int(td.clusters[j])})
-                            for j in range(lo, hi)
-                        ]
+                        chunks = [Chunk(chunk_id=td.chunk_ids[j], document_id=td.doc_ids[j], content=td.texts[j],
+                                        embedding=td.vectors[j], position=int(td.positions[j]),
+                                        metadata={"title": f"{td.doc_ids[j]} part {int(td.positions[j])}",
+                                                  "topic": int(td.clusters[j])}) for j in range(lo, hi)]
                         with client.tenant(td.tenant_id) as t:
                             r = t.ingest(chunks, corpus_id="main")
                         assert r.inserted == hi - lo and r.superseded == 0, r
@@ -691,9 +606,8 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             if have != size:
                 raise RuntimeError(f"--resume {size}: {db} holds {have} live chunks, not {size}")
         else:
-            create_ms: list[float] = []
             t_c = time.perf_counter()
-            db_dsn = setup_database(admin_dsn, db, create_ms)
+            db_dsn, create_ms = setup_database(admin_dsn, db)
             timings["create_tenants_s"] = time.perf_counter() - t_c
             res["create_tenant"] = {"tenants": len(create_ms), "calls_total_s": round(sum(create_ms) / 1000.0, 3),
                                     "p50_ms": round(pct(create_ms, 50), 2), "p95_ms": round(pct(create_ms, 95), 2),
@@ -742,10 +656,10 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 "bulk_load": bulk, "hnsw_present_during_load": res.pop("hnsw_present_during_load", True),
             }
             if bulk:
-                res["ingest"]["hnsw_present_after_load"] = res.pop("hnsw_present_after_load", None)
-                res["ingest"]["load_only_chunks_per_s"] = res["ingest"]["chunks_per_s"]
-                res["ingest"]["hnsw_rebuild_s"] = round(timings["hnsw_rebuild_s"], 2)
-                res["ingest"]["load_plus_rebuild_chunks_per_s"] = round(size / timings["bulk_load_total_s"], 1)
+                res["ingest"].update(hnsw_present_after_load=res.pop("hnsw_present_after_load", None),
+                                     load_only_chunks_per_s=res["ingest"]["chunks_per_s"],
+                                     hnsw_rebuild_s=round(timings["hnsw_rebuild_s"], 2),
+                                     load_plus_rebuild_chunks_per_s=round(size / timings["bulk_load_total_s"], 1))
 
         mem.phase = "analyze"
         t0 = time.perf_counter()
@@ -754,7 +668,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             conn.execute("VACUUM (ANALYZE) hybrid.graph_node")
             conn.execute("ANALYZE")
             # summed over the partition tree: a partitioned table or index has no storage of its own
-            res["storage"] = dict(conn.execute("""
+            res["storage"] = {k: round(float(v or 0), 1) for k, v in conn.execute("""
                 SELECT 'table_mb', (SELECT sum(pg_table_size(relid)) FROM pg_partition_tree('hybrid.chunk')) / 1048576.0
                 UNION ALL SELECT 'hnsw_mb', (SELECT sum(pg_relation_size(relid))
                     FROM pg_partition_tree(to_regclass('hybrid.chunk_embedding_hnsw'))) / 1048576.0
@@ -762,8 +676,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                     FROM pg_partition_tree(to_regclass('hybrid.chunk_content_bm25'))) / 1048576.0
                 UNION ALL SELECT 'gin_mb', (SELECT sum(pg_relation_size(relid))
                     FROM pg_partition_tree(to_regclass('hybrid.chunk_tsv_gin'))) / 1048576.0
-                UNION ALL SELECT 'database_mb', pg_database_size(current_database()) / 1048576.0""").fetchall())
-            res["storage"] = {k: round(float(v or 0), 1) for k, v in res["storage"].items()}
+                UNION ALL SELECT 'database_mb', pg_database_size(current_database()) / 1048576.0""").fetchall()}
             if conn.execute("SELECT to_regprocedure('hybrid.vector_index_density()') IS NOT NULL").fetchone() == (True,):
                 # the HNSW graph density of the largest partitions (engines from 98f644e build it by size)
                 res["hnsw_density"] = [dict(zip(("tenant_id", "live_rows", "m", "ef_construction"), r)) for r in conn.execute(
@@ -784,8 +697,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             for label, td in picks:
                 qs = make_queries(world, td, args.queries + args.warmup, qrng)
                 lat[label] = measure_tenant(client, td, qs[args.warmup:], qs[: args.warmup], bar, args.method_budget_s)
-                lat[label]["tenant_id"] = td.tenant_id
-                lat[label]["chunks"] = len(td.chunk_ids)
+                lat[label].update(tenant_id=td.tenant_id, chunks=len(td.chunk_ids))
         timings["queries_s"] = time.perf_counter() - t0
         res["latency"] = lat
         if args.index_kinds:
@@ -794,10 +706,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                                              args.index_kinds)
         if args.explain:
             mem.phase = "explain"
-            path = explain_path(args, size)
-            path.write_text(f"# EXPLAIN (ANALYZE, BUFFERS) as {APP_ROLE} under RLS, {size:,} chunks\n\n"
-                            + explain_report(app_dsn, picks, world, args.seed + 3, db_dsn))
-            res["explain_file"] = str(path)
+            res["explain_file"] = str(write_explain(args, size, app_dsn, db_dsn, picks, world))
 
         # index build times (after the queries, which ran on the incrementally built index)
         if not args.skip_reindex:
@@ -815,7 +724,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
     res["timings"] = {k: round(v, 2) for k, v in timings.items()}
     if not args.keep_db and not resume:  # a resumed database is never dropped: it took the build to make
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+            drop_database(conn, db)
     return res
 
 
@@ -882,27 +791,24 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
 
 
 def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: World, seed: int,
-                   admin_dsn: str | None = None) -> str:
-    """EXPLAIN (ANALYZE, BUFFERS) of each branch statement as the app role, for each picked tenant.
-
-    With admin_dsn (the database's superuser), the HNSW statement runs at the ef_search that
-    hybrid._dense_plan gives the tenant, and the BM25 statement, which reads the tenant's partition
-    by name, runs as hybrid_definer, as hybrid.search_lexical does.
-    """
+                   admin_dsn: str) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of each branch statement as the app role, for each picked tenant. With admin_dsn
+    (the database's superuser), the HNSW statement runs at the ef_search that hybrid._dense_plan gives the tenant,
+    and the BM25 statement, which reads the tenant's partition by name, as hybrid_definer, as search_lexical does."""
     rng = np.random.default_rng(seed)
     out: list[str] = []
-    admin = psycopg.connect(admin_dsn, autocommit=True) if admin_dsn else None
-    if admin is not None:
-        # the BM25 statement reads the partition by name, which only the engine's definer may, with
-        # the caller's tenant rules (hybrid._caller): run it inside a function owned by hybrid_definer
-        admin.execute("DROP SCHEMA IF EXISTS bench_explain CASCADE")
-        admin.execute("CREATE SCHEMA bench_explain")
-        admin.execute("CREATE FUNCTION bench_explain.run(q text) RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER "
-                      "SET search_path = pg_catalog, public, ag_catalog, pg_temp "
-                      "AS $f$ DECLARE r record; BEGIN FOR r IN EXECUTE q LOOP RETURN NEXT r.\"QUERY PLAN\"; END LOOP; END $f$")
-        admin.execute("ALTER FUNCTION bench_explain.run(text) OWNER TO hybrid_definer")
-        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA bench_explain TO {}").format(sql.Identifier(APP_ROLE)))
-        admin.execute(sql.SQL("GRANT EXECUTE ON FUNCTION bench_explain.run(text) TO {}").format(sql.Identifier(APP_ROLE)))
+    admin = psycopg.connect(admin_dsn, autocommit=True)
+    # the BM25 statement reads the partition by name, which only the engine's definer may, with
+    # the caller's tenant rules (hybrid._caller): run it inside a function owned by hybrid_definer
+    admin.execute("DROP SCHEMA IF EXISTS bench_explain CASCADE")
+    admin.execute("CREATE SCHEMA bench_explain")
+    admin.execute("CREATE FUNCTION bench_explain.run(q text) RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER "
+                  "SET search_path = pg_catalog, public, ag_catalog, pg_temp "
+                  "AS $f$ DECLARE r record; BEGIN FOR r IN EXECUTE q LOOP RETURN NEXT r.\"QUERY PLAN\"; END LOOP; "
+                  "END $f$")
+    admin.execute("ALTER FUNCTION bench_explain.run(text) OWNER TO hybrid_definer")
+    admin.execute(sql.SQL("GRANT USAGE ON SCHEMA bench_explain TO {}").format(sql.Identifier(APP_ROLE)))
+    admin.execute(sql.SQL("GRANT EXECUTE ON FUNCTION bench_explain.run(text) TO {}").format(sql.Identifier(APP_ROLE)))
     with psycopg.connect(app_dsn) as conn:
         for label, td in picks:
             q = make_queries(world, td, 1, rng)[0]
@@ -913,21 +819,17 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                 lx = [r[0] for r in conn.execute(LEXICAL_SQL, (q.text, PER_SOURCE_K)).fetchall()]
                 g = [r[0] for r in conn.execute(GRAPH_SQL, (q.seeds, PER_SOURCE_K)).fetchall()]
                 # the default of search_dense's exact_threshold (sql/idempotent/050_search.sql)
-                threshold = conn.execute(
-                    "SELECT coalesce((SELECT value::integer FROM hybrid.setting WHERE key = 'exact_threshold'), 5000)"
-                ).fetchone()[0]
+                threshold = conn.execute("SELECT coalesce((SELECT value::integer FROM hybrid.setting "
+                                         "WHERE key = 'exact_threshold'), 5000)").fetchone()[0]
                 key = conn.execute("SELECT tenant_key FROM hybrid.tenant WHERE tenant_id = %s",
                                    (td.tenant_id,)).fetchone()[0]
                 scope = conn.execute("SELECT hybrid._scope_size(%s, NULL, NULL, %s)", (key, threshold)).fetchone()[0]
                 acl = conn.execute("SELECT hybrid._current_acl(), hybrid._acl_all()").fetchone()
-            ef, bm25_index, partition = 100, None, None
-            if admin is not None:
-                ef, bm25_index, partition = admin.execute(
-                    "SELECT greatest(hybrid._dense_plan(%s::integer, NULL, NULL, NULL, %s), 100), "
-                    "hybrid._bm25_partition_index(%s::integer), hybrid._chunk_partition(%s::integer)::text",
-                    (key, PER_SOURCE_K, key, key)).fetchone()
-            params = {"v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)),
-                      "ef": str(ef),
+            ef, bm25_index, partition = admin.execute(
+                "SELECT greatest(hybrid._dense_plan(%s::integer, NULL, NULL, NULL, %s), 100), "
+                "hybrid._bm25_partition_index(%s::integer), hybrid._chunk_partition(%s::integer)::text",
+                (key, PER_SOURCE_K, key, key)).fetchone()
+            params = {"v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)), "ef": str(ef),
                       "tenant": td.tenant_id, "key": key, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
                       "threshold": threshold, "k": PER_SOURCE_K, "dv": [0.0] * len(d), "lv": [0.0] * len(lx),
                       "gv": [1] * len(g)}
@@ -935,36 +837,30 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                        f"{scope}: search_dense takes the {'exact' if scope <= threshold else 'HNSW'} path)")
             out.append(f"query text: {q.text!r}; seeds: {q.seeds}")
             for title, stmt, gucs in engine_statements(conn):
-                gucs = dict(gucs)
-                role = gucs.pop("role", None)
-                c = conn
-                if role is not None and admin is None:
-                    out += ["", f"== {title}", f"(not run: needs the superuser's DSN to run as {role})"]
-                    continue
-                with c.transaction():
-                    c.execute(SET_TENANT, (td.tenant_id,))
-                    c.execute("SET LOCAL search_path = pg_catalog, public, ag_catalog, pg_temp")
+                role = gucs.pop("role", None)  # a fresh dict each call
+                with conn.transaction():
+                    conn.execute(SET_TENANT, (td.tenant_id,))
+                    conn.execute("SET LOCAL search_path = pg_catalog, public, ag_catalog, pg_temp")
                     for name, value in gucs.items():
-                        c.execute("SELECT set_config(%s, %s, true)", (name, value % params if "%(" in value else value))
+                        conn.execute("SELECT set_config(%s, %s, true)",
+                                     (name, value % params if "%(" in value else value))
                     try:
-                        with c.transaction():  # a savepoint: a statement that cannot be bound here fails alone
-                            cur = c.cursor()
+                        with conn.transaction():  # a savepoint: a statement that cannot be bound here fails alone
+                            cur = conn.cursor()
                             # engine-made names (regclass text), spliced as the function's format() does
                             stmt = stmt.replace("__BM25_INDEX__", f"'{bm25_index}'").replace("__PARTITION__", str(partition))
                             if role is None:
                                 plan = [r[0] for r in cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()]
                             else:
-                                text = psycopg.ClientCursor(c).mogrify("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params)
+                                text = psycopg.ClientCursor(conn).mogrify("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params)
                                 plan = [r[0] for r in cur.execute("SELECT * FROM bench_explain.run(%s)", (text,)).fetchall()]
                     except psycopg.Error as exc:
                         plan = [f"ERROR: {exc}"]
-                text = "\n".join(plan)
-                text = re.sub(r"'\[[-0-9.,e]+\]'::vector", "'<query vector>'::vector", text)
+                text = re.sub(r"'\[[-0-9.,e]+\]'::vector", "'<query vector>'::vector", "\n".join(plan))
                 out += ["", f"== {title}", text]
             out.append("")
-    if admin is not None:
-        admin.execute("DROP SCHEMA IF EXISTS bench_explain CASCADE")
-        admin.close()
+    admin.execute("DROP SCHEMA IF EXISTS bench_explain CASCADE")
+    admin.close()
     return "\n".join(out)
 
 
@@ -974,22 +870,21 @@ def explain_only(args: argparse.Namespace, admin_dsn: str) -> None:
         db = f"bench_latency_{size}"
         world, _, sizes, tenants = generate(args.seed, size)
         picks = [(label, tenants[i]) for label, i in choose_picks(sizes)]
-        app_dsn = dsn_for(admin_dsn, db, APP_ROLE)
-        path = explain_path(args, size)
         eng = engine_state()
-        path.write_text(f"# EXPLAIN (ANALYZE, BUFFERS) as {APP_ROLE} under RLS, {size:,} chunks "
-                        f"(engine git {eng['git_head']}, digest {eng['sql_and_pyhybrid_sha256']}; written by --explain-only "
-                        f"on the database of the latency run)\n\n"
-                        + explain_report(app_dsn, picks, world, args.seed + 3, dsn_for(admin_dsn, db)))
-        print(path, file=sys.stderr)
+        note = (f" (engine git {eng['git_head']}, digest {eng['sql_and_pyhybrid_sha256']}; written by --explain-only "
+                "on the database of the latency run)")
+        print(write_explain(args, size, dsn_for(admin_dsn, db, APP_ROLE), dsn_for(admin_dsn, db), picks, world, note),
+              file=sys.stderr)
 
 
-# ----------------------------------------------------------------------------- report
-
-
-def explain_path(args: argparse.Namespace, size: int) -> Path:
-    """<out>_explain.txt beside the result file (<out>_explain_<size>.txt when one command measures several sizes)."""
-    return args.out.parent / (f"{args.out.stem}_explain.txt" if len(args.sizes) == 1 else f"{args.out.stem}_explain_{size}.txt")
+def write_explain(args: argparse.Namespace, size: int, app_dsn: str, db_dsn: str, picks: list[tuple[str, TenantData]],
+                  world: World, note: str = "") -> Path:
+    """The EXPLAIN report, beside the result file: <out>_explain.txt (<out>_explain_<size>.txt for several sizes)."""
+    stem = f"{args.out.stem}_explain" + ("" if len(args.sizes) == 1 else f"_{size}")
+    path = args.out.parent / f"{stem}.txt"
+    path.write_text(f"# EXPLAIN (ANALYZE, BUFFERS) as {APP_ROLE} under RLS, {size:,} chunks{note}\n\n"
+                    + explain_report(app_dsn, picks, world, args.seed + 3, db_dsn))
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1029,17 +924,14 @@ def main(argv: list[str] | None = None) -> int:
     global EF_SEARCH, N_TENANTS, PICKS, METHODS
     METHODS = METHODS[:2] + (["lexical_bm25_rescored"] if args.bm25_ab else []) + METHODS[2:] \
         + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
-    EF_SEARCH = args.ef_search
-    N_TENANTS = args.tenants
-    PICKS = list(args.picks)
+    EF_SEARCH, N_TENANTS, PICKS = args.ef_search, args.tenants, list(args.picks)
     if args.tenants < len(args.picks):
         ap.error("--tenants must be at least the number of --picks")
     if args.queries < 1:
         ap.error("--queries must be >= 1")
 
     meta = start_meta("latency", argv)
-    admin_dsn = start_embedded(args.data_dir)
-    admin_dsn = configure_server(args.data_dir, admin_dsn)
+    admin_dsn = configure_server(args.data_dir, start_embedded(args.data_dir))
     if args.explain_only:
         explain_only(args, admin_dsn)
         return 0

@@ -1,28 +1,8 @@
-"""Load and faults: concurrent clients mixing every operation, or read throughput with hot standbys.
+"""Load and faults: concurrent clients mixing every operation, read throughput with hot standbys, or documents
+through `pyhybrid ingest`; the modes, their commands and what each checks: bench/README.md, docs/benchmarks.md.
 
-Mixed (the default): clients mixing retrieve, ingest, re-ingest, delete and add_edges over several tenants.
-Each client owns its documents, so the final state is known exactly: at the end every tenant holds the
-live chunks its clients last wrote, no more, no less. The only errors allowed are the retryable ones
-(pyhybrid.ConflictError: deadlock, serialization failure, lock timeout), which this harness retries and
-counts; pyhybrid's clients do not retry by themselves (a retry belongs to the caller's transaction).
-
-    python bench/load.py --clients 16 --seconds 60 --out bench/results/load.json
-
-Replicas (--replicas 0 1 2): a synthetic corpus on an embedded primary, standbys made by
-pyhybrid.server.start_embedded_standby, and reader threads sending every retrieval through
-HybridClient(primary, replicas=[...]) as read_only sessions. All servers share this machine's cores, so
-this measures the routing and its overhead, not what separate machines would add.
-
-    python bench/load.py --replicas 0 1 2 --chunks 20000 --readers 8 --seconds 20 --out bench/results/replicas.json
-
---restart (a fault, after the mixed load): a clean stop and start of the server, then every tenant's live
-chunks are checked and its first retrieve timed (pg_textsearch 1.0.0 loses BM25 state on restart; the start
-heals it). Each runs on an embedded server of its own (loopback only). tests/test_load.py runs a short mixed load.
-
---ingest-docs N: a folder of N documents through `pyhybrid ingest`, beside the embedder alone on its chunks,
-interleaved, with the seconds of each stage; --embedder-sweep adds onnxruntime's settings on the same chunks.
-
-    python bench/load.py --ingest-docs 50 --rounds 2 --embedder-sweep --sweep-passages 16 --out bench/results/ingest.json
+Mixed (the default): each client owns its documents, so every tenant must end with exactly the live chunks its
+clients last wrote; only retryable errors (pyhybrid.ConflictError) are allowed, retried by this harness and counted.
 """
 
 from __future__ import annotations
@@ -47,11 +27,10 @@ import numpy as np
 import psycopg
 from psycopg import conninfo
 
-from _common import start_meta, write_result
+from _common import start_meta, unit_vectors, write_result
 from pyhybrid import Chunk, ConflictError, HybridClient, migrate
 from pyhybrid.server import start_embedded, start_embedded_standby, stop_embedded
 
-DIM = 384
 OPS = (("retrieve", 0.55), ("ingest", 0.15), ("reingest", 0.12), ("delete", 0.10), ("add_edges", 0.08))
 
 
@@ -71,7 +50,7 @@ class Client:
     def chunks(self, doc: str, n: int) -> list[Chunk]:
         self.serial += 1
         vrng = np.random.default_rng(self.index * 1_000_003 + self.serial)
-        return [Chunk(chunk_id=f"{doc}#{i}", document_id=doc, position=i, embedding=_vectors(vrng, 1)[0],
+        return [Chunk(chunk_id=f"{doc}#{i}", document_id=doc, position=i, embedding=unit_vectors(vrng, 1)[0],
                       content=" ".join(self.rng.choice(WORDS[:10]) for _ in range(12)) + f" v{self.serial}")
                 for i in range(n)]
 
@@ -79,27 +58,20 @@ class Client:
 def _one(client: Client, hc: HybridClient, op: str) -> None:
     with hc.tenant(client.tenant) as t:
         if op == "retrieve" or (op in ("reingest", "delete", "add_edges") and not client.docs):
-            q = _vectors(np.random.default_rng(client.rng.randrange(1 << 30)), 1)[0]
+            q = unit_vectors(np.random.default_rng(client.rng.randrange(1 << 30)), 1)[0]
             t.retrieve(query_embedding=q, query_text=client.rng.choice(["pump alarm", "valve flow", "audit risk"]),
                        top_k=10)
-        elif op == "ingest":
-            doc = f"c{client.index}-d{client.serial}"
-            batch = client.chunks(doc, client.rng.randint(1, 6))
-            t.ingest(batch, corpus_id="load")
-            client.docs[doc] = [c.chunk_id for c in batch]
-        elif op == "reingest":
-            doc = client.rng.choice(sorted(client.docs))
+            return
+        doc = f"c{client.index}-d{client.serial}" if op == "ingest" else client.rng.choice(sorted(client.docs))
+        if op in ("ingest", "reingest"):
             batch = client.chunks(doc, client.rng.randint(1, 6))
             t.ingest(batch, corpus_id="load")
             client.docs[doc] = [c.chunk_id for c in batch]
         elif op == "delete":
-            doc = client.rng.choice(sorted(client.docs))
             t.delete_document(doc)
             del client.docs[doc]
         else:
-            doc = client.rng.choice(sorted(client.docs))
-            ids = client.docs[doc]
-            t.add_edges([{"src": ids[0], "dst": f"{client.tenant}:entity:{client.rng.randrange(20)}",
+            t.add_edges([{"src": client.docs[doc][0], "dst": f"{client.tenant}:entity:{client.rng.randrange(20)}",
                           "rel": "MENTIONS"}])
 
 
@@ -109,7 +81,7 @@ def _run_client(client: Client, dsn: str, stop_at: float, max_ops: int) -> None:
             if time.monotonic() >= stop_at:
                 return
             op = client.rng.choices([o for o, _ in OPS], [w for _, w in OPS])[0]
-            for attempt in range(5):
+            for _ in range(5):
                 t0 = time.perf_counter()
                 try:
                     _one(client, hc, op)
@@ -135,18 +107,12 @@ def run_load(admin_dsn: str, app_dsn: str, *, clients: int, seconds: float, tena
             c.execute("SELECT hybrid.create_tenant(%s)", (name,))
     pool = [Client(i, names[i % tenants], random.Random(seed * 7919 + i)) for i in range(clients)]
     stop_at = time.monotonic() + seconds
-    threads = [threading.Thread(target=_run_client, args=(cl, app_dsn, stop_at, max_ops)) for cl in pool]
-    t0 = time.monotonic()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=seconds + 120)
-    elapsed = time.monotonic() - t0
+    elapsed = run_threads([threading.Thread(target=_run_client, args=(cl, app_dsn, stop_at, max_ops)) for cl in pool],
+                          timeout=seconds + 120)
     expected = {name: sum(len(ids) for cl in pool if cl.tenant == name for ids in cl.docs.values())
                 for name in names}
+    actual = live_chunks(admin_dsn)
     with psycopg.connect(admin_dsn) as c:  # a superuser sees every tenant's rows
-        actual = dict(c.execute("SELECT tenant_id, count(*) FILTER (WHERE NOT superseded) FROM hybrid.chunk "
-                                "WHERE corpus_id = 'load' GROUP BY 1").fetchall())
         expected_ids = {cid for cl in pool for ids in cl.docs.values() for cid in ids}
         live_ids = {r[0] for r in c.execute("SELECT chunk_id FROM hybrid.chunk WHERE corpus_id = 'load' "
                                             "AND NOT superseded").fetchall()}
@@ -158,23 +124,33 @@ def run_load(admin_dsn: str, app_dsn: str, *, clients: int, seconds: float, tena
     return {
         "clients": clients, "seconds": round(elapsed, 2), "tenants": tenants,
         "operations": ops, "throughput_ops_per_s": round(ops / elapsed, 1) if elapsed else 0.0,
-        "retries": sum(cl.retries for cl in pool),
-        "errors": [e for cl in pool for e in cl.errors],
-        "expected_live_chunks": {k: v for k, v in expected.items()},
-        "actual_live_chunks": {k: int(actual.get(k, 0)) for k in names},
+        "retries": sum(cl.retries for cl in pool), "errors": [e for cl in pool for e in cl.errors],
+        "expected_live_chunks": expected, "actual_live_chunks": {k: int(actual.get(k, 0)) for k in names},
         "missing_chunks": len(expected_ids - live_ids), "unexpected_chunks": len(live_ids - expected_ids),
         "latency_ms": {op: {"n": len(v), "p50": round(statistics.median(v), 2),
                             "p99": round(float(np.percentile(v, 99)), 2)} for op, v in sorted(merged.items())},
     }
 
 
+def live_chunks(admin_dsn: str) -> dict[str, int]:
+    """Each tenant's live chunks of the load's corpus (a superuser sees every tenant's rows)."""
+    with psycopg.connect(admin_dsn) as c:
+        return dict(c.execute("SELECT tenant_id, count(*) FILTER (WHERE NOT superseded) FROM hybrid.chunk "
+                              "WHERE corpus_id = 'load' GROUP BY 1").fetchall())
+
+
+def run_threads(threads: list[threading.Thread], timeout: float | None = None) -> float:
+    """Start the threads, join them; the seconds it took."""
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=timeout)
+    return time.monotonic() - t0
+
+
 WORDS = ["pump", "valve", "alarm", "sensor", "battery", "occlusion", "flow", "label", "audit", "risk", "keypad",
          "pressure", "infusion", "brake", "controller", "latency", "protocol", "deviation", "requirement", "test"]
-
-
-def _vectors(rng: np.random.Generator, n: int) -> np.ndarray[Any, Any]:
-    v = rng.standard_normal((n, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
 def load_corpus(admin: str, app: str, chunks: int, tenants: int, seed: int) -> None:
@@ -189,7 +165,7 @@ def load_corpus(admin: str, app: str, chunks: int, tenants: int, seed: int) -> N
         for t in range(tenants):
             for start in range(0, per, 2000):
                 n = min(2000, per - start)
-                vecs = _vectors(rng, n)
+                vecs = unit_vectors(rng, n)
                 batch = [Chunk(chunk_id=f"t{t}-{start + i}", document_id=f"t{t}-d{(start + i) // 4}",
                                position=(start + i) % 4, embedding=vecs[i],
                                content=" ".join(words.choice(WORDS) for _ in range(40))) for i in range(n)]
@@ -209,7 +185,7 @@ def readers(primary: str, replicas: list[str], n: int, seconds: float, tenants: 
         mine: list[float] = []
         with HybridClient(primary, replicas=replicas) as client:
             while time.monotonic() < stop_at:
-                q = _vectors(rng, 1)[0]
+                q = unit_vectors(rng, 1)[0]
                 t0 = time.perf_counter()
                 with client.tenant(f"t{words.randrange(tenants)}", read_only=True) as s:
                     s.retrieve(query_embedding=q, query_text=" ".join(words.choice(WORDS) for _ in range(3)),
@@ -218,13 +194,7 @@ def readers(primary: str, replicas: list[str], n: int, seconds: float, tenants: 
         with lock:
             latencies.extend(mine)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    t0 = time.monotonic()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    elapsed = time.monotonic() - t0
+    elapsed = run_threads([threading.Thread(target=run, args=(i,)) for i in range(n)])
     return {"replicas": len(replicas), "readers": n, "seconds": round(elapsed, 2), "queries": len(latencies),
             "qps": round(len(latencies) / elapsed, 1), "p50_ms": round(statistics.median(latencies), 2),
             "p99_ms": round(float(np.percentile(latencies, 99)), 2)}
@@ -250,14 +220,13 @@ def restart_check(data_dir: Path, app: str, report: dict[str, Any]) -> dict[str,
     t0 = time.perf_counter()
     root = start_embedded(data_dir)
     out: dict[str, Any] = {"start_with_bm25_heal_s": round(time.perf_counter() - t0, 2), "tenants": {}}
-    with psycopg.connect(root) as c:
-        live = dict(c.execute("SELECT tenant_id, count(*) FILTER (WHERE NOT superseded) FROM hybrid.chunk "
-                              "WHERE corpus_id = 'load' GROUP BY 1").fetchall())
+    live = live_chunks(root)
     with HybridClient(app) as hc:
         for tenant, expected in report["expected_live_chunks"].items():
             t1 = time.perf_counter()
             with hc.tenant(tenant) as t:
-                refs = t.retrieve(query_embedding=_vectors(np.random.default_rng(1), 1)[0], query_text="pump alarm", top_k=10)
+                refs = t.retrieve(query_embedding=unit_vectors(np.random.default_rng(1), 1)[0], query_text="pump alarm",
+                                  top_k=10)
             out["tenants"][tenant] = {"live_chunks": int(live.get(tenant, 0)), "expected": expected,
                                       "first_retrieve_ms": round((time.perf_counter() - t1) * 1000, 2),
                                       "rows_ranked_by_bm25": sum(r.keyword_rank is not None for r in refs)}
@@ -470,8 +439,7 @@ def main() -> int:
         if args.ingest_docs:
             report = ingest_docs(args, top)
         elif args.replicas:
-            root, app = scratch_server(top, "load_app")
-            report = replica_runs(root, app, top / "primary" / "pgdata", args, standbys)
+            report = replica_runs(*scratch_server(top, "load_app"), top / "primary" / "pgdata", args, standbys)
         else:
             root, app = scratch_server(top, "load_app")
             report = run_load(root, app, clients=args.clients, seconds=args.seconds, tenants=args.tenants)

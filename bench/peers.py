@@ -1,33 +1,12 @@
 #!/usr/bin/env python
-"""pyhybrid beside langchain-postgres (PGVectorStore): retrieval quality and client-side latency.
+"""pyhybrid beside langchain-postgres (PGVectorStore): retrieval quality and client-side latency (bench/README.md).
 
     python bench/peers.py [--dataset DIR ...] [--out FILE.json]      (needs pip install langchain-postgres)
 
-Per collection (default: cranfield, cisi, cacm, scifact under ../shared/datasets), both sides get the same
-documents (title + " " + text), ids, precomputed all-MiniLM-L6-v2 vectors and judged queries, each in its own
-fresh database on the same embedded server; every mode returns k = 100.
-
-pyhybrid (bench/quality.py's setup and ingest; the tenant's login role, RLS on; the engine's own settings):
-  pyhybrid_hybrid  tenant.retrieve(query_embedding=q, query_text=t, top_k=100), the defaults
-  pyhybrid_dense   the same with keyword_weight=0, graph_weight=0
-langchain-postgres 0.0.19 (langchain_postgres.v2: PGEngine, init_vectorstore_table with HybridSearchConfig,
-add_texts, apply_hybrid_search_index; a plain login role; embeddings looked up from the precomputed files;
-no vector index in the first phase, i.e. an exact scan):
-  lc_dense                  similarity_search(t, k=100)
-  lc_hybrid_default         HybridSearchConfig() defaults: weighted_sum 0.5/0.5, 4 rows a branch (<= 8 rows)
-  lc_hybrid_wsum_100        weighted sum, 100 a branch
-  lc_hybrid_rrf_100 / _300  reciprocal_rank_fusion (rrf_k 60), 100 / 300 a branch
-  lc_hybrid_rrf_100_shared  the README pattern (config given once to create_sync): 0.0.19 keeps the first
-                            query's text in it (langchain-ai/langchain-postgres#337), reported to show it
-  Its keyword half is ts_rank_cd over plainto_tsquery (every term must occur); the diagnostics count queries
-  with no such row.
-Second phase (unless --no-hnsw): apply_vector_index(HNSWIndex()) (m 16, ef_construction 64), then
-  lc_dense_hnsw (ef_search 40, no iterative scan: at most 40 rows) and lc_dense_hnsw_ef200, with
-  pyhybrid_dense / pyhybrid_hybrid again as that phase's latency control.
-exact_dense: exact cosine in numpy (quality only).
-
-Latency: wall time of one client call, every query running every mode of its phase back to back (order
-rotated by query) after --warmup untimed queries; p50 / p95 / mean ms. Writes FILE.json.
+Both sides get the same documents, ids, precomputed vectors and judged queries, each in a fresh database on the same
+embedded server, k = 100; the peer without a vector index, then (unless --no-hnsw) with HNSWIndex() and pyhybrid's
+two modes again as that phase's control. Latency: one client call's wall time, every mode of a phase back to back
+per query (order rotated by query) after --warmup untimed queries; exact_dense (numpy) for quality only.
 """
 
 from __future__ import annotations
@@ -38,19 +17,18 @@ import re
 import sys
 import time
 import warnings
+from contextlib import suppress
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import numpy as np
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tqdm import tqdm
 
-from _common import Dataset, engine_state, evaluate, exact_cosine_run, load_dataset, start_meta, write_result
+from _common import (Dataset, drop_database, engine_state, evaluate, exact_cosine_run, fresh_database, load_dataset,
+                     pct, start_meta, vector_literal, write_result)
 from quality import TENANT, Runner, ingest, setup_database
 from pyhybrid.errors import InvalidParameterError
 from pyhybrid.server import embedded_status, start_embedded, stop_embedded
@@ -70,15 +48,11 @@ METRICS = ("ndcg@10", "recall@100", "mrr@10")
 SANITY_TOL = 0.01
 
 
-# ---------------------------------------------------------------- the peer's embedding service
-
 class PrecomputedEmbeddings(Embeddings):
-    """Returns the precomputed vector of a known text: corpus texts for documents, query texts for queries.
-
-    A text that several documents share (their precomputed vectors can differ in the last bits) gets the
-    vectors of those documents in corpus order, one per embed_documents occurrence, so each row stored
-    holds its own document's vector, as on the pyhybrid side (documents are added once each, in order).
-    """
+    """The precomputed vector of a known text (a corpus text for documents, a query text for queries). A text that
+    several documents share gets their vectors in corpus order, one per occurrence: each row holds its own
+    document's vector, as on the pyhybrid side (documents are added once each, in order; the vectors can differ in
+    the last bits)."""
 
     def __init__(self, ds: Dataset, doc_ids: Sequence[str]) -> None:
         self.docs: dict[str, list[list[float]]] = {}
@@ -91,15 +65,13 @@ class PrecomputedEmbeddings(Embeddings):
         self.shared_texts = {"texts": len(shared), "docs": sum(len(v) for v in shared),
                              "max_abs_diff": max((float(np.abs(np.asarray(v) - np.asarray(v[0])).max())
                                                   for v in shared), default=0.0)}
-        query_collisions = 0
+        self.shared_texts["query_text_collisions"] = 0
         for i, q in enumerate(ds.query_ids):
             if q in ds.query_text:
-                vec = [float(x) for x in ds.query_emb[i].astype(np.float32)]
-                t = ds.query_text[q]
+                vec, t = [float(x) for x in ds.query_emb[i].astype(np.float32)], ds.query_text[q]
                 if t in self.queries and self.queries[t] != vec:
-                    query_collisions += 1  # same text, another vector: the first is kept
+                    self.shared_texts["query_text_collisions"] += 1  # same text, another vector: the first is kept
                 self.queries.setdefault(t, vec)
-        self.shared_texts["query_text_collisions"] = query_collisions
         self.calls = {"documents": 0, "queries": 0}
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -124,39 +96,19 @@ class PrecomputedEmbeddings(Embeddings):
         return self.embed_query(text)
 
 
-# ---------------------------------------------------------------- set-up
-
 def sa_url(dsn: str, dbname: str, user: str) -> str:
     """SQLAlchemy URL (psycopg 3 driver) for the embedded server's socket."""
     p = conninfo_to_dict(dsn)
-    host = p.get("host") or "localhost"
-    port = f":{p['port']}" if p.get("port") else ""
-    if str(host).startswith("/"):
-        return f"postgresql+psycopg://{user}@/{dbname}?host={host}" + (f"&port={p['port']}" if p.get("port") else "")
-    return f"postgresql+psycopg://{user}@{host}{port}/{dbname}"
+    return f"postgresql+psycopg://{user}@/{dbname}?host={p['host']}" + (f"&port={p['port']}" if p.get("port") else "")
 
 
 def setup_lc_database(admin_dsn: str, dbname: str) -> tuple[str, str]:
     """A fresh database owned by LC_ROLE with the vector extension; returns (admin dsn of it, role dsn)."""
-    with psycopg.connect(admin_dsn, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
-        c.execute("DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '" + LC_ROLE + "') "
-                  "THEN CREATE ROLE " + LC_ROLE + " LOGIN; END IF; END$$")
-        c.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(dbname), sql.Identifier(LC_ROLE)))
+    fresh_database(admin_dsn, dbname, LC_ROLE, owned=True)
     db = make_conninfo(admin_dsn, dbname=dbname)
     with psycopg.connect(db, autocommit=True) as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS vector")  # creating it needs a superuser on this server
     return db, make_conninfo(db, user=LC_ROLE)
-
-
-def unique_rows(ds: Dataset) -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for d in ds.doc_ids:
-        if d not in seen:
-            seen.add(d)
-            out.append(d)
-    return out
 
 
 def lc_ingest(engine: PGEngine, emb: PrecomputedEmbeddings, doc_ids: list[str], ds: Dataset,
@@ -172,14 +124,11 @@ def lc_ingest(engine: PGEngine, emb: PrecomputedEmbeddings, doc_ids: list[str], 
             ids = doc_ids[s:s + batch]
             store.add_texts([ds.doc_text[d] for d in ids], metadatas=[{"doc_id": d} for d in ids], ids=ids)
             bar.update(len(ids))
-    t_add = time.perf_counter() - t0
     t1 = time.perf_counter()
     store.apply_hybrid_search_index()
-    t_idx = time.perf_counter() - t1
-    return store, {"docs": len(doc_ids), "add_texts_seconds": round(t_add, 2), "gin_index_seconds": round(t_idx, 2)}
+    return store, {"docs": len(doc_ids), "add_texts_seconds": round(t1 - t0, 2),
+                   "gin_index_seconds": round(time.perf_counter() - t1, 2)}
 
-
-# ---------------------------------------------------------------- modes
 
 Call = Callable[[str, np.ndarray, str], list[str]]
 
@@ -195,8 +144,7 @@ def pyhybrid_calls(runner: Runner, top_k: int) -> dict[str, Call]:
 
     def dense(q: str, vec: np.ndarray, text: str) -> list[str]:
         with runner.client.tenant(TENANT) as t:
-            return [r.chunk_id for r in t.retrieve(query_embedding=vec, top_k=top_k, keyword_weight=0,
-                                                   graph_weight=0)]
+            return [r.chunk_id for r in t.retrieve(query_embedding=vec, top_k=top_k, keyword_weight=0, graph_weight=0)]
 
     return {"pyhybrid_hybrid": hybrid, "pyhybrid_dense": dense}
 
@@ -207,7 +155,7 @@ LC_HYBRID: dict[str, dict[str, Any]] = {
     "lc_hybrid_rrf_100": {"fusion_function": reciprocal_rank_fusion, "primary_top_k": 100, "secondary_top_k": 100},
     "lc_hybrid_rrf_300": {"fusion_function": reciprocal_rank_fusion, "primary_top_k": 300, "secondary_top_k": 300},
 }
-SHARED_MODE = "lc_hybrid_rrf_100_shared"
+SHARED_MODE = "lc_hybrid_rrf_100_shared"  # the README pattern (config given once): 0.0.19 keeps query 1's text
 SHARED_CFG = {"fusion_function": reciprocal_rank_fusion, "primary_top_k": 100, "secondary_top_k": 100}
 
 
@@ -282,45 +230,31 @@ def run_phase(calls: dict[str, Call], ds: Dataset, qids: list[str], warmup: int,
 
 
 def lat(values: list[float]) -> dict[str, Any]:
-    a = np.asarray(values)
-    return {"p50_ms": round(float(np.percentile(a, 50)), 2), "p95_ms": round(float(np.percentile(a, 95)), 2),
-            "mean_ms": round(float(a.mean()), 2), "calls": int(a.size)}
+    return {"p50_ms": round(pct(values, 50), 2), "p95_ms": round(pct(values, 95), 2),
+            "mean_ms": round(float(np.mean(values)), 2), "calls": len(values)}
 
-
-# ---------------------------------------------------------------- diagnostics
 
 def sparse_match_counts(lc_db: str, texts: Sequence[str]) -> list[int]:
     """Rows langchain-postgres's keyword half can return per query (content_tsv @@ plainto_tsquery)."""
-    out = []
     with psycopg.connect(lc_db) as c:
-        for t in texts:
-            out.append(int(c.execute(f"SELECT count(*) FROM {TABLE} WHERE {TSV} @@ "
-                                     "plainto_tsquery('pg_catalog.english', %s)", (t,)).fetchone()[0]))
-    return out
+        return [int(c.execute(f"SELECT count(*) FROM {TABLE} WHERE {TSV} @@ plainto_tsquery('pg_catalog.english', %s)",
+                              (t,)).fetchone()[0]) for t in texts]
 
 
 def dense_plan(lc_db: str, vec: np.ndarray, ef: int | None) -> str:
-    lit = "[" + ",".join(repr(float(x)) for x in vec.astype(np.float32)) + "]"
+    lit = vector_literal(vec)
     with psycopg.connect(lc_db) as c:
         if ef:
             c.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
         rows = c.execute(f"EXPLAIN SELECT langchain_id FROM {TABLE} ORDER BY embedding <=> %s::vector LIMIT 100",
                          (lit,)).fetchall()
-    plan = " / ".join(re.sub(r"'\[[^']*\]'", "'[query vector]'", r[0].strip()) for r in rows)
-    return plan[:400]
-
-
-# ---------------------------------------------------------------- report
-
-COMPARATOR = {"lc_dense": "pyhybrid_dense", "lc_dense_hnsw": "pyhybrid_dense", "lc_dense_hnsw_ef200": "pyhybrid_dense"}
+    return " / ".join(re.sub(r"'\[[^']*\]'", "'[query vector]'", r[0].strip()) for r in rows)[:400]
 
 
 def comparator(mode: str) -> str | None:
-    if mode in COMPARATOR:
-        return COMPARATOR[mode]
-    if mode.startswith("lc_hybrid"):
-        return "pyhybrid_hybrid"
-    return None
+    """The pyhybrid mode a peer mode's latency is compared with."""
+    kind = "dense" if mode.startswith("lc_dense") else "hybrid" if mode.startswith("lc_hybrid") else None
+    return f"pyhybrid_{kind}" if kind else None
 
 
 def versions() -> dict[str, str]:
@@ -355,7 +289,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     t_start = time.perf_counter()
     load_start = [round(x, 2) for x in os.getloadavg()]
     out_path = Path(args.out)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     was_running = embedded_status(Path(args.data_dir))["running"]
     admin_dsn = start_embedded(Path(args.data_dir))
     print(f"embedded server: {admin_dsn} ({'already running' if was_running else 'started'})")
@@ -372,24 +305,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for dpath in datasets:
             t_ds = time.perf_counter()
             ds = load_dataset(dpath)
-            name = ds.name
-            qids = ds.judged_query_ids()
-            if args.limit_queries:
-                qids = qids[: args.limit_queries]
-            doc_ids = unique_rows(ds)
-            print(f"\n== {name}: {len(doc_ids)} docs, {len(qids)} judged queries ({ds.path})")
-            slug = re.sub(r"[^a-z0-9_]", "_", name.lower())
+            qids = ds.judged_query_ids()[: args.limit_queries or None]
+            doc_ids = list(dict.fromkeys(ds.doc_ids))  # each id once, in file order
+            print(f"\n== {ds.name}: {len(doc_ids)} docs, {len(qids)} judged queries ({ds.path})")
+            slug = re.sub(r"[^a-z0-9_]", "_", ds.name.lower())
 
             # pyhybrid
             ph_db_name, lc_db_name = f"peers_pyhybrid_{slug}"[:63], f"peers_lc_{slug}"[:63]
+            dbs += [ph_db_name, lc_db_name]
             ph_db, tenant_dsn, server_info = setup_database(admin_dsn, ph_db_name, None)
-            dbs.append(ph_db_name)
             ph_ing = ingest(ph_db, ds, 5000)
             runner = Runner(tenant_dsn, args.top_k)
 
             # langchain-postgres
             lc_admin_db, lc_db = setup_lc_database(admin_dsn, lc_db_name)
-            dbs.append(lc_db_name)
             emb = PrecomputedEmbeddings(ds, doc_ids)
             engine = PGEngine.from_connection_string(sa_url(admin_dsn, lc_db_name, LC_ROLE))
             engines.append(engine)
@@ -401,9 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             lc_ing.update({"rows": stored[0], "rows_with_tsv": stored[1], "texts_shared_by_docs": emb.shared_texts})
 
             # phase 1: everything interleaved
-            calls = pyhybrid_calls(runner, args.top_k)
             lcc, lc_cfg, shared_store = lc_calls(engine, emb, args.top_k)
-            calls.update(lcc)
+            calls = {**pyhybrid_calls(runner, args.top_k), **lcc}
             modes_cfg.update(lc_cfg)
             t1 = time.perf_counter()
             runs, ms, errors = run_phase(calls, ds, qids, args.warmup, "main phase")
@@ -431,20 +359,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 plans["hnsw_ef200"] = dense_plan(lc_db, v0, 200)
                 hc, h_cfg = lc_hnsw_calls(engine, emb, args.top_k)
                 modes_cfg.update(h_cfg)
-                phase2 = {**pyhybrid_calls(runner, args.top_k), **hc}
                 t2 = time.perf_counter()
-                runs2, ms2, errors2 = run_phase(phase2, ds, qids, args.warmup, "hnsw phase")
+                runs2, ms2, errors2 = run_phase({**pyhybrid_calls(runner, args.top_k), **hc}, ds, qids, args.warmup,
+                                                "hnsw phase")
                 t_hnsw = time.perf_counter() - t2
                 for m, v in ms2.items():
                     latency.setdefault(m, {})["hnsw"] = lat(v)
-                for m in hc:
-                    runs[m] = runs2[m]
+                runs.update({m: runs2[m] for m in hc})
                 for m in ("pyhybrid_dense", "pyhybrid_hybrid"):  # the control must return the same lists
                     same = sum(runs2[m][q] == runs[m][q] for q in qids)
                     if same != len(qids):
                         print(f"  note: {m} returned different lists in the hnsw phase on {len(qids) - same} queries")
-                for m, n in errors2.items():
-                    errors[f"{m} (hnsw phase)"] = n
+                errors.update({f"{m} (hnsw phase)": n for m, n in errors2.items()})
             runner.close()
 
             # ratios
@@ -484,8 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "embedding_lookups": emb.calls,
                 "ingest": {"pyhybrid": ph_ing, "langchain_postgres": lc_ing},
             }
-            results[name] = {"docs": len(doc_ids), "queries": len(qids), "modes": modes_out, "diagnostics": diag}
-            timings[name] = {"main_phase_seconds": round(t_main, 1), "hnsw_phase_seconds": round(t_hnsw, 1),
+            results[ds.name] = {"docs": len(doc_ids), "queries": len(qids), "modes": modes_out, "diagnostics": diag}
+            timings[ds.name] = {"main_phase_seconds": round(t_main, 1), "hnsw_phase_seconds": round(t_hnsw, 1),
                              "dataset_seconds": round(time.perf_counter() - t_ds, 1)}
             engine._run_as_sync(engine.close())
             engines.remove(engine)
@@ -519,14 +445,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nwrote {out_path} in {timings['total_seconds']:.0f} s")
     finally:
         for e in engines:
-            try:
+            with suppress(Exception):  # the run's own error matters more
                 e._run_as_sync(e.close())
-            except Exception:  # noqa: BLE001
-                pass
         if not args.keep_db:
             with psycopg.connect(admin_dsn, autocommit=True) as c:
                 for dbname in dbs:
-                    c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+                    drop_database(c, dbname)
         if args.stop_server == "yes" or (args.stop_server == "auto" and not was_running):
             stopped = stop_embedded(Path(args.data_dir))
             print(f"embedded server at {args.data_dir} {'stopped' if stopped else 'was not running'}")

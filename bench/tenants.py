@@ -1,17 +1,7 @@
-"""How the real engine scales in the number of tenants: a partition of hybrid.chunk per tenant, many tenants.
+"""How the engine scales in tenants (a partition of hybrid.chunk each); bench/README.md, docs/benchmarks.md.
 
-    python bench/tenants.py --steps 1 100 1000 10000 --out bench/results/tenants.json
-
-A fresh database on the embedded server. For each of --steps tenant counts, tenants are added up to it, each
-by `hybrid.create_tenant` (its partition with HNSW, BM25, GIN and btree indexes, RLS forced) and --rows chunks
-ingested as a trusted app role. At each step: create / ingest seconds per tenant; catalog rows and size,
-database size; server RSS / PSS, pg_textsearch's shared memory and DSA area, the /dev/shm segments mapped;
-for --sample tenants, each through a login role of its own (`hybrid.grant_tenant`): a new connection's first
-`hybrid_retrieve` (cold) and --calls warm ones, the relation locks held and how many are partitions, the
-backend's USS; retrieval right after another tenant's creation (--probes); planning and execution of a pruned
-dense statement; the FK cascade's locks; `drop_tenant` of --drops tenants holding chunks; at the last step,
-how many locks one transaction can take. A failing step records its error and ends the run; --budget-min
-bounds the time spent creating tenants.
+At each of --steps tenant counts: create_tenant and ingest, catalogs, memory, cold and warm retrieval, locks and
+drop_tenant (measure_step). A failing step records its error and ends the run; --budget-min bounds tenant creation.
 """
 
 from __future__ import annotations
@@ -24,22 +14,21 @@ import statistics
 import sys
 import time
 import traceback
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psutil
 import psycopg
-from psycopg import conninfo, sql
+from psycopg import conninfo
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import ROOT, pct, start_meta, write_result  # noqa: E402
-from pyhybrid import Chunk, connect, migrate  # noqa: E402
-from pyhybrid.server import start_embedded  # noqa: E402
+from _common import (ROOT, ensure_role, fresh_database, installed_versions, pct, server_processes, start_meta,
+                     unit_vectors, write_result)
+from pyhybrid import Chunk, connect, migrate
+from pyhybrid.server import start_embedded
 
 DB = "bench_tenants"
-DIM = 384
 APP = "bt_app"
 WORDS = [f"w{i}" for i in range(200)]
 WORDS_PER_CHUNK = 24
@@ -47,43 +36,25 @@ LOCKS_SQL = ("SELECT relation::regclass::text AS rel, mode FROM pg_locks "
              "WHERE pid = pg_backend_pid() AND locktype = 'relation'")
 
 
-# ----------------------------------------------------------------------------- helpers
-
-
-def stats_s(xs: list[float]) -> dict[str, float] | None:
+def stats_s(xs: list[float], ms: bool = False) -> dict[str, float] | None:
+    """n, median, p95, max, mean of seconds (4 digits); with ms, the first four in milliseconds (2 digits)."""
     if not xs:
         return None
-    return {"n": len(xs), "median": round(statistics.median(xs), 4), "p95": round(pct(xs, 95), 4),
-            "max": round(max(xs), 4), "mean": round(statistics.fmean(xs), 4)}
-
-
-def stats_ms(xs_s: list[float]) -> dict[str, float] | None:
-    if not xs_s:
-        return None
-    ms = [x * 1000 for x in xs_s]
-    return {"n": len(ms), "median": round(statistics.median(ms), 2), "p95": round(pct(ms, 95), 2),
-            "max": round(max(ms), 2)}
-
-
-def postgres_processes(data_dir: Path) -> list[psutil.Process]:
-    pid = int((data_dir / "postmaster.pid").read_text().split()[0])
-    pm = psutil.Process(pid)
-    return [pm, *pm.children(recursive=True)]
+    v, d = ([x * 1000 for x in xs], 2) if ms else (xs, 4)
+    out = {"n": len(v), "median": round(statistics.median(v), d), "p95": round(pct(v, 95), d), "max": round(max(v), d)}
+    return out if ms else {**out, "mean": round(statistics.fmean(v), d)}
 
 
 def server_memory(data_dir: Path) -> dict[str, Any]:
     """Summed RSS / PSS of the server's processes, and the /dev/shm segments (DSM) they map."""
     rss = pss = 0
-    procs = postgres_processes(data_dir)
+    procs = server_processes(data_dir)
     dsm: dict[str, int] = {}
     for p in procs:
-        try:
+        with suppress(psutil.Error):
             m = p.memory_full_info()
-            rss += m.rss
-            pss += getattr(m, "pss", 0)
-        except psutil.Error:
-            pass
-        try:
+            rss, pss = rss + m.rss, pss + getattr(m, "pss", 0)
+        with suppress(OSError):
             for line in Path(f"/proc/{p.pid}/maps").read_text().splitlines():
                 parts = line.split(None, 5)
                 if len(parts) == 6 and parts[5].startswith("/dev/shm/PostgreSQL."):
@@ -93,19 +64,8 @@ def server_memory(data_dir: Path) -> dict[str, Any]:
                             dsm[path] = os.stat(path).st_size
                         except OSError:
                             dsm[path] = 0
-        except OSError:
-            pass
     return {"rss_mb": round(rss / 2**20, 1), "pss_mb": round(pss / 2**20, 1), "processes": len(procs),
             "dsm_segments_mapped": len(dsm), "dsm_mapped_mb": round(sum(dsm.values()) / 2**20, 1)}
-
-
-def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
-    v = rng.standard_normal((n, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-def tenant_id(i: int) -> str:
-    return f"t{i:05d}"
 
 
 def make_chunks(tid: str, rows: int, rng: np.random.Generator) -> list[Chunk]:
@@ -116,10 +76,7 @@ def make_chunks(tid: str, rows: int, rng: np.random.Generator) -> list[Chunk]:
 
 
 def error_text(exc: BaseException) -> str:
-    sqlstate = getattr(exc, "sqlstate", None)
-    cause = exc.__cause__ or exc.__context__
-    if sqlstate is None and cause is not None:
-        sqlstate = getattr(cause, "sqlstate", None)
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(exc.__cause__ or exc.__context__, "sqlstate", None)
     return f"{type(exc).__name__}{f' [{sqlstate}]' if sqlstate else ''}: {str(exc).strip()}"
 
 
@@ -128,8 +85,7 @@ def catalog_facts(admin: psycopg.Connection[Any]) -> dict[str, Any]:
         "SELECT (SELECT count(*) FROM pg_class), "
         "(SELECT count(*) FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass), "
         "(SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relnamespace = 'pg_catalog'::regnamespace "
-        "   AND c.relkind = 'r'), "
-        "pg_database_size(current_database())").fetchone()
+        "AND c.relkind = 'r'), pg_database_size(current_database())").fetchone()
     top = admin.execute(
         "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c WHERE c.relnamespace = 'pg_catalog'::regnamespace "
         "AND c.relkind = 'r' ORDER BY 2 DESC LIMIT 5").fetchall()
@@ -159,14 +115,11 @@ def textsearch_dsa(admin: psycopg.Connection[Any], tid: str) -> dict[str, Any]:
         return {}
     text = admin.execute("SELECT bm25_summarize_index(%s)", (row[0],)).fetchone()[0]  # type: ignore[index]
     out: dict[str, Any] = {"index": row[0]}
-    m = re.search(r"DSA total size: (\d+) bytes", text)
-    if m:
+    if m := re.search(r"DSA total size: (\d+) bytes", text):
         out["dsa_total_mb"] = round(int(m.group(1)) / 2**20, 1)
-    m = re.search(r"Memtable:\s+terms: (\d+)\s+documents: (\d+)", text)
-    if m:
+    if m := re.search(r"Memtable:\s+terms: (\d+)\s+documents: (\d+)", text):
         out["memtable_terms"], out["memtable_documents"] = int(m.group(1)), int(m.group(2))
-    m = re.search(r"on-disk: (\d+) bytes", text)
-    if m:
+    if m := re.search(r"on-disk: (\d+) bytes", text):
         out["on_disk_bytes"] = int(m.group(1))
     return out
 
@@ -179,25 +132,27 @@ def lock_capacity(admin: psycopg.Connection[Any]) -> dict[str, Any]:
     try:
         with admin.transaction(force_rollback=True):
             admin.execute("LOCK TABLE hybrid.chunk IN ACCESS SHARE MODE")
-            i = 0
-            while i < 1_000_000:
+            for i in range(0, 1_000_000, 100):
                 admin.execute("DO $$BEGIN FOR i IN %s..%s LOOP EXECUTE format('CREATE TEMP TABLE bt_lc_%%s (a int)', i); "
                               "END LOOP; END$$" % (i, i + 99))
-                i += 100
                 last = admin.execute("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()").fetchall()
     except psycopg.Error as exc:
         err = error_text(exc).splitlines()[0]
     return {"lock_entries_held_before_error": int(last[0][0]) if last else None, "error": err}
 
 
-def ensure_role(admin: psycopg.Connection[Any], role: str) -> None:
-    if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-
-
 def retrieve_kwargs(rng: np.random.Generator) -> dict[str, Any]:
     return {"query_embedding": unit_vectors(rng, 1)[0], "query_text": " ".join(rng.choice(WORDS, 3)),
             "top_k": 10, "lexical": "bm25"}
+
+
+def timed_retrieve(client: Any, tid: str, rng: np.random.Generator) -> float:
+    """Seconds of one retrieval for tid (its arguments drawn before the clock starts)."""
+    kw = retrieve_kwargs(rng)
+    t0 = time.perf_counter()
+    with client.tenant(tid) as t:
+        t.retrieve(**kw)
+    return time.perf_counter() - t0
 
 
 def measure_tenant(dsn: str, admin: psycopg.Connection[Any], tid: str, calls: int,
@@ -214,13 +169,7 @@ def measure_tenant(dsn: str, admin: psycopg.Connection[Any], tid: str, calls: in
         with client.tenant(tid) as t:
             first = t.retrieve(**retrieve_kwargs(rng))
         cold_s = time.perf_counter() - t0
-        warm: list[float] = []
-        for _ in range(calls):
-            kw = retrieve_kwargs(rng)
-            t0 = time.perf_counter()
-            with client.tenant(tid) as t:
-                refs = t.retrieve(**kw)
-            warm.append(time.perf_counter() - t0)
+        warm = [timed_retrieve(client, tid, rng) for _ in range(calls)]
         with client.tenant(tid) as t:
             base = t.conn.execute(LOCKS_SQL).fetchall()
         with client.tenant(tid) as t:
@@ -258,10 +207,8 @@ def drop_tenant(admin: psycopg.Connection[Any], tid: str) -> tuple[float, dict[s
 
 
 def cascade_locks(admin: psycopg.Connection[Any]) -> int | str:
-    """Relation locks of the statement the ON DELETE CASCADE of hybrid.chunk's foreign key to hybrid.corpus
-    runs (RI: `DELETE FROM hybrid.chunk WHERE tenant_id = $1 AND corpus_id = $2`, a saved generic plan, no
-    tenant key), for a corpus that has no chunk; rolled back. Since revision 0005 there is no such foreign key
-    (this cascade locked every partition): "n/a" then."""
+    """Relation locks of the RI statement of hybrid.chunk's ON DELETE CASCADE foreign key to hybrid.corpus (a saved
+    generic plan, no tenant key) for a corpus with no chunk, rolled back; "n/a" from revision 0005, which removed it."""
     fk = admin.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'hybrid.chunk'::regclass "
                        "AND contype = 'f'").fetchone()
     if fk is not None and fk[0] == 0:
@@ -276,13 +223,11 @@ def cascade_locks(admin: psycopg.Connection[Any]) -> int | str:
     except psycopg.Error as exc:
         return "error: " + error_text(exc).splitlines()[0]
     finally:
-        try:
+        with suppress(psycopg.Error):
             admin.execute("DEALLOCATE bt_cascade")
-        except psycopg.Error:
-            pass
 
 
-def measure_step(args: argparse.Namespace, dsn: str, app_dsn: str, admin: psycopg.Connection[Any], have: int,
+def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[Any], have: int,
                  created: list[str], rng: np.random.Generator, out: dict[str, Any]) -> None:
     """Fills out as it goes (what was measured before an error stays)."""
     out.update(catalog_facts(admin))
@@ -292,31 +237,28 @@ def measure_step(args: argparse.Namespace, dsn: str, app_dsn: str, admin: psycop
     # the sample: the first and the last created, and random others
     n = min(args.sample, have)
     idx = [0, have - 1] if have > 1 else [0]
-    others = [i for i in range(1, have - 1)]
+    others = list(range(1, have - 1))
     idx += sorted(int(i) for i in rng.choice(others, size=min(len(others), n - len(idx)), replace=False)) if n > len(idx) else []
     sample = [created[i] for i in idx]
-    per: list[dict[str, Any]] = []
-    for tid in sample:
-        per.append(measure_tenant(dsn, admin, tid, args.calls, rng))
+    per = [measure_tenant(dsn, admin, tid, args.calls, rng) for tid in sample]
     out["memory_after_queries"] = server_memory(args.data_dir)
-    warm = [x for p in per for x in p["warm_s"]]
+    def each(key: str) -> list[Any]:
+        return [p[key] for p in per]
+
+    uss = [x for x in each("backend_uss_mb") if x is not None]
     out["retrieve"] = {
         "sampled": len(per), "calls_per_tenant": args.calls,
-        "connect_ms": stats_ms([p["connect_s"] for p in per]),
-        "cold_ms": stats_ms([p["cold_s"] for p in per]),
-        "warm_ms": stats_ms(warm),
-        "warm_ms_first_tenant": stats_ms(per[0]["warm_s"]),
-        "warm_ms_last_tenant": stats_ms(per[-1]["warm_s"]),
-        "rows_min": min(p["rows"] for p in per),
-        "rows_with_keyword_rank_min": min(p["rows_with_keyword_rank"] for p in per),
-        "rows_with_vector_rank_min": min(p["rows_with_vector_rank"] for p in per),
-        "locks_retrieve": sorted({p["locks_retrieve"] for p in per}),
-        "locks_held": sorted({p["locks_held"] for p in per}),
-        "locks_baseline": sorted({p["locks_baseline"] for p in per}),
-        "partitions_locked_max": max(len(p["partitions_locked"]) for p in per),
+        "connect_ms": stats_s(each("connect_s"), ms=True), "cold_ms": stats_s(each("cold_s"), ms=True),
+        "warm_ms": stats_s([x for p in per for x in p["warm_s"]], ms=True),
+        "warm_ms_first_tenant": stats_s(per[0]["warm_s"], ms=True),
+        "warm_ms_last_tenant": stats_s(per[-1]["warm_s"], ms=True),
+        "rows_min": min(each("rows")), "rows_with_keyword_rank_min": min(each("rows_with_keyword_rank")),
+        "rows_with_vector_rank_min": min(each("rows_with_vector_rank")),
+        "locks_retrieve": sorted(set(each("locks_retrieve"))), "locks_held": sorted(set(each("locks_held"))),
+        "locks_baseline": sorted(set(each("locks_baseline"))),
+        "partitions_locked_max": max(len(x) for x in each("partitions_locked")),
         "relations_locked_example": per[-1]["relations_locked"],
-        "backend_uss_mb_median": statistics.median(p["backend_uss_mb"] for p in per if p["backend_uss_mb"] is not None)
-        if any(p["backend_uss_mb"] is not None for p in per) else None,
+        "backend_uss_mb_median": statistics.median(uss) if uss else None,
         "per_tenant": [{k: (round(v, 4) if isinstance(v, float) else [round(x, 4) for x in v] if k == "warm_s" else v)
                         for k, v in p.items() if k != "relations_locked"} for p in per],
     }
@@ -331,38 +273,25 @@ def measure_step(args: argparse.Namespace, dsn: str, app_dsn: str, admin: psycop
     after: list[float] = []
     steady: list[float] = []
     probe_create: list[float] = []
-    probe_drop: list[float] = []
+    probes: list[str] = []
     with connect(conninfo.make_conninfo(dsn, user="bt_r_" + tid0)) as client:
         for _ in range(2):  # warm it
-            with client.tenant(tid0) as t:
-                t.retrieve(**retrieve_kwargs(rng))
-        probes = []
+            timed_retrieve(client, tid0, rng)
         for i in range(args.probes):
-            kw = retrieve_kwargs(rng)
+            steady.append(timed_retrieve(client, tid0, rng))
+            probes.append(f"probe-{have}-{i}")
             t0 = time.perf_counter()
-            with client.tenant(tid0) as t:
-                t.retrieve(**kw)
-            steady.append(time.perf_counter() - t0)
-            pid = f"probe-{have}-{i}"
-            t0 = time.perf_counter()
-            admin.execute("SELECT hybrid.create_tenant(%s)", (pid,))
+            admin.execute("SELECT hybrid.create_tenant(%s)", (probes[-1],))
             probe_create.append(time.perf_counter() - t0)
-            probes.append(pid)
-            kw = retrieve_kwargs(rng)
-            t0 = time.perf_counter()
-            with client.tenant(tid0) as t:
-                t.retrieve(**kw)
-            after.append(time.perf_counter() - t0)
-    for pid in probes:
-        s, _ = drop_tenant(admin, pid)
-        probe_drop.append(s)
-    out["retrieve_after_create"] = {"before_ms": stats_ms(steady), "after_ms": stats_ms(after),
+            after.append(timed_retrieve(client, tid0, rng))
+    probe_drop = [drop_tenant(admin, pid)[0] for pid in probes]
+    out["retrieve_after_create"] = {"before_ms": stats_s(steady, ms=True), "after_ms": stats_s(after, ms=True),
                                     "probe_create_s": stats_s(probe_create), "probe_drop_empty_s": stats_s(probe_drop)}
     out["fk_cascade_locks"] = cascade_locks(admin)
     if args.drops:
         pool = [t for t in created if t not in set(sample)]
         victims = [pool[int(i)] for i in rng.choice(len(pool), size=min(args.drops, len(pool)), replace=False)] if pool else []
-        drops: list[dict[str, Any]] = []
+        drops: list[dict[str, Any]] = []  # in out as it fills
         out["drop_tenant_with_chunks"] = drops
         for tid in victims:
             t0 = time.perf_counter()
@@ -377,9 +306,6 @@ def measure_step(args: argparse.Namespace, dsn: str, app_dsn: str, admin: psycop
                 continue
             drops.append({"tenant": tid, "s": round(s, 4), "removed": removed})
             created.remove(tid)
-
-
-# ----------------------------------------------------------------------------- report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -399,9 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     t_all = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     server = start_embedded(args.data_dir)
+    fresh_database(server, DB, APP)
     with psycopg.connect(server, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DB)))
-        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DB)))
         settings = {r[0]: r[1] + (r[2] or "") for r in c.execute(
             "SELECT name, setting, unit FROM pg_settings WHERE name IN ('max_locks_per_transaction', 'max_connections', "
             "'shared_buffers', 'dynamic_shared_memory_type', 'min_dynamic_shared_memory', 'work_mem') ORDER BY name").fetchall()}
@@ -414,20 +339,16 @@ def main(argv: list[str] | None = None) -> int:
         "settings": settings, "pg_textsearch_settings": ts_settings,
         "config": {"steps": sorted(args.steps), "rows": args.rows, "sample": args.sample, "calls": args.calls,
                    "probes": args.probes, "drops": args.drops, "budget_min": args.budget_min, "seed": args.seed},
-        "steps": [],
+        "steps": [], "series": {"create_s": [], "ingest_s": []},
     }
     created: list[str] = []
-    series: dict[str, list[float]] = {"create_s": [], "ingest_s": []}
-    report["series"] = series
+    series: dict[str, list[float]] = report["series"]
     with psycopg.connect(dsn, autocommit=True) as admin:
-        ensure_role(admin, APP)
         admin.execute("SELECT hybrid.grant_app(%s)", (APP,))
+    report["versions"] = installed_versions(dsn)
     with psycopg.connect(dsn, autocommit=True) as admin, connect(app_dsn) as app:
-        report["versions"] = dict(admin.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall())
-        report["versions"]["postgresql"] = admin.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
         t_create_start = time.perf_counter()
-        have = 0  # live tenants (drops at each step lower it)
-        next_id = 0
+        have = next_id = 0  # have: live tenants (drops at each step lower it)
         steps = sorted(args.steps)
         for si, step in enumerate(steps):
             creates: list[float] = []
@@ -439,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                     stop = True
                     break
                 next_id += 1
-                tid = tenant_id(next_id)
+                tid = f"t{next_id:05d}"
                 during = "create_tenant"
                 try:
                     t0 = time.perf_counter()
@@ -464,19 +385,15 @@ def main(argv: list[str] | None = None) -> int:
                 series["create_s"].append(round(t1 - t0, 4))
                 series["ingest_s"].append(round(t3 - t2, 4))
                 if have % 250 == 0:
-                    recent = series["create_s"][-250:]
-                    recent_i = series["ingest_s"][-250:]
                     print(f"{have} tenants, {(time.perf_counter() - t_create_start) / 60:.1f} min: last 250 create median "
-                          f"{statistics.median(recent):.3f} s, ingest median {statistics.median(recent_i):.3f} s", file=sys.stderr,
-                          flush=True)
-            if have == 0:
-                break
-            if report["steps"] and report["steps"][-1]["tenants_after_drops"] == have:
+                          f"{statistics.median(series['create_s'][-250:]):.3f} s, ingest median "
+                          f"{statistics.median(series['ingest_s'][-250:]):.3f} s", file=sys.stderr, flush=True)
+            if have == 0 or (report["steps"] and report["steps"][-1]["tenants_after_drops"] == have):
                 break
             row: dict[str, Any] = {"tenants": have, "create_s": stats_s(creates), "ingest_s": stats_s(ingests)}
             t_m = time.perf_counter()
             try:
-                measure_step(args, dsn, app_dsn, admin, have, created, rng, row)
+                measure_step(args, dsn, admin, have, created, rng, row)
             except Exception as exc:
                 traceback.print_exc()
                 row["measure_error"] = error_text(exc)
