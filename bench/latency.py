@@ -396,16 +396,19 @@ class Runner:
     def aio(self, q: Query, parallel: bool) -> tuple[float, int]:
         from pyhybrid import AsyncHybridClient, _parallel
         if self.loop is None:
-            self.loop, real = asyncio.new_event_loop(), _parallel.retrieve
+            self.loop = asyncio.new_event_loop()
+            real = getattr(_parallel.retrieve, "__wrapped__", _parallel.retrieve)  # not an earlier runner's wrapper
             self.aclient = self.loop.run_until_complete(AsyncHybridClient(self.client.dsn, pool=True, max_size=4).open())
             async def counted(*a: Any) -> Any:  # parallel=True calls that ran parallel (not the one call instead)
                 rows, self.parallel_ran = await real(*a), self.parallel_ran + 1
                 return rows
+            counted.__wrapped__ = real  # type: ignore[attr-defined]
             _parallel.retrieve = counted
         t0 = time.perf_counter()
         async def go() -> list[Any]:
             async with self.aclient.tenant(self.tenant_id, read_only=True) as t:
-                return await t.retrieve(parallel=parallel, **self.kwargs(q))
+                # dense + lexical: a call with the graph makes the one call (graph hits score from their seeds)
+                return await t.retrieve(parallel=parallel, **{**self.kwargs(q), "graph_seeds": None})
         refs = self.loop.run_until_complete(go())
         return time.perf_counter() - t0, len(refs)
 
@@ -738,7 +741,8 @@ ENGINE_VARIABLES = {
     "d_scores": "%(dv)s::float8[]", "l_scores": "%(lv)s::float8[]", "g_dist": "%(gv)s::integer[]",
     "vector_weight": "1.0::float8", "keyword_weight": "1.0::float8", "graph_weight": "0.5::float8",
     "rrf_k": "60::float8", "per_document": "false", "with_graph_context": "false",
-    "fusion": "'convex'::text", "skip": "0", "siblings": "0",
+    "fusion": "'convex'::text", "skip": "0", "siblings": "0", "v_kind": "%(kinds)s::text[]",
+    "g_seed": "%(gseed)s::text[]", "v_top": "1.0::float8", "graph_decay": "0.4::float8",
 }
 
 
@@ -761,19 +765,36 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
     def unwrap(stmt: str) -> str:
         # EXECUTE format($sql$ ... $sql$, a, b, ...) USING x, y, ...: the statement it runs, the
         # format arguments as %(name)s parameters and $n as the USING expressions
-        m = re.match(r"EXECUTE format\(\$sql\$(.*)\$sql\$,(.*?)\)\s+USING\s+(.*)$", stmt, re.S)
+        m = re.match(r"EXECUTE format\(\$sql\$(.*)\$sql\$,(.*)\)\s+USING\s+(.*)$", stmt, re.S)
         if m is None:
             return stmt
-        body, fargs, using = m.group(1), [a.strip() for a in m.group(2).split(",")], [u.strip() for u in m.group(3).split(",")]
-        it = iter(fargs)
-        body = re.sub(r"%[LsI]", lambda _: {"v_index": "__BM25_INDEX__", "v_part": "__PARTITION__"}[next(it)], body)
+        body, fargs, using = m.group(1), top_level(m.group(2)), [u.strip() for u in m.group(3).split(",")]
+        # the score expression: re-scored with <@> (a merged index's scan scores need hybrid.merge_bm25 first)
+        names = {"v_index": "__BM25_INDEX__", "v_part": "__PARTITION__"}
+        it = iter(names.get(a, "(c.content <@> to_bm25query($1, __BM25_INDEX__))") for a in fargs)
+        body = re.sub(r"%[LsI]", lambda _: next(it), body)
         return re.sub(r"\$(\d+)", lambda g: using[int(g.group(1)) - 1], body)
+
+    def top_level(args: str) -> list[str]:
+        """format()'s arguments: split at the commas outside parentheses and quotes."""
+        out, depth, quoted, cur = [], 0, False, ""
+        for ch in args:
+            quoted = not quoted if ch == "'" else quoted
+            depth += 0 if quoted else (ch == "(") - (ch == ")")
+            if ch == "," and depth == 0 and not quoted:
+                out, cur = out + [cur.strip()], ""
+            else:
+                cur += ch
+        return out + [cur.strip()]
 
     dense = [s for s in returned("hybrid.search_dense") if not s.startswith("EXECUTE")]  # not halfvec / bit kinds
     lexical = returned("hybrid.search_lexical")
-    graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid.search_graph"), re.S)
+    walk = conn.execute("SELECT to_regprocedure('hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[])')"
+                        ).fetchone()[0]  # the hop loop's home since graph_decay
+    graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid._graph_walk" if walk else
+                                                                           "hybrid.search_graph"), re.S)
     assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None, "the branch functions changed shape"
-    hop = re.sub(r"\s+INTO v_next_ids, v_next_pos, v_next_kind", "", graph_hop.group(0))
+    hop = re.sub(r"\s+INTO v_next_ids, v_next_pos, v_next_kind[^\n]*", "", graph_hop.group(0))
     return [
         ("_scope_size (run by search_dense)", bind(source("hybrid._scope_size")), {}),
         ("search_dense, exact path (scope <= exact_threshold)", bind(dense[0]), {}),
@@ -783,8 +804,8 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         ("search_lexical bm25 (the partition's BM25 index's ordered scan, as hybrid_definer reads it; enable_sort off "
          "as the function sets it)", bind(unwrap(lexical[1])), {"enable_sort": "off", "role": "hybrid_definer"}),
         ("search_graph, one hop from the seeds (the loop body)", bind(hop), {}),
-        ("hybrid.retrieve, fusion + hydration of the fused ids", bind(returned("hybrid.retrieve")[0],
-                                                                     {"top_k": "10"}), {}),
+        ("hybrid.retrieve, fusion + hydration of the fused ids (as hybrid_definer: its fusion helpers are the "
+         "definer's)", bind(returned("hybrid.retrieve")[0], {"top_k": "10"}), {"role": "hybrid_definer"}),
         ("(d) pgvector-python RRF CTE (RLS only, no explicit tenant predicate; session defaults)",
          PGVECTOR_RRF_SQL.replace("%(embedding)s", "%(v)s").replace("%(query)s", "%(t)s").replace("%(k)s", "60"), {}),
     ]
@@ -832,7 +853,7 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
             params = {"v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)), "ef": str(ef),
                       "tenant": td.tenant_id, "key": key, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
                       "threshold": threshold, "k": PER_SOURCE_K, "dv": [0.0] * len(d), "lv": [0.0] * len(lx),
-                      "gv": [1] * len(g)}
+                      "gv": [1] * len(g), "kinds": ["chunk"] * len(q.seeds), "gseed": q.seeds[:1] * len(g)}
             out.append(f"#### tenant {td.tenant_id} ({label}, {len(td.chunk_ids):,} chunks; _scope_size({threshold}) = "
                        f"{scope}: search_dense takes the {'exact' if scope <= threshold else 'HNSW'} path)")
             out.append(f"query text: {q.text!r}; seeds: {q.seeds}")

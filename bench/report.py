@@ -18,7 +18,8 @@ METHODS = {"dense": "(a) search_dense alone", "lexical_bm25": "(a) search_lexica
            "graph": "(a) search_graph alone", "branch_sum": "(a) sum of the three (per query)",
            "hybrid_retrieve": "(b) hybrid_retrieve", "client_fusion": "(c) 3 calls + client RRF + hydrate",
            "pgvector_rrf_cte": "(d) pgvector-python RRF CTE", "branch_max": "(a) slowest of the three (per query)",
-           "aio_one_call": "(e) async read-only session, one call", "aio_parallel": "(e) the same, parallel=True"}
+           "aio_one_call": "(e) async read-only session, one call (dense + lexical since graph_decay)",
+           "aio_parallel": "(e) the same, parallel=True"}
 Table = list[list[Any]]
 
 
