@@ -141,3 +141,23 @@ def test_hybrid_retrieve_runs_every_branch_through_its_index(big_db: str) -> Non
                        "graph_seeds => ARRAY['c101'])")
     for index in ("chunk_embedding_hnsw", "chunk_content_bm25", "graph_node_pkey", "chunk_pkey"):
         assert index in used, (index, used)
+
+
+@pytest.mark.usefixtures("require_age", "require_bm25")
+@pytest.mark.parametrize("call", [
+    f"query_embedding => {Q}", "query_text => 'valve alarm w13'", "graph_seeds => ARRAY['c101']",
+    f"query_embedding => {Q}, query_text => 'valve alarm w13', graph_seeds => ARRAY['c101']",
+    f"query_embedding => {Q}, query_text => 'valve alarm w13', graph_expand => 3"])
+def test_hybrid_retrieve_hydrates_by_index_and_never_reads_the_whole_partition(big_db: str, call: str) -> None:
+    # the fused ids reach the hydration as a plain column: through the FULL JOIN's coalesce of
+    # graph_decay's first version the planner hashed all of the tenant's partition (20 ms at 20,000 chunks)
+    def seq_scans(c: psycopg.Connection) -> int:
+        c.execute("SELECT pg_stat_clear_snapshot()")
+        return int(c.execute("SELECT seq_scan FROM pg_stat_all_tables WHERE relid = "
+                             "hybrid._chunk_partition(hybrid._tenant_key('globex'))").fetchone()[0])
+
+    with psycopg.connect(big_db, autocommit=True) as admin:
+        before = seq_scans(admin)
+        used = index_scans(big_db, "pyh_globex", "globex", f"SELECT * FROM hybrid_retrieve({call})")
+        assert seq_scans(admin) == before, call
+    assert "chunk_pkey" in used, used
