@@ -53,7 +53,7 @@ from tqdm import tqdm
 from _common import Dataset, bm25_run, engine_state, evaluate, exact_cosine_run, load_dataset, start_meta, write_result
 from pyhybrid import Chunk, HybridWeights, connect, migrate
 from pyhybrid.errors import InvalidParameterError
-from pyhybrid.fusion import blend_score, fuse_scores
+from pyhybrid.fusion import TERM_COVERAGE, blend_score, fuse_scores, lexical_strength
 from pyhybrid.server import start_embedded
 
 TENANT = "bench"
@@ -70,6 +70,7 @@ GRID_RRF_K = [5.0, 10.0, 20.0, 40.0, 60.0, 100.0]
 GRID_PSK = [30, 100, 300]
 GRID_BLEND_K = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0]
 GRID_FUSIONS = ("rrf", "convex", "dbsf", "blend")
+GRID_TERM_COVERAGE = [1, 2, 3, 4, 5]  # convex's grid; the other methods keep the engine's default
 
 DENSE_SQL = "SELECT chunk_id, value FROM hybrid.search_dense(%s::vector, %s) ORDER BY rank"
 LEX_SQL = "SELECT chunk_id, value FROM hybrid.search_lexical(%s, %s, lexical => %s) ORDER BY rank"
@@ -197,12 +198,12 @@ class Runner:
         self.client.close()
 
     def retrieve(self, vec: np.ndarray | None, text: str | None, w: HybridWeights, lexical: str | None,
-                 rrf_k: float, psk: int, fusion: str = "rrf") -> list[str]:
+                 rrf_k: float, psk: int, fusion: str = "rrf", term_coverage: int = TERM_COVERAGE) -> list[str]:
         try:
             with self.client.tenant(TENANT) as t:
                 refs = t.retrieve(query_embedding=vec, query_text=text, top_k=min(self.top_k, psk), per_source_k=psk,
                                   vector_weight=w.vector, keyword_weight=w.keyword, graph_weight=w.graph,
-                                  rrf_k=rrf_k, lexical=lexical, fusion=fusion)
+                                  rrf_k=rrf_k, lexical=lexical, fusion=fusion, term_coverage=term_coverage)
         except InvalidParameterError as exc:  # e.g. an empty query text for a lexical-only mode
             self.errors.append(str(exc))
             return []
@@ -263,8 +264,10 @@ def run_queries(runner: Runner, ds: Dataset, qids: list[str], args: argparse.Nam
 
 
 def fuse(lists: Lists, scores: Scores, q: str, lexical: str, fusion: str, wv: float, wk: float,
-         rrf_k: float, psk: int, top_k: int) -> list[str]:
+         rrf_k: float, psk: int, top_k: int, terms: Scores, tc: int = TERM_COVERAGE) -> list[str]:
     d, lex = scores[("dense", psk)][q], scores[(lexical, psk)][q]
+    if lex and tc > 1:  # the engine's weight for a weak lexical list (hybrid.lexical_strength)
+        wk = wk * lexical_strength(int(terms[(lexical, psk)][q][0]), int(terms[(lexical, psk)][q][1]), tc)
     if fusion == "blend":  # hybrid._blend_score's maps, with k = rrf_k
         d, lex = [max(0.0, s) for s in d], [blend_score("lexical", s, rrf_k) for s in lex]
     fused = fuse_scores([lists[("dense", psk)][q], lists[(lexical, psk)][q]], [wv, wk], fusion, rrf_k, top_k, [d, lex])
@@ -273,24 +276,25 @@ def fuse(lists: Lists, scores: Scores, q: str, lexical: str, fusion: str, wv: fl
 
 # ---------------------------------------------------------------- grid
 
-SETTING_KEYS = ("fusion", "vector_weight", "keyword_weight", "rrf_k", "per_source_k")
+SETTING_KEYS = ("fusion", "vector_weight", "keyword_weight", "rrf_k", "per_source_k", "term_coverage")
 
 
-def grid_settings(psks: list[int]) -> list[tuple[str, float, float, float, int]]:
+def grid_settings(psks: list[int]) -> list[tuple[str, float, float, float, int, int]]:
     # rrf_k matters to rrf alone; the score-based methods keep the engine's default (60) in the row
-    return [(f, wv, wk, k, p) for p in psks for f in GRID_FUSIONS
+    return [(f, wv, wk, k, p, tc) for p in psks for f in GRID_FUSIONS
             for k in (GRID_RRF_K if f == "rrf" else GRID_BLEND_K if f == "blend" else [60.0])
-            for wv, wk in GRID_WEIGHTS]
+            for wv, wk in GRID_WEIGHTS for tc in (GRID_TERM_COVERAGE if f == "convex" else [TERM_COVERAGE])]
 
 
 def evaluate_grid(states: dict[str, dict[str, Any]], lexical: str, psks: list[int], top_k: int) -> list[dict[str, Any]]:
     settings = grid_settings(psks)
     out: list[dict[str, Any]] = []
-    for f, wv, wk, k, p in tqdm(settings, desc=f"grid ({lexical})", unit="setting"):
+    for f, wv, wk, k, p, tc in tqdm(settings, desc=f"grid ({lexical})", unit="setting"):
         row: dict[str, Any] = {"fusion": f, "vector_weight": wv, "keyword_weight": wk, "rrf_k": k, "per_source_k": p,
-                               "datasets": {}}
+                               "term_coverage": tc, "datasets": {}}
         for name, st in states.items():
-            run = {q: fuse(st["lists"], st["scores"], q, lexical, f, wv, wk, k, p, top_k) for q in st["qids"]}
+            run = {q: fuse(st["lists"], st["scores"], q, lexical, f, wv, wk, k, p, top_k, st["terms"], tc)
+                   for q in st["qids"]}
             m = evaluate(run, st["ds"].qrels, st["qids"])
             best = st["best_single"][lexical]
             row["datasets"][name] = {
@@ -394,6 +398,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             runner = Runner(tenant_dsn, args.top_k)
             runs, lists, scores, qtimes = run_queries(runner, ds, qids, args, grid_psk)
+            # per lexical list: (the query's distinct terms, the most of them one hit holds), as hybrid._term_match
+            q_terms = dict(zip(qids, map(set, tsvector_counts(db, [ds.query_text[q] for q in qids]))))
+            d_terms = dict(zip(ds.doc_ids, map(set, tsvector_counts(db, [ds.doc_text[d] for d in ds.doc_ids]))))
+            terms: Scores = {key: {q: [len(q_terms[q]), max((len(q_terms[q] & d_terms[i]) for i in ids), default=0)]
+                                   for q, ids in lst.items()} for key, lst in lists.items() if key[0] in LEXICAL}
             runs["exact_dense"] = exact_cosine_run(ds, qids, args.top_k)
             if server_info.get("bm25_available"):
                 runs["ref_bm25"] = reference_bm25(db, ds, qids, bm25_params, args.top_k)
@@ -409,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 diag[f"{single}_mode_equals_branch_list"] = f"{same}/{len(qids)}"
             for lex in LEXICAL:
                 same = sum(runs[f"hybrid_{lex}"][q] == fuse(lists, scores, q, lex, "rrf", 1.0, 1.0, args.rrf_k, p0,
-                                                            args.top_k)
+                                                            args.top_k, terms)
                            for q in qids)
                 diag[f"hybrid_{lex}_engine_equals_python_rrf"] = f"{same}/{len(qids)}"
             # queries whose list holds a chunk id more than once (0s kept: the count is the check)
@@ -441,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for lex in LEXICAL:
                 cand = max(("dense", lex), key=lambda m: res[m]["ndcg@10"])
                 best_single[lex] = {"mode": cand, "ndcg@10": res[cand]["ndcg@10"]}
-            states[name] = {"ds": ds, "qids": qids, "lists": lists, "scores": scores, "tenant_dsn": tenant_dsn,
+            states[name] = {"ds": ds, "qids": qids, "lists": lists, "scores": scores, "terms": terms, "tenant_dsn": tenant_dsn,
                             "best_single": best_single}
             timings[name] = {"ingest": ing, **qtimes, "dataset_seconds": round(time.perf_counter() - t_ds, 1)}
             print("  " + ", ".join(f"{m} {v['ndcg@10']:.3f}" for m, v in res.items()))
@@ -493,11 +502,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for q in tqdm(st["qids"], desc=f"{n}: {mode}", unit="q"):
                         t0 = time.perf_counter()
                         run[q] = runner.retrieve(st["ds"].query_vector(q).astype(np.float32), st["ds"].query_text[q],
-                                                 w, t["lexical"], t["rrf_k"], t["per_source_k"], t["fusion"])
+                                                 w, t["lexical"], t["rrf_k"], t["per_source_k"], t["fusion"],
+                                                 t["term_coverage"])
                         call_ms.append(1000 * (time.perf_counter() - t0))
                         matches += run[q] == fuse(st["lists"], st["scores"], q, t["lexical"], t["fusion"],
                                                   t["vector_weight"], t["keyword_weight"], t["rrf_k"], t["per_source_k"],
-                                                  min(args.top_k, t["per_source_k"]))
+                                                  min(args.top_k, t["per_source_k"]), st["terms"], t["term_coverage"])
                         total += 1
                     runner.close()
                     dup = sum(len(r) != len(set(r)) for r in run.values())

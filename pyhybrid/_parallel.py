@@ -32,9 +32,12 @@ GRAPH_SQL = ("SELECT s.chunk_id, s.value::integer AS value FROM ("
 _SCORES = ("(SELECT coalesce(jsonb_agg(hybrid._fusion_score(%(fusion)s::text, '{b}', u.v) ORDER BY u.o), '[]') "
            "FROM unnest(%({v})s::float8[]) WITH ORDINALITY u(v, o))")
 FUSE_HYDRATE_SQL = (
+    # the lexical list weighs keyword_weight * its strength, as in hybrid.retrieve (term_coverage)
     "WITH f AS (SELECT array_agg(x.id) AS ids, array_agg(x.score) AS scores FROM hybrid.fuse("
     "jsonb_build_array(to_jsonb(%(d_ids)s::text[]), to_jsonb(%(l_ids)s::text[]), to_jsonb(%(g_ids)s::text[])), "
-    "ARRAY[%(vector_weight)s, %(keyword_weight)s, %(graph_weight)s]::float8[], %(fusion)s::text, %(rrf_k)s::float8, "
+    "ARRAY[%(vector_weight)s, %(keyword_weight)s::float8 * CASE WHEN %(term_coverage)s::integer > 1 AND cardinality(%(l_ids)s::text[]) > 0 "
+    "THEN hybrid.lexical_strength(%(query_text)s::text, %(l_ids)s::text[], %(term_coverage)s::integer) ELSE 1 END, "
+    "%(graph_weight)s]::float8[], %(fusion)s::text, %(rrf_k)s::float8, "
     "NULL, CASE WHEN %(fusion)s::text <> 'rrf' THEN jsonb_build_array("
     + ", ".join(_SCORES.format(b=b, v=v) for b, v in (("dense", "d_vals"), ("lexical", "l_vals"), ("graph", "g_vals")))
     + ") END) x) "

@@ -33,7 +33,8 @@ FLAGS = {
     "keyword_weight": "--keyword-weight", "graph_weight": "--graph-weight", "rrf_k": "--rrf-k",
     "graph_hops": "--graph-hops", "graph_expand": "--graph-expand", "skip": "--skip", "siblings": "--siblings",
     "graph_edge_types": "--graph-edge-types", "graph_seeds": "--seed", "corpus_ids": "--corpus", "filter": "--filter",
-    "fusion": "--fusion", "lexical": "--lexical", "graph_decay": "--graph-decay", "acl_labels": "--acl",
+    "fusion": "--fusion", "lexical": "--lexical", "graph_decay": "--graph-decay", "term_coverage": "--term-coverage",
+    "acl_labels": "--acl",
     "query_text": "the query text", "chunk_size": "--chunk-size", "overlap": "--overlap", "dim": "--dim",
 }
 """The parameter names errors use (hybrid_retrieve's, the Python API's) and the flag a CLI user typed."""
@@ -180,7 +181,7 @@ def _query(args: argparse.Namespace) -> RetrieveQuery:
         raise InvalidParameterError(f"--weights: the {m[1]} weight {m[2]}") from None
     weights: dict[str, Any] = (
         {"vector_weight": w.vector, "keyword_weight": w.keyword, "graph_weight": w.graph} if w else {})
-    for name in ("vector_weight", "keyword_weight", "graph_weight", "rrf_k", "fusion", "graph_decay"):
+    for name in ("vector_weight", "keyword_weight", "graph_weight", "rrf_k", "fusion", "graph_decay", "term_coverage"):
         if getattr(args, name) is not None:
             weights[name] = getattr(args, name)
     defaults = {f.name: f.default for f in dataclasses.fields(RetrieveQuery)}
@@ -836,6 +837,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="graph branch weight; 0 turns it off (default 0.5)")
     s.add_argument("--graph-decay", type=float, default=None,
                    help="a graph hit scores at least graph weight x its seed's score x this ^ hops (default 0.4)")
+    s.add_argument("--term-coverage", type=int, default=None,
+                   help="the lexical list weighs in full once a hit holds this many of the query's terms, else that "
+                        "share (1: always in full; default 2)")
     s.add_argument("--fusion", choices=["rrf", "convex", "dbsf", "blend"], default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")

@@ -93,6 +93,21 @@ def graph_score(own: float, weight: float, seed_score: float, decay: float, hops
     return max(own, weight * seed_score * decay ** hops)
 
 
+# term_coverage's default: a lexical list none of whose hits holds two of the query's terms weighs half; on the
+# four shared collections it changes no ranking at top_k 10 (docs/searching.md)
+TERM_COVERAGE = 2
+
+
+def lexical_strength(query_terms: int, best_terms: int, term_coverage: int = TERM_COVERAGE) -> float:
+    """The factor hybrid_retrieve multiplies keyword_weight by, as hybrid._lexical_strength: 1 when the query has
+    no term or term_coverage is 1, else min(1, max(best_terms, 1) / min(query_terms, term_coverage)), where
+    best_terms is the most distinct query terms one hit of the lexical list holds. SQL's
+    hybrid.lexical_strength(query_text, chunk_ids, term_coverage) counts the terms for a list of chunk ids."""
+    if query_terms <= 0 or term_coverage <= 1:
+        return 1.0
+    return min(1.0, max(best_terms, 1) / min(query_terms, term_coverage))
+
+
 def list_stats(scores: Sequence[float]) -> tuple[float, float, float, float]:
     """(lowest, highest, mean, population standard deviation) of one list's scores, best first, computed as
     PostgreSQL's min, max, avg and stddev_pop over float8 are (Youngs-Cramer), in the same order."""

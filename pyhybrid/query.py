@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import InvalidParameterError
-from .fusion import GRAPH_DECAY
+from .fusion import GRAPH_DECAY, TERM_COVERAGE
 from .types import HybridWeights
 from .types import _check_rrf_k as _rrf_k
 from .types import _check_weight as _weight
@@ -55,6 +55,10 @@ class RetrieveQuery:
     graph_decay: a graph hit scores the greater of its own fused score and graph_weight * its seed's fused score *
     graph_decay ^ hops (0 up to, not including, 1; graph_weight * graph_decay below 1, so a chunk reached only
     through the graph scores below the seed that reached it). The default was chosen on data (docs/graph.md).
+    term_coverage: the lexical list weighs keyword_weight in full once one of its hits holds term_coverage of the
+    query's distinct terms (all of them, for a shorter query), else that share of it (1..32; 1: always in full):
+    with the default 2, a list whose every hit matched one word of a longer query counts half
+    (pyhybrid.fusion.lexical_strength; docs/searching.md).
     """
 
     query_embedding: Any = field(default=None, metadata=_sql("vector"))
@@ -81,6 +85,7 @@ class RetrieveQuery:
     min_keyword_score: float | None = field(default=None, metadata=_sql("double precision"))
     min_graph_score: float | None = field(default=None, metadata=_sql("double precision"))
     graph_decay: float = field(default=GRAPH_DECAY, metadata=_sql("double precision"))
+    term_coverage: int = field(default=TERM_COVERAGE, metadata=_sql("integer"))
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -124,6 +129,7 @@ class RetrieveQuery:
         put(self, "filter", _filter(self.filter))
         _int_between("graph_hops", self.graph_hops, 1, 3)
         _int_between("graph_expand", self.graph_expand, 0, 100)
+        _int_between("term_coverage", self.term_coverage, 1, 32)
         if self.lexical not in (None, "bm25", "ts_rank"):
             raise InvalidParameterError(f"lexical must be 'bm25', 'ts_rank' or NULL (automatic), got {self.lexical!r}")
         for name in ("with_graph_context", "per_document"):

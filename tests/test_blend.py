@@ -1,4 +1,5 @@
-"""Blend fusion (issue 26): branch scores keep their absolute scale, so a weak list does not tie a strong one."""
+"""A weak list does not tie a strong one (issue 26): blend keeps branch scores on their absolute scale, and under
+every fusion method a lexical list whose every hit matched one word of a longer query weighs less (term_coverage)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from pyhybrid import Chunk
 from pyhybrid.demo import DEMO_EXPAND, load_demo, queries
-from pyhybrid.fusion import BLEND_K, blend_score
+from pyhybrid.fusion import BLEND_K, blend_score, lexical_strength
 from tests.conftest import Api, Db
 from tests.helpers import near, unit
 
@@ -32,13 +33,14 @@ def _disagreement_corpus(api: Api) -> None:
     api.ingest("acme", docs, corpus_id="qms")
 
 
-def _retrieve(api: Api, fusion: str) -> list:
-    return api.retrieve("acme", query_embedding=unit(1), query_text=QUERY, top_k=10, per_source_k=10, fusion=fusion)
+def _retrieve(api: Api, fusion: str, **kw: object) -> list:
+    return api.retrieve("acme", query_embedding=unit(1), query_text=QUERY, top_k=10, per_source_k=10, fusion=fusion,
+                        **kw)
 
 
 def test_blend_ranks_a_strong_dense_only_hit_clearly_above_a_one_word_lexical_only_hit(api: Api) -> None:
     _disagreement_corpus(api)
-    rows = _retrieve(api, "blend")
+    rows = _retrieve(api, "blend", term_coverage=1)
     by_id = {r.chunk_id: r for r in rows}
     dense, lexical = by_id["dense-hit"], by_id["lexical-hit"]
     assert (dense.vector_rank, dense.keyword_rank) == (1, None)
@@ -50,11 +52,69 @@ def test_blend_ranks_a_strong_dense_only_hit_clearly_above_a_one_word_lexical_on
     assert lexical.score == lexical.keyword_score / (lexical.keyword_score + BLEND_K)
 
 
-def test_convex_ties_the_same_two_hits_at_the_top(api: Api) -> None:
-    # the finding blend answers: min-max scales each list's best hit to 1, however weak the list
+def test_convex_ties_the_same_two_hits_at_the_top_without_term_coverage(api: Api) -> None:
+    # the finding: min-max scales each list's best hit to 1, however weak the list
     _disagreement_corpus(api)
-    top = {r.chunk_id: r.score for r in _retrieve(api, "convex")[:2]}
+    top = {r.chunk_id: r.score for r in _retrieve(api, "convex", term_coverage=1)[:2]}
     assert top == {"dense-hit": 1.0, "lexical-hit": 1.0}
+
+
+@pytest.mark.parametrize("fusion", ["convex", "rrf", "dbsf", "blend"])
+def test_by_default_the_one_word_lexical_list_weighs_half_and_the_dense_hit_ranks_first(api: Api, fusion: str) -> None:
+    # the query has four terms (replac, infus, pump, batteri); every lexical hit holds one ("replac")
+    _disagreement_corpus(api)
+    rows = _retrieve(api, fusion)
+    by_id = {r.chunk_id: r for r in rows}
+    plain = {r.chunk_id: r.score for r in _retrieve(api, fusion, term_coverage=1)}
+    assert rows[0].chunk_id == "dense-hit" and by_id["dense-hit"].score == plain["dense-hit"]
+    if fusion == "rrf":  # both rank 1 of their list: a tie without term_coverage
+        assert plain["lexical-hit"] == plain["dense-hit"] == 1 / 61
+    lexical = by_id.get("lexical-hit")
+    if lexical is None:  # rrf, dbsf: at half weight it falls below the page of ten dense hits
+        assert len(rows) == 10 and rows[-1].score >= 0.5 * plain["lexical-hit"]
+        return
+    assert (lexical.vector_rank, lexical.keyword_rank) == (None, 1)
+    assert lexical.score <= 0.9 * by_id["dense-hit"].score, (lexical.score, by_id["dense-hit"].score)
+    assert lexical.score == plain["lexical-hit"] * lexical_strength(4, 1) == plain["lexical-hit"] * 0.5
+
+
+def test_a_lexical_hit_holding_two_query_terms_keeps_the_list_at_full_weight(api: Api) -> None:
+    _disagreement_corpus(api)
+    api.ingest("acme", [Chunk(chunk_id="two-terms", document_id="T", embedding=near(-unit(1), 40, 0.3),
+                              content="Pump housings are replaced yearly.")], corpus_id="qms")
+    plain = {r.chunk_id: r.score for r in _retrieve(api, "convex", term_coverage=1)}
+    assert {r.chunk_id: r.score for r in _retrieve(api, "convex")} == plain
+    # asking for three of the four terms: the best hit holds two, so the list weighs two thirds
+    three = {r.chunk_id: r.score for r in _retrieve(api, "convex", term_coverage=3)}
+    assert three["two-terms"] == plain["two-terms"] * (2 / 3)
+
+
+def test_lexical_strength_in_sql_counts_only_the_callers_visible_chunks(db: Db, api: Api) -> None:
+    import psycopg
+
+    _disagreement_corpus(api)
+    # a chunk holding three of the query's terms, under a label the reader pyh_acme lacks
+    api.ingest("acme", [Chunk(chunk_id="hidden", document_id="H", embedding=unit(7), acl_labels=["secret"],
+                              content="Replace the pump battery.")], corpus_id="qms")
+    ids = ["lexical-hit", "lex-0", "hidden"]
+
+    def strength(role: str, tenant: str, *args: object, labels: str = "") -> float:
+        with psycopg.connect(db.dsn(role)) as c:
+            c.execute("SELECT set_config('hybrid.tenant_id', %s, false), set_config('hybrid.acl_labels', %s, false)",
+                      (tenant, labels))
+            return c.execute("SELECT hybrid.lexical_strength(%s, %s" + ", %s" * len(args) + ")",
+                             (QUERY, ids, *args)).fetchone()[0]
+
+    # the app role acting with the label sees "hidden": three of four terms, at least the two asked for
+    assert strength("pyh_app", "acme", labels="secret") == 1.0
+    assert strength("pyh_app", "acme", 4, labels="secret") == 0.75
+    assert strength("pyh_app", "acme") == 0.5
+    assert strength("pyh_acme", "acme") == 0.5  # the hidden chunk counts as absent, as an unknown id would
+    assert strength("pyh_acme", "acme", 1) == 1.0
+    assert strength("pyh_globex", "globex") == 0.5  # another tenant's ids: absent
+    with psycopg.connect(db.dsn("pyh_acme")) as c, \
+            pytest.raises(psycopg.errors.InvalidParameterValue, match="term_coverage must be"):
+        c.execute("SELECT hybrid.lexical_strength('pump', ARRAY['x'], 0)")
 
 
 @pytest.fixture()
@@ -65,24 +125,28 @@ def demo(db: Db) -> str:
 
 @pytest.mark.usefixtures("require_age", "require_bm25")
 @pytest.mark.parametrize("fusion", ["convex", "blend"])
-def test_demo_query_3_does_not_tie_the_battery_requirement_with_a_lexical_only_hit_under_blend(
-        demo: str, fusion: str) -> None:
+def test_demo_query_3_does_not_tie_the_battery_requirement_with_a_lexical_only_hit(demo: str, fusion: str) -> None:
     from pyhybrid import HybridClient
     from pyhybrid.embed import default_embedder
 
     q = queries()[2]
     assert q["text"] == "How long does it last unplugged?"
+    kw = {"query_embedding": default_embedder().embed_query(q["text"]), "query_text": q["text"], "top_k": 30, "per_source_k": 30,
+          "graph_expand": DEMO_EXPAND, "fusion": fusion}
     with HybridClient(demo) as client, client.tenant("acme") as t:
-        rows = t.retrieve(query_embedding=default_embedder().embed_query(q["text"]), query_text=q["text"], top_k=10,
-                          graph_expand=DEMO_EXPAND, fusion=fusion)
+        rows = t.retrieve(**kw)
+        plain = t.retrieve(**kw, term_coverage=1)
     by_id = {r.chunk_id: r for r in rows}
     req = by_id["acme:REQ-020#0"]
     top_lexical_only = next(r for r in rows if r.keyword_rank == 1)
     assert req.keyword_rank is None and top_lexical_only.vector_rank is None
+    # "last", "long" and "unplug": no lexical hit holds two of them, so the list weighs half
+    assert top_lexical_only.score <= 0.9 * req.score, (top_lexical_only.chunk_id, top_lexical_only.score, req.score)
     if fusion == "convex":
-        assert req.score == top_lexical_only.score == 1.0  # the tie the issue reports
-    else:
-        assert top_lexical_only.score <= 0.9 * req.score, (top_lexical_only.chunk_id, top_lexical_only.score, req.score)
+        assert rows[0].chunk_id == "acme:REQ-020#0"
+        # the tie the issue reports, without term_coverage
+        plain_by_id = {r.chunk_id: r.score for r in plain}
+        assert plain_by_id["acme:REQ-020#0"] == plain_by_id[top_lexical_only.chunk_id] == 1.0
 
 
 # ---------------------------------------------------------------- abstention: per-branch floors
@@ -115,3 +179,14 @@ def test_a_negative_floor_is_refused_in_python_and_in_sql(db: Db, name: str) -> 
         RetrieveQuery(query_text="pump", **{name: -0.5})
     with psycopg.connect(db.dsn("pyh_acme")) as c, pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
         c.execute(f"SELECT * FROM hybrid_retrieve(query_text => 'pump', {name} => -0.5)")
+
+
+def test_lexical_strength_is_the_same_number_in_python_and_sql(db: Db) -> None:
+    import psycopg
+
+    cases = [(n, m, c) for n in range(0, 7) for m in range(0, n + 1) for c in (1, 2, 3, 5, 32)]
+    with psycopg.connect(db.dsn()) as conn:
+        got = conn.execute("SELECT array_agg(hybrid._lexical_strength(x.n, x.m, x.c) ORDER BY x.i) "
+                           "FROM unnest(%s::int[], %s::int[], %s::int[]) WITH ORDINALITY x(n, m, c, i)",
+                           ([n for n, _, _ in cases], [m for _, m, _ in cases], [c for _, _, c in cases])).fetchone()[0]
+    assert got == [lexical_strength(n, m, c) for n, m, c in cases]

@@ -198,6 +198,11 @@ def _fuse(results: Result, demo: Demo) -> None:
     assert [list(r[2]) for r in rows[:2]] == [[1, 2], [2, 1]] and math.isclose(rows[2][1], 1 / 63)
 
 
+@check("weak-list")
+def _weak_list(results: Result, demo: Demo) -> None:
+    assert results[1] == [(0.5, 1.0)]
+
+
 @check("ingest")
 def _ingest(res: Result, demo: Demo) -> None:
     ns = res[0]
@@ -333,12 +338,9 @@ def test_the_parameter_defaults_docs_state_are_the_catalogs(demo: Demo) -> None:
 def test_descriptions_name_the_catalogs_default_fusion_first(demo: Demo) -> None:
     import pyhybrid
 
-    default = _catalog_defaults(demo.dsn(), "hybrid.retrieve"
-                                "(vector,text,text[],text[],integer,integer,double precision,double precision,"
-                                "double precision,double precision,jsonb,integer,text,integer,boolean,boolean,"
-                                "text,integer,integer,text[],double precision,double precision,double precision,"
-                                "double precision)"
-                                )["fusion"].strip("'")
+    with psycopg.connect(demo.dsn()) as c:  # hybrid.retrieve has one signature: the catalog names it
+        signature = c.execute("SELECT 'hybrid.retrieve'::regproc::regprocedure::text").fetchone()[0]
+    default = _catalog_defaults(demo.dsn(), signature)["fusion"].strip("'")
     pyproject = re.search(r'^description = "(.*)"', (ROOT / "pyproject.toml").read_text(), re.M)
     with psycopg.connect(demo.dsn()) as c:
         schema_comment = c.execute("SELECT obj_description('hybrid'::regnamespace, 'pg_namespace')").fetchone()[0]

@@ -76,7 +76,10 @@ def _graph(case: dict[str, Any]) -> bool:
 PARALLEL_CASES = [c for c in CASES if not _graph(c)] + [
     {"filter": {"lang": "en"}}, {"corpus_ids": ["b"]}, {"per_document": True},
     {"siblings": 2, "with_graph_context": True}, {"vector_weight": 2.0, "keyword_weight": 0.5, "rrf_k": 10},
-    {"min_vector_score": 0.5, "min_keyword_score": 0.1}]
+    {"min_vector_score": 0.5, "min_keyword_score": 0.1},
+    # a weak lexical list (every hit holds one of the three terms) at half weight, and term_coverage's ends
+    {"query_text": "pump zyzzyva quokka"}, {"query_text": "pump zyzzyva quokka", "term_coverage": 1},
+    {"term_coverage": 3}, {"term_coverage": 32}]
 
 
 def _query(**kw: Any) -> dict[str, Any]:

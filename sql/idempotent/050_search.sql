@@ -605,6 +605,69 @@ COMMENT ON FUNCTION hybrid._fusion_term(text, double precision, double precision
                                         double precision, double precision, double precision, double precision) IS
 'The fusion arithmetic, written once: a list''s term in an item''s fused score, 0 where the list does not hold the item (NULL rank). rrf: weight / (rrf_k + rank). blend: weight * score (the score as given: no per-list normalization; hybrid.retrieve gives hybrid._blend_score). convex: weight * (score - lo) / (hi - lo), lo and hi the lowest and highest score in the list (1 when they are equal). dbsf: weight * (score - (mean - 3 sd)) / (6 sd), clipped to 0..1, mean and sd (population) over the list (1 when sd = 0). Scores are higher-is-better. hybrid.retrieve and hybrid.fuse add the terms in list order; pyhybrid/fusion.py mirrors it.';
 
+-- hybrid._lexical_strength: the factor a lexical list's weight is scaled by, from how many query terms its
+-- best hit matches (issue 26: min-max crowns a list whose every hit matched one common word of the query)
+CREATE OR REPLACE FUNCTION hybrid._lexical_strength(query_terms integer, best_terms integer, term_coverage integer)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN coalesce(query_terms, 0) = 0 OR coalesce(term_coverage, 1) <= 1 THEN 1::double precision
+                ELSE least(1::double precision,
+                           greatest(coalesce(best_terms, 0), 1)::double precision / least(query_terms, term_coverage)) END
+$$;
+COMMENT ON FUNCTION hybrid._lexical_strength(integer, integer, integer) IS
+'The lexical list''s strength, written once: least(1, best_terms / least(query_terms, term_coverage)), best_terms (at least 1) the most distinct query terms one hit of the list holds, query_terms the query''s distinct terms (to_tsvector(''english'')); 1 when the query has no term or term_coverage is 1. hybrid.retrieve multiplies keyword_weight by it under every fusion method; pyhybrid/fusion.py''s lexical_strength mirrors it.';
+
+-- hybrid._term_match: the query's distinct terms, and the most of them that one of the given chunks holds
+CREATE OR REPLACE FUNCTION hybrid._term_match(query_text text, chunk_ids text[]) RETURNS integer[]
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
+    v_terms text[] := tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')));
+    v_best integer;
+BEGIN
+    IF cardinality(chunk_ids) > 10000 THEN
+        RAISE EXCEPTION 'chunk_ids must hold at most 10000 ids (per_source_k''s limit), got %', cardinality(chunk_ids)
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_tenant IS NULL OR v_key IS NULL OR cardinality(v_terms) = 0 OR coalesce(cardinality(chunk_ids), 0) = 0 THEN
+        RETURN ARRAY[cardinality(v_terms), 0];
+    END IF;
+    -- the terms a chunk holds: its lexemes less those left once the query's are deleted (the stored tsv
+    -- is to_tsvector('english', content)); a chunk the caller cannot see counts as absent
+    SELECT max(length(c.tsv) - length(ts_delete(c.tsv, v_terms))) INTO v_best
+    FROM hybrid.chunk c
+    WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.chunk_id = ANY (chunk_ids)
+      AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all);
+    RETURN ARRAY[cardinality(v_terms), coalesce(v_best, 0)];
+END
+$$;
+COMMENT ON FUNCTION hybrid._term_match(text, text[]) IS
+'ARRAY[the query''s distinct terms (to_tsvector(''english'', query_text)), the most of them one of chunk_ids holds], over the chunks of the current tenant the caller can see (any other id counts as absent).';
+
+-- hybrid.lexical_strength: the factor hybrid.retrieve scales a lexical list's weight by
+CREATE OR REPLACE FUNCTION hybrid.lexical_strength(query_text text, chunk_ids text[], term_coverage integer DEFAULT 2)
+RETURNS double precision
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    m integer[];
+BEGIN
+    PERFORM hybrid._check_range('term_coverage', term_coverage, 1, 32);
+    m := hybrid._term_match(query_text, chunk_ids);
+    RETURN hybrid._lexical_strength(m[1], m[2], term_coverage);
+END
+$$;
+COMMENT ON FUNCTION hybrid.lexical_strength(text, text[], integer) IS
+'The factor hybrid.retrieve multiplies keyword_weight by for the lexical list chunk_ids (as hybrid.search_lexical returns it for query_text): 1 once one of its hits holds term_coverage of the query''s distinct terms (all of them, for a shorter query), else the share it holds (hybrid._lexical_strength): with the default 2, a list none of whose hits matches more than one word of a longer query counts at half weight. term_coverage 1: always 1. Fusing lists you bring with hybrid.fuse, pass weights[i] * this for a lexical list to score as hybrid_retrieve does.';
+
 -- hybrid._check_fusion: validate the fusion method's name
 CREATE OR REPLACE FUNCTION hybrid._check_fusion(fusion text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE

@@ -156,7 +156,10 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     min_keyword_score double precision DEFAULT NULL,
     min_graph_score double precision DEFAULT NULL,
     -- chosen on data: bench/graph_quality.py on CACM (docs/graph.md), at graph_weight 0.5
-    graph_decay double precision DEFAULT 0.4)
+    graph_decay double precision DEFAULT 0.4,
+    -- a lexical list none of whose hits holds two of the query's terms counts at half weight
+    -- (hybrid.lexical_strength; 2 changes no ranking on the four shared collections: docs/searching.md)
+    term_coverage integer DEFAULT 2)
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -180,6 +183,8 @@ DECLARE
     l_ids text[]; l_scores double precision[];
     g_ids text[]; g_dist integer[]; g_seed text[];
     v_top double precision;
+    v_kw double precision := keyword_weight;  -- keyword_weight * the lexical list's strength
+    v_match integer[];
     v_seeds text[] := graph_seeds;
     v_state text; v_msg text;
     -- hybrid.explain_retrieve sets hybrid.explain: then each branch's plan, rows, time and list
@@ -207,6 +212,7 @@ BEGIN
     IF min_graph_score IS NOT NULL THEN PERFORM hybrid._check_number('min_graph_score', min_graph_score, false); END IF;
     PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
     PERFORM hybrid._check_range('graph_expand', graph_expand, 0, 100);
+    PERFORM hybrid._check_range('term_coverage', term_coverage, 1, 32);
     IF graph_decay IS NULL OR graph_decay = 'NaN' OR graph_decay < 0 OR graph_decay >= 1 THEN
         RAISE EXCEPTION 'graph_decay must be a number from 0 up to (not including) 1, got %', coalesce(graph_decay::text, 'NULL')
             USING ERRCODE = '22023';
@@ -297,12 +303,21 @@ BEGIN
             INTO l_ids, l_scores
             FROM hybrid.search_lexical(query_text, v_k, corpus_ids, filter, lexical) s
             WHERE min_keyword_score IS NULL OR hybrid._branch_score('lexical', s.value) >= min_keyword_score;
+            -- a weak list (no hit holds term_coverage of the query's terms) weighs less: min-max would
+            -- otherwise lift its best hit to 1 beside the dense list's
+            IF term_coverage > 1 AND cardinality(l_ids) > 0 THEN
+                v_match := hybrid._term_match(query_text, l_ids);
+                v_kw := keyword_weight * hybrid._lexical_strength(v_match[1], v_match[2], term_coverage);
+            END IF;
             IF v_explain THEN
-                v_report := v_report || hybrid._explain_branch('lexical', v_t, l_ids, l_scores, keyword_weight, v_k,
+                v_report := v_report || (jsonb_build_object('given_weight', keyword_weight, 'term_coverage', jsonb_build_object(
+                    'term_coverage', term_coverage, 'query_terms', v_match[1], 'best_hit_terms', v_match[2],
+                    'strength', v_kw / keyword_weight))
+                    || hybrid._explain_branch('lexical', v_t, l_ids, l_scores, v_kw, v_k,
                     CASE WHEN coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END) = 'ts_rank'
                          THEN 'ts_rank over the GIN index'
                          WHEN hybrid._bm25_ready(hybrid._bm25_partition_index(hybrid._tenant_key(hybrid._current_tenant()))::regclass) THEN format('BM25 index (the tenant''s statistics; scores: %s)', coalesce(nullif(current_setting('hybrid.bm25_scores', true), ''), 'index scan'))
-                         ELSE 'ts_rank over the GIN index (the BM25 index is stale)' END);
+                         ELSE 'ts_rank over the GIN index (the BM25 index is stale)' END));
             END IF;
         EXCEPTION
         WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
@@ -315,13 +330,13 @@ BEGIN
         END;
     END IF;
     -- a seed named in graph_seeds that neither list holds scores as the best fused hit (1 without one)
-    v_top := coalesce((SELECT max(b.score) FROM hybrid._fuse_branches(fusion, vector_weight, keyword_weight, rrf_k,
+    v_top := coalesce((SELECT max(b.score) FROM hybrid._fuse_branches(fusion, vector_weight, v_kw, rrf_k,
                                                                        d_ids, d_scores, l_ids, l_scores) b), 1);
     IF v_graph THEN
         IF v_seeds IS NULL OR cardinality(v_seeds) = 0 THEN
             -- automatic seeds: the best graph_expand chunks of the dense and lexical lists, fused by fusion
             SELECT array_agg(f.id ORDER BY f.score DESC, f.id) INTO v_seeds
-            FROM (SELECT * FROM hybrid._fuse_branches(fusion, vector_weight, keyword_weight, rrf_k, d_ids, d_scores,
+            FROM (SELECT * FROM hybrid._fuse_branches(fusion, vector_weight, v_kw, rrf_k, d_ids, d_scores,
                                                       l_ids, l_scores) b
                   ORDER BY b.score DESC, b.id LIMIT graph_expand) f;
         END IF;
@@ -345,9 +360,9 @@ BEGIN
                                                                                          'seed_score', coalesce(sb.score, v_top),
                                                                                          'own', coalesce(ob.score, 0)))
                                         FROM unnest(g_ids, g_seed) AS x(id, seed)
-                                        LEFT JOIN hybrid._fuse_branches(fusion, vector_weight, keyword_weight, rrf_k,
+                                        LEFT JOIN hybrid._fuse_branches(fusion, vector_weight, v_kw, rrf_k,
                                                                         d_ids, d_scores, l_ids, l_scores) sb ON sb.id = x.seed
-                                        LEFT JOIN hybrid._fuse_branches(fusion, vector_weight, keyword_weight, rrf_k,
+                                        LEFT JOIN hybrid._fuse_branches(fusion, vector_weight, v_kw, rrf_k,
                                                                         d_ids, d_scores, l_ids, l_scores) ob ON ob.id = x.id)));
                 END IF;
             EXCEPTION
@@ -371,7 +386,7 @@ BEGIN
 
     RETURN QUERY
     WITH b AS (
-        SELECT * FROM hybrid._fuse_branches(fusion, vector_weight, keyword_weight, rrf_k, d_ids, d_scores, l_ids, l_scores)
+        SELECT * FROM hybrid._fuse_branches(fusion, vector_weight, v_kw, rrf_k, d_ids, d_scores, l_ids, l_scores)
     ), g AS (
         SELECT x.id, x.r::integer AS r, x.v, coalesce(sb.score, v_top) AS seed_score
         FROM unnest(g_ids, g_dist, g_seed) WITH ORDINALITY AS x(id, v, seed, r)

@@ -30,7 +30,7 @@ BEGIN
         'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
         'hybrid.rrf_fuse(jsonb, double precision[], double precision, integer)',
         'hybrid.fuse(jsonb, double precision[], text, double precision, integer, jsonb)',
-        'hybrid.graph_context(text[])', 'hybrid.hydrate',
+        'hybrid.graph_context(text[])', 'hybrid.hydrate', 'hybrid.lexical_strength(text, text[], integer)',
         'hybrid.begin_ingest()', 'hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
         'hybrid.unchanged_documents(text, jsonb)',
         'hybrid.classify_ids(text[])',
@@ -48,6 +48,7 @@ BEGIN
         'hybrid._check_fusion(text)',
         'hybrid._branch_score(text, double precision)', 'hybrid._blend_score(text, double precision)',
         'hybrid._fusion_score(text, text, double precision)',
+        'hybrid._lexical_strength(integer, integer, integer)', 'hybrid._term_match(text, text[])',
         'hybrid._graph_score(double precision, double precision, double precision, double precision, double precision)',
         'hybrid._explain_term(text, jsonb, double precision, double precision, text, integer, double precision)',
         'hybrid._explain_bound(text, double precision, jsonb)',
@@ -84,6 +85,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision),
     hybrid._check_fusion(text), hybrid._branch_score(text, double precision), hybrid._blend_score(text, double precision),
     hybrid._fusion_score(text, text, double precision),
+    hybrid._lexical_strength(integer, integer, integer), hybrid._term_match(text, text[]),
     hybrid._graph_score(double precision, double precision, double precision, double precision, double precision),
     hybrid._fuse_branches(text, double precision, double precision, double precision, text[], double precision[], text[], double precision[]),
     hybrid._dense_plan(integer, text[], jsonb, integer, integer), hybrid._dense_kind(integer), hybrid._dense_statement(text, integer),
@@ -103,7 +105,7 @@ BEGIN
                               'hybrid.search_lexical(text, integer, text[], jsonb, text)',
                               'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
                               'hybrid.graph_context(text[])', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
-                              'hybrid._entity_seen(text, text, text[], boolean)']::regprocedure[]
+                              'hybrid._entity_seen(text, text, text[], boolean)', 'hybrid._term_match(text, text[])']::regprocedure[]
                || ('hybrid.retrieve'::regproc::regprocedure) || ('hybrid.hydrate'::regproc::regprocedure) LOOP
         IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
             GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
