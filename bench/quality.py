@@ -51,7 +51,7 @@ from psycopg.conninfo import make_conninfo
 from tqdm import tqdm
 
 from _common import Dataset, bm25_run, engine_state, evaluate, exact_cosine_run, load_dataset, start_meta, write_result
-from pyhybrid import Chunk, HybridWeights, connect, migrate
+from pyhybrid import AbstainedWarning, Chunk, HybridWeights, connect, migrate
 from pyhybrid.errors import InvalidParameterError
 from pyhybrid.fusion import TERM_COVERAGE, blend_score, fuse_scores, lexical_strength
 from pyhybrid.server import start_embedded
@@ -198,12 +198,15 @@ class Runner:
         self.client.close()
 
     def retrieve(self, vec: np.ndarray | None, text: str | None, w: HybridWeights, lexical: str | None,
-                 rrf_k: float, psk: int, fusion: str = "rrf", term_coverage: int = TERM_COVERAGE) -> list[str]:
+                 rrf_k: float, psk: int, fusion: str = "rrf", term_coverage: int = TERM_COVERAGE,
+                 abstain: bool = False) -> list[str]:
         try:
-            with self.client.tenant(TENANT) as t:
+            with self.client.tenant(TENANT) as t, warnings.catch_warnings():
+                warnings.simplefilter("ignore", AbstainedWarning)
                 refs = t.retrieve(query_embedding=vec, query_text=text, top_k=min(self.top_k, psk), per_source_k=psk,
                                   vector_weight=w.vector, keyword_weight=w.keyword, graph_weight=w.graph,
-                                  rrf_k=rrf_k, lexical=lexical, fusion=fusion, term_coverage=term_coverage)
+                                  rrf_k=rrf_k, lexical=lexical, fusion=fusion, term_coverage=term_coverage,
+                                  abstain=abstain)
         except InvalidParameterError as exc:  # e.g. an empty query text for a lexical-only mode
             self.errors.append(str(exc))
             return []
@@ -355,6 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-tuned", action="store_true", help="skip the engine calls of the tuned modes")
     ap.add_argument("--limit-queries", type=int, default=0, help="only the first N judged queries (smoke tests)")
     ap.add_argument("--keep-db", action="store_true", help="keep the bench databases")
+    ap.add_argument("--abstention", action="store_true", help="abstain => true at the calibrated floor: each "
+                    "collection's queries (answered?) and the other collections' (abstained?) on its database")
     args = ap.parse_args(argv)
     meta = start_meta("quality", argv)
     if args.per_source_k < args.top_k:
@@ -450,12 +455,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             for lex in LEXICAL:
                 cand = max(("dense", lex), key=lambda m: res[m]["ndcg@10"])
                 best_single[lex] = {"mode": cand, "ndcg@10": res[cand]["ndcg@10"]}
-            states[name] = {"ds": ds, "qids": qids, "lists": lists, "scores": scores, "terms": terms, "tenant_dsn": tenant_dsn,
+            states[name] = {"ds": ds, "qids": qids, "lists": lists, "scores": scores, "terms": terms, "db": db,
+                            "tenant_dsn": tenant_dsn,
                             "best_single": best_single}
             timings[name] = {"ingest": ing, **qtimes, "dataset_seconds": round(time.perf_counter() - t_ds, 1)}
             print("  " + ", ".join(f"{m} {v['ndcg@10']:.3f}" for m, v in res.items()))
 
         names = list(results)
+        abstention: dict[str, Any] = {}
+        for b in names if args.abstention else []:  # each database: its own queries and the others' (off-topic)
+            with psycopg.connect(states[b]["db"]) as c:
+                c.execute("SELECT set_config('hybrid.tenant_id', %s, false)", (TENANT,))
+                floor = c.execute("SELECT hybrid.calibrate_abstention()").fetchone()[0]
+            runner = Runner(states[b]["tenant_dsn"], 10)
+            ans = {a: [bool(runner.retrieve(states[a]["ds"].query_vector(q).astype(np.float32), states[a]["ds"].query_text[q],
+                                            HybridWeights(1, 1, 0), None, 60.0, 30, "convex", abstain=True))
+                       for q in tqdm(states[a]["qids"], desc=f"{b}: abstain, {a}'s queries", unit="q")] for a in names}
+            runner.close()
+            st, off = states[b], [x for a in names if a != b for x in ans[a]]
+            missed = [q for q, x in zip(st["qids"], ans[b]) if not x]
+            abstention[b] = {"floor": round(floor, 4), "on_topic_answered": round(float(np.mean(ans[b])), 4),
+                             "on_topic_abstained": len(missed), "off_topic_abstained": round(1 - float(np.mean(off)), 4),
+                             "off_topic_queries": len(off), "abstained_with_a_relevant_hit_in_top_10": sum(
+                                 any(st["ds"].qrels[q].get(i, 0) > 0 for i in fuse(st["lists"], st["scores"], q, "bm25",
+                                     "convex", 1, 1, 60, 30, 10, st["terms"])) for q in missed)}
         bar: dict[str, dict[str, Any]] = {n: {} for n in names}
         for n in names:
             for lex in LEXICAL:
@@ -548,6 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "engine": fingerprints,
             },
             "tuned": tuned,
+            "abstention": abstention,
             "bar": bar,
             "sanity": sanity,
             "grid": grid,

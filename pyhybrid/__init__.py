@@ -1,7 +1,7 @@
 """pyhybrid: hybrid retrieval (dense + lexical + graph, fused by convex, RRF or DBSF fusion) inside PostgreSQL."""
 
 from . import server
-from ._base import LexicalFallbackWarning, SourceFailedWarning
+from ._base import AbstainedWarning, LexicalFallbackWarning, SourceFailedWarning
 from .aio import AsyncHybridClient, AsyncTenantSession, connect_async
 from .client import HybridClient, TenantSession, connect
 from .errors import (
@@ -36,6 +36,7 @@ __all__ = [
     "HybridWeights",
     "IngestResult",
     "LexicalFallbackWarning",
+    "AbstainedWarning",
     "InvalidParameterError",
     "PyhybridError",
     "QueryCanceledError",

@@ -15,6 +15,7 @@ from .types import Chunk, ChunkRef, IngestResult
 
 SOURCE_FAILED = "hybrid_retrieve.source_failed"
 LEXICAL_FALLBACK = "hybrid.search_lexical: the BM25 index is stale"
+ABSTAINED = "hybrid_retrieve.abstained"
 
 
 class SourceFailedWarning(UserWarning):
@@ -26,13 +27,27 @@ class LexicalFallbackWarning(UserWarning):
     not be rebuilt in a read-only transaction, or a hot standby)."""
 
 
+class AbstainedWarning(UserWarning):
+    """retrieve(abstain=True) returned no rows because nothing was relevant: the dense branch's best hit scored
+    below the tenant's calibrated floor and no lexical hit held every term of the query (the server's NOTICE)."""
+
+
 def notice_handler(diag: psycopg.errors.Diagnostic) -> None:
-    """Turn the server's source_failed and lexical fallback warnings into Python warnings."""
+    """Turn the server's source_failed, lexical fallback and abstention notices into Python warnings."""
     msg = diag.message_primary or ""
-    if msg.startswith(SOURCE_FAILED):
+    if msg.startswith(ABSTAINED):
+        warnings.warn(msg, AbstainedWarning, stacklevel=2)
+    elif msg.startswith(SOURCE_FAILED):
         warnings.warn(msg, SourceFailedWarning, stacklevel=2)
     elif msg.startswith(LEXICAL_FALLBACK):
         warnings.warn(msg, LexicalFallbackWarning, stacklevel=2)
+
+
+def check_quantile(quantile: float) -> float:
+    """calibrate_abstention's quantile, checked as hybrid.calibrate_abstention checks it."""
+    if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0 < quantile < 1:
+        raise InvalidParameterError(f"quantile must be a number between 0 and 1 (both excluded), got {quantile!r}")
+    return float(quantile)
 
 
 @contextmanager

@@ -26,6 +26,7 @@ DOCUMENTS_SQL = ("SELECT corpus_id, document_id, chunks, title, source, updated_
                  "FROM hybrid.documents(corpus => %s, id_prefix => %s)")
 CORPORA_SQL = "SELECT corpus_id, source_root, documents, chunks FROM hybrid.corpora()"
 SET_CORPUS_ROOT_SQL = "SELECT hybrid.set_corpus_root(%s, %s)"
+CALIBRATE_SQL = "SELECT hybrid.calibrate_abstention(%s) AS floor"
 PRUNE_DOCUMENTS_SQL = ("SELECT document_id, chunks FROM hybrid.prune_documents(corpus_id => %s, keep => %s::text[], "
                        "id_prefix => %s, dry_run => %s)")
 TENANTS_SQL = "SELECT tenant_id, created_at, corpora, documents, chunks, superseded, roles FROM hybrid.tenants()"

@@ -188,6 +188,13 @@ class AsyncTenantSession:
         with _base.translate_errors():
             await self.conn.execute(_sql.SET_CORPUS_ROOT_SQL, (corpus_id, source_root))
 
+    async def calibrate_abstention(self, quantile: float = 0.96) -> float:
+        """Store and return the tenant's abstention floor (see TenantSession.calibrate_abstention)."""
+        with _base.translate_errors():
+            row = await (await self.conn.execute(_sql.CALIBRATE_SQL, (_base.check_quantile(quantile),))).fetchone()
+        assert row is not None
+        return float(row["floor"])
+
     async def prune_documents(self, corpus_id: str, keep: Iterable[str], *, prefix: str = "",
                               dry_run: bool = False) -> dict[str, int]:
         """Folder sync: supersede the documents of corpus_id under prefix that are not in keep (see

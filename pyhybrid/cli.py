@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -19,6 +20,7 @@ import psycopg.sql
 from psycopg import conninfo
 
 from . import _base, _sql, maintenance, migrate, server, transfer
+from ._base import AbstainedWarning
 from ._jsonl import read_jsonl
 from .errors import InvalidParameterError, PyhybridError, from_psycopg
 from .ingest import ingest_records
@@ -199,12 +201,23 @@ def _query(args: argparse.Namespace) -> RetrieveQuery:
         filter=flt, graph_hops=args.graph_hops,
         lexical=args.lexical, graph_expand=args.graph_expand if graph else 0,
         with_graph_context=True, per_document=args.per_document, skip=args.skip, siblings=args.siblings,
-        graph_edge_types=args.graph_edge_types, **weights,
+        graph_edge_types=args.graph_edge_types, abstain=args.abstain, **weights,
     )
 
 
 NO_SEED_VISIBLE = "no seed among the given ids is visible to tenant {tenant!r}"
 """The same words whether a seed is another tenant's or nobody's: a caller cannot tell them apart."""
+
+
+def _calibrate(t: Any) -> None:
+    """Refresh the tenant's abstention floor after a write (search --abstain reads it); a tenant with fewer than 20
+    chunks with embeddings keeps none."""
+    try:
+        with t.conn.transaction():
+            t.calibrate_abstention()
+    except PyhybridError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) != "55000":
+            raise
 
 
 def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
@@ -220,7 +233,13 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
         if query.graph_seeds:
             kinds = t.classify_ids(query.graph_seeds)
             unseen = [s for s in query.graph_seeds if not {"chunk", "entity"} & set(kinds.get(s, []))]
-        refs = t.retrieve(query)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", AbstainedWarning)
+            refs = t.retrieve(query)
+        abstained = [str(w.message) for w in caught if issubclass(w.category, AbstainedWarning)]
+        for w in caught:
+            if not issubclass(w.category, AbstainedWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if args.explain:
             report = t.explain_retrieve(query)
             block = psql_block(t.conn, query, args.tenant, acl)
@@ -236,7 +255,10 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
         else:
             print(json.dumps(out, indent=2, default=list))
         return refs
-    if not refs:
+    if not refs and abstained:
+        print(f"no answer for tenant {args.tenant!r}: nothing relevant ({abstained[0].split(': ', 1)[-1]})",
+              file=sys.stderr)
+    elif not refs:
         graph_only = query.query_text is None
         if graph_only and unseen and len(unseen) == len(query.graph_seeds or []):
             why = "nothing to start the graph branch from"
@@ -372,6 +394,10 @@ def cmd_tenant(args: argparse.Namespace) -> int:
             _print_tenants(c.tenants(), as_json=args.json)
         elif args.action == "create":
             print(c.create_tenant(args.tenant))
+        elif args.action == "calibrate":
+            with c.tenant(args.tenant, ["*"]) as t:
+                floor = t.calibrate_abstention(args.quantile)
+            print(f"tenant {args.tenant}: abstention floor {floor:.4f} (cosine similarity, quantile {args.quantile})")
         elif args.action == "grant":
             c.grant_tenant(args.role, args.tenant, [a for a in (args.acl or "").split(",") if a])
             print(f"role {args.role} may act for tenant {args.tenant}")
@@ -535,6 +561,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 pruned = t.prune_documents(corpus, keep, prefix=plan.prefix, dry_run=args.dry_run)
             if plan.remember and not args.dry_run:
                 t.set_corpus_root(corpus, str(plan.root))
+            if not args.dry_run and (pruned or any(totals.get(k) for k in ("inserted", "updated", "superseded"))):
+                _calibrate(t)
     for line in folder.summary(pruned, dry_run=args.dry_run):
         print(f"pyhybrid: {line}", file=sys.stderr)
     totals = {"files_read": len(scan.files_read), "files_skipped": len(scan.skipped), **totals}
@@ -742,6 +770,11 @@ def build_parser() -> argparse.ArgumentParser:
     ts = s.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION")
     t = ts.add_parser("list", parents=[common], help="every tenant: corpora, documents, chunks, bound roles")
     t.add_argument("--json", action="store_true", help="a JSON object per tenant instead of the table")
+    t = ts.add_parser("calibrate", parents=[common],
+                      help="store the tenant's abstention floor for search --abstain (pyhybrid ingest refreshes it)")
+    t.add_argument("tenant", metavar="TENANT", help="the tenant id")
+    t.add_argument("--quantile", type=float, default=0.96,
+                   help="of the similarity between two of the tenant's chunks at random (default 0.96)")
     t = ts.add_parser("create", parents=[common], help="create a tenant (idempotent)")
     t.add_argument("tenant", metavar="TENANT", help="the tenant id (letters, digits and _ . : -)")
     t = ts.add_parser("grant", parents=[common], help="bind an existing login role to a tenant")
@@ -840,6 +873,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--term-coverage", type=int, default=None,
                    help="the lexical list weighs in full once a hit holds this many of the query's terms, else that "
                         "share (1: always in full; default 2)")
+    s.add_argument("--abstain", action="store_true",
+                   help="no rows when nothing is relevant: the best dense hit below the tenant's calibrated floor "
+                        "and no lexical hit holding every query term (pyhybrid tenant calibrate)")
     s.add_argument("--fusion", choices=["rrf", "convex", "dbsf", "blend"], default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")

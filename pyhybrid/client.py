@@ -150,6 +150,14 @@ class TenantSession:
         with _base.translate_errors():
             self.conn.execute(_sql.SET_CORPUS_ROOT_SQL, (corpus_id, source_root))
 
+    def calibrate_abstention(self, quantile: float = 0.96) -> float:
+        """Store and return the tenant's abstention floor for retrieve(abstain=True): the quantile of the cosine
+        similarity between two of its chunks taken at random (hybrid.calibrate_abstention). Writers only."""
+        with _base.translate_errors():
+            row = self.conn.execute(_sql.CALIBRATE_SQL, (_base.check_quantile(quantile),)).fetchone()
+        assert row is not None
+        return float(row["floor"])
+
     def prune_documents(self, corpus_id: str, keep: Iterable[str], *, prefix: str = "",
                         dry_run: bool = False) -> dict[str, int]:
         """Folder sync: supersede the documents of corpus_id whose id starts with prefix and is not in keep;

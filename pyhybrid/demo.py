@@ -75,6 +75,7 @@ def load_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False) -> dict[str,
         stats[t] = ingest_records(app_dsn, t, "qms", iter(records), quiet=quiet, total=len(records))
         with HybridClient(app_dsn) as client, client.tenant(t) as session:
             stats[t]["edges"] = session.add_edges(_load(f"{t}_edges.jsonl")).__dict__
+            stats[t]["abstain_floor"] = session.calibrate_abstention()  # for search --abstain
     return stats
 
 

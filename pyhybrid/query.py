@@ -58,7 +58,10 @@ class RetrieveQuery:
     term_coverage: the lexical list weighs keyword_weight in full once one of its hits holds term_coverage of the
     query's distinct terms (all of them, for a shorter query), else that share of it (1..32; 1: always in full):
     with the default 2, a list whose every hit matched one word of a longer query counts half
-    (pyhybrid.fusion.lexical_strength; docs/searching.md).
+    (pyhybrid.fusion.lexical_strength; docs/searching.md). abstain: return no rows (and an AbstainedWarning)
+    when nothing is relevant: the dense branch's best hit below the tenant's calibrated floor
+    (TenantSession.calibrate_abstention) and no lexical hit holding every term of the query; a call with
+    graph_seeds is never abstained.
     """
 
     query_embedding: Any = field(default=None, metadata=_sql("vector"))
@@ -86,6 +89,7 @@ class RetrieveQuery:
     min_graph_score: float | None = field(default=None, metadata=_sql("double precision"))
     graph_decay: float = field(default=GRAPH_DECAY, metadata=_sql("double precision"))
     term_coverage: int = field(default=TERM_COVERAGE, metadata=_sql("integer"))
+    abstain: bool = field(default=False, metadata=_sql("boolean"))
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -132,7 +136,7 @@ class RetrieveQuery:
         _int_between("term_coverage", self.term_coverage, 1, 32)
         if self.lexical not in (None, "bm25", "ts_rank"):
             raise InvalidParameterError(f"lexical must be 'bm25', 'ts_rank' or NULL (automatic), got {self.lexical!r}")
-        for name in ("with_graph_context", "per_document"):
+        for name in ("with_graph_context", "per_document", "abstain"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         has_text = self.query_text is not None and self.query_text.strip() != ""

@@ -39,6 +39,7 @@ tenant = Table(
     Column("tenant_id", Text, primary_key=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("tenant_key", Integer, nullable=False),
+    Column("abstain_floor", Float),  # hybrid.calibrate_abstention's; NULL until calibrated
 )
 corpus = Table(
     "corpus", metadata,

@@ -342,3 +342,15 @@ def test_folder_sync_prune_documents_and_tenant_list_with_the_binary(data_dir: P
     assert ["sync", "1", "1", "1", "1", "-"] in [line.split() for line in tenants]
     run("documents", "delete", "basic/usage.md", "--tenant", "sync", data_dir=data_dir)
     assert run("documents", "list", "--tenant", "sync", "--json", data_dir=data_dir).stdout == ""
+
+
+def test_search_abstain_answers_on_topic_and_says_no_answer_off_topic(data_dir: Path) -> None:
+    on = run("search", "How quickly must the pump alarm after a downstream occlusion?", "--tenant", "acme",
+             "--abstain", data_dir=data_dir)
+    assert _table_ids(on.stdout)[0] == "acme:REQ-012#0"
+    off = run("search", "a recipe for chocolate cake with vanilla frosting", "--tenant", "acme", "--abstain",
+              data_dir=data_dir)
+    assert _table_ids(off.stdout) == []
+    assert "no answer for tenant 'acme': nothing relevant (the best dense hit (similarity" in off.stderr
+    cal = run("tenant", "calibrate", "globex", "--quantile", "0.9", data_dir=data_dir)
+    assert re.fullmatch(r"tenant globex: abstention floor 0\.\d{4} \(cosine similarity, quantile 0\.9\)\n", cal.stdout)

@@ -1,4 +1,4 @@
-"""term_coverage in hybrid_retrieve: a lexical list whose every hit matches one word of a longer query weighs less.
+"""term_coverage and abstain in hybrid_retrieve: a weak lexical list weighs less; no rows below the tenant's floor.
 
 Revision ID: 0013
 Revises: 0012
@@ -18,7 +18,7 @@ depends_on = None
 
 _NEW = ("vector, text, text[], text[], integer, integer, double precision, double precision, double precision, "
         "double precision, jsonb, integer, text, integer, boolean, boolean, text, integer, integer, text[], "
-        "double precision, double precision, double precision, double precision, integer")
+        "double precision, double precision, double precision, double precision, integer, boolean")
 
 
 def upgrade() -> None:
@@ -35,4 +35,7 @@ def downgrade() -> None:
         DROP FUNCTION IF EXISTS hybrid.explain_retrieve({_NEW});
         DROP FUNCTION IF EXISTS hybrid.retrieve_many({many});
         DROP FUNCTION IF EXISTS hybrid.retrieve({_NEW});
+        DROP FUNCTION IF EXISTS hybrid.calibrate_abstention(double precision, integer);
+        DROP POLICY IF EXISTS tenant_floor ON hybrid.tenant;
+        ALTER TABLE hybrid.tenant DROP COLUMN IF EXISTS abstain_floor;
     """)

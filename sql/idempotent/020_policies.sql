@@ -5,6 +5,11 @@ DROP POLICY IF EXISTS tenant_visible ON hybrid.tenant;
 CREATE POLICY tenant_visible ON hybrid.tenant FOR SELECT
     USING (tenant_id = (SELECT hybrid._current_tenant()));
 
+-- hybrid.calibrate_abstention (owned by hybrid_definer) writes the current tenant's floor, and nothing else
+DROP POLICY IF EXISTS tenant_floor ON hybrid.tenant;
+CREATE POLICY tenant_floor ON hybrid.tenant FOR UPDATE TO hybrid_definer
+    USING (tenant_id = (SELECT hybrid._current_tenant())) WITH CHECK (tenant_id = (SELECT hybrid._current_tenant()));
+
 DROP POLICY IF EXISTS tenant_grant_own ON hybrid.tenant_grant;
 CREATE POLICY tenant_grant_own ON hybrid.tenant_grant FOR SELECT
     USING (role_name = hybrid._caller());

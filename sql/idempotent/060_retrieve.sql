@@ -130,6 +130,56 @@ $$;
 COMMENT ON FUNCTION hybrid._graph_score(double precision, double precision, double precision, double precision, double precision) IS
 'A graph hit''s fused score, written once: the greater of its own fused (dense + lexical) score own (0 if no other branch found it) and graph_weight * the fused score of the seed that reached it * graph_decay ^ hops. With graph_weight * graph_decay < 1 (hybrid.retrieve requires it), a chunk reached only through the graph scores below its seed and the graph lifts no row to its seed''s score, whatever the fusion method. pyhybrid/fusion.py''s graph_score mirrors it.';
 
+-- hybrid.calibrate_abstention: the current tenant's abstention floor, from its own chunks
+CREATE OR REPLACE FUNCTION hybrid.calibrate_abstention(quantile double precision DEFAULT 0.96, sample integer DEFAULT 400)
+RETURNS double precision
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
+    v_part regclass;
+    v_rows double precision;
+    v_n integer;
+    v_floor double precision;
+BEGIN
+    IF quantile IS NULL OR quantile = 'NaN' OR quantile <= 0 OR quantile >= 1 THEN
+        RAISE EXCEPTION 'quantile must be a number between 0 and 1 (both excluded), got %', coalesce(quantile::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM hybrid._check_range('sample', sample, 20, 10000);
+    IF v_tenant IS NULL OR v_key IS NULL THEN
+        RAISE EXCEPTION 'calibrate_abstention needs a tenant: set hybrid.tenant_id' USING ERRCODE = '42501';
+    END IF;
+    PERFORM hybrid._check_writer();  -- a writer sees every chunk of its tenant: the sample needs no ACL
+    v_part := hybrid._chunk_partition(v_key);
+    v_rows := greatest((SELECT reltuples FROM pg_class WHERE oid = v_part), 1);
+    -- sample chunks: pages at random (eight times the rows asked for, so that a large partition is not
+    -- read whole), then rows at random; the floor is the quantile of the cosine similarity between the
+    -- two halves' chunks, two chunks taken at random: a query scoring no better than that matches nothing
+    EXECUTE format($q$
+        WITH s AS (
+            SELECT x.embedding, row_number() OVER (ORDER BY random()) AS i
+            FROM (SELECT c.embedding FROM %s c TABLESAMPLE SYSTEM (%s)
+                  WHERE NOT c.superseded AND c.embedding IS NOT NULL ORDER BY random() LIMIT $1) x
+        )
+        SELECT (SELECT count(*) FROM s)::integer,
+               percentile_cont($2) WITHIN GROUP (ORDER BY 1 - (a.embedding <=> b.embedding))
+        FROM s a JOIN s b ON a.i %% 2 = 0 AND b.i %% 2 = 1$q$,
+        v_part, CASE WHEN v_rows <= sample * 8 THEN 100 ELSE least(100, 100.0 * sample * 8 / v_rows) END)
+    INTO v_n, v_floor USING sample, quantile;
+    IF v_n < 20 THEN
+        RAISE EXCEPTION 'calibrate_abstention needs at least 20 chunks with embeddings in tenant %, found %', v_tenant, v_n
+            USING ERRCODE = '55000', HINT = 'Ingest the tenant''s documents first.';
+    END IF;
+    UPDATE hybrid.tenant SET abstain_floor = v_floor WHERE tenant_id = v_tenant;
+    RETURN v_floor;
+END
+$$;
+COMMENT ON FUNCTION hybrid.calibrate_abstention(double precision, integer) IS
+'Stores and returns the current tenant''s abstention floor, which hybrid_retrieve(abstain => true) applies: the quantile (default 0.96, chosen on the shared collections: docs/searching.md) of the cosine similarity between two of the tenant''s chunks taken at random, over about sample / 2 x sample / 2 pairs of a random sample of its live chunks. Writers only (42501 for a reader); 55000 with fewer than 20 chunks with embeddings. Re-run it after large ingests.';
+
 -- hybrid.retrieve: every branch, fused, hydrated: the one call
 CREATE OR REPLACE FUNCTION hybrid.retrieve(
     query_embedding vector DEFAULT NULL,
@@ -159,7 +209,10 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     graph_decay double precision DEFAULT 0.4,
     -- a lexical list none of whose hits holds two of the query's terms counts at half weight
     -- (hybrid.lexical_strength; 2 changes no ranking on the four shared collections: docs/searching.md)
-    term_coverage integer DEFAULT 2)
+    term_coverage integer DEFAULT 2,
+    -- no rows when nothing is relevant: the dense branch's best hit below the tenant's calibrated floor
+    -- (hybrid.calibrate_abstention) and no lexical hit holding every term of the query
+    abstain boolean DEFAULT false)
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -185,6 +238,7 @@ DECLARE
     v_top double precision;
     v_kw double precision := keyword_weight;  -- keyword_weight * the lexical list's strength
     v_match integer[];
+    v_floor double precision;
     v_seeds text[] := graph_seeds;
     v_state text; v_msg text;
     -- hybrid.explain_retrieve sets hybrid.explain: then each branch's plan, rows, time and list
@@ -224,6 +278,7 @@ BEGIN
     END IF;
     PERFORM hybrid._check_flag('with_graph_context', with_graph_context);
     PERFORM hybrid._check_flag('per_document', per_document);
+    PERFORM hybrid._check_flag('abstain', abstain);
     IF length(query_text) > 20000 THEN
         RAISE EXCEPTION 'query_text must be at most 20000 characters, got %', length(query_text) USING ERRCODE = '22023';
     END IF;
@@ -305,7 +360,7 @@ BEGIN
             WHERE min_keyword_score IS NULL OR hybrid._branch_score('lexical', s.value) >= min_keyword_score;
             -- a weak list (no hit holds term_coverage of the query's terms) weighs less: min-max would
             -- otherwise lift its best hit to 1 beside the dense list's
-            IF term_coverage > 1 AND cardinality(l_ids) > 0 THEN
+            IF (term_coverage > 1 OR abstain) AND cardinality(l_ids) > 0 THEN
                 v_match := hybrid._term_match(query_text, l_ids);
                 v_kw := keyword_weight * hybrid._lexical_strength(v_match[1], v_match[2], term_coverage);
             END IF;
@@ -328,6 +383,29 @@ BEGIN
             v_report := v_report || jsonb_build_object('branch', 'lexical', 'failed', v_state || ': ' || v_msg);
             v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
         END;
+    END IF;
+    -- abstention: with no graph_seeds of the caller's, the call answers only if the dense branch's best hit
+    -- clears the tenant's floor or a lexical hit holds every term of the query
+    IF abstain AND (graph_seeds IS NULL OR cardinality(graph_seeds) = 0) THEN
+        SELECT t.abstain_floor INTO v_floor FROM hybrid.tenant t WHERE t.tenant_id = v_tenant;
+        IF v_floor IS NULL THEN
+            RAISE EXCEPTION 'abstain needs tenant %''s abstention floor, which is not calibrated', v_tenant
+                USING ERRCODE = '55000',
+                      HINT = 'A writer of the tenant runs SELECT hybrid.calibrate_abstention() (pyhybrid tenant calibrate), once its documents are in.';
+        END IF;
+        IF v_explain THEN
+            PERFORM set_config('hybrid.explain_abstention', jsonb_build_object(
+                'floor', v_floor, 'best_similarity', 1 - d_scores[1],
+                'lexical_full_match', coalesce(v_match[1] > 0 AND v_match[2] = v_match[1], false))::text, true);
+        END IF;
+        IF coalesce(1 - d_scores[1] < v_floor, true) AND NOT coalesce(v_match[1] > 0 AND v_match[2] = v_match[1], false) THEN
+            RAISE NOTICE 'hybrid_retrieve.abstained: the best dense hit (similarity %) is below tenant %''s floor (%) and no lexical hit holds every query term',
+                coalesce(round((1 - d_scores[1])::numeric, 4)::text, 'none'), v_tenant, round(v_floor::numeric, 4);
+            IF v_explain THEN
+                PERFORM set_config('hybrid.explain_report', v_report::text, true);
+            END IF;
+            RETURN;
+        END IF;
     END IF;
     -- a seed named in graph_seeds that neither list holds scores as the best fused hit (1 without one)
     v_top := coalesce((SELECT max(b.score) FROM hybrid._fuse_branches(fusion, vector_weight, v_kw, rrf_k,
@@ -520,12 +598,15 @@ DECLARE
 BEGIN
     PERFORM set_config('hybrid.explain', 'on', true);
     PERFORM set_config('hybrid.explain_report', '[]', true);
+    PERFORM set_config('hybrid.explain_abstention', '', true);
     SELECT coalesce(jsonb_agg(to_jsonb(r) - 'ordinality' ORDER BY r.ordinality), '[]') INTO v_rows
     FROM hybrid.retrieve(%s) WITH ORDINALITY AS r;
     PERFORM set_config('hybrid.explain', 'off', true);
     v_branches := coalesce(nullif(current_setting('hybrid.explain_report', true), ''), '[]')::jsonb;
     RETURN jsonb_build_object(
         'fusion', fusion, 'rrf_k', rrf_k, 'top_k', top_k, 'skip', skip,
+        -- with abstain: the floor, the dense branch's best similarity and whether a lexical hit held every term
+        'abstention', nullif(current_setting('hybrid.explain_abstention', true), '')::jsonb,
         'total_ms', round((extract(epoch FROM clock_timestamp() - v_t) * 1000)::numeric, 3),
         'branches', (SELECT coalesce(jsonb_agg(e || jsonb_build_object('bound', hybrid._explain_bound(fusion, rrf_k, e))
                                                ORDER BY o), '[]')

@@ -31,6 +31,7 @@ BEGIN
         'hybrid.rrf_fuse(jsonb, double precision[], double precision, integer)',
         'hybrid.fuse(jsonb, double precision[], text, double precision, integer, jsonb)',
         'hybrid.graph_context(text[])', 'hybrid.hydrate', 'hybrid.lexical_strength(text, text[], integer)',
+        'hybrid.calibrate_abstention(double precision, integer)',
         'hybrid.begin_ingest()', 'hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
         'hybrid.unchanged_documents(text, jsonb)',
         'hybrid.classify_ids(text[])',
@@ -66,6 +67,7 @@ $grants$;
 -- graph privileges come from hybrid._secure_graph). It is no member of hybrid_user.
 GRANT USAGE ON SCHEMA hybrid TO hybrid_definer;
 GRANT SELECT ON hybrid.setting, hybrid.tenant, hybrid.tenant_grant TO hybrid_definer;
+GRANT UPDATE (abstain_floor) ON hybrid.tenant TO hybrid_definer;  -- hybrid.calibrate_abstention
 GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_definer;
 GRANT SELECT, INSERT ON hybrid.edge_type TO hybrid_definer;
 GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._only_tenant(), hybrid._current_acl(), hybrid._acl_all(),
@@ -105,7 +107,8 @@ BEGIN
                               'hybrid.search_lexical(text, integer, text[], jsonb, text)',
                               'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
                               'hybrid.graph_context(text[])', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
-                              'hybrid._entity_seen(text, text, text[], boolean)', 'hybrid._term_match(text, text[])']::regprocedure[]
+                              'hybrid._entity_seen(text, text, text[], boolean)', 'hybrid._term_match(text, text[])',
+                              'hybrid.calibrate_abstention(double precision, integer)']::regprocedure[]
                || ('hybrid.retrieve'::regproc::regprocedure) || ('hybrid.hydrate'::regproc::regprocedure) LOOP
         IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
             GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
