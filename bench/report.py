@@ -56,6 +56,13 @@ def quality(d: dict[str, Any]) -> list[str]:
         out += [f"**{metric}** ({counts})", ""]
         out += md_table(["mode", *names], [[m, *(d["datasets"][n].get(m, {}).get(metric, "-") for n in names)]
                                            for m in modes])
+    if d.get("abstention"):  # quality.py --abstention: each collection a tenant, the others' queries off topic
+        out += ["Abstention (`abstain => true` at the floor `hybrid.calibrate_abstention()` stores):", ""]
+        out += md_table(["tenant", "floor", "on-topic answered", "off-topic abstained", "off-topic queries",
+                         "abstained on-topic with a relevant hit in the top 10"],
+                        [[n, a["floor"], a["on_topic_answered"], a["off_topic_abstained"], a["off_topic_queries"],
+                          f"{a['abstained_with_a_relevant_hit_in_top_10']} of {a['on_topic_abstained']}"]
+                         for n, a in d["abstention"].items()])
     tuned = d.get("tuned", {})
     if tuned:
         out += ["Tuned settings (grid on these same collections: optimistic):", ""]

@@ -209,13 +209,23 @@ def rows_to_refs(rows: Iterable[Mapping[str, Any]]) -> list[ChunkRef]:
     return [ChunkRef.from_row(row) for row in rows]
 
 
-def documents_args(corpus_id: str | None, prefix: str | None) -> tuple[str | None, str | None]:
+def documents_args(corpus_id: str | None, prefix: str | None,
+                   document_ids: Iterable[str] | None = None) -> tuple[str | None, str | None, list[str] | None]:
     """hybrid.documents' arguments, checked."""
     if corpus_id is not None:
         check_name("corpus_id", corpus_id)
     if prefix is not None:
         check_text("prefix", prefix)
-    return corpus_id, prefix
+    ids = None
+    if document_ids is not None:
+        if isinstance(document_ids, str):
+            raise InvalidParameterError("document_ids must be a list of document ids, not one string")
+        ids = list(document_ids)
+        for i in ids:
+            if not isinstance(i, str):
+                raise InvalidParameterError(f"document_ids must hold strings, got {i!r}")
+            check_text("document_ids", i)
+    return corpus_id, prefix, ids
 
 
 def prune_args(corpus_id: str, keep: Iterable[str], prefix: str, dry_run: bool) -> tuple[str, list[str], str, bool]:

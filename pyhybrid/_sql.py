@@ -23,7 +23,7 @@ REPLAYED_SQL = "SELECT coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, true) AS
 UNCHANGED_DOCUMENTS_SQL = "SELECT d AS document_id FROM hybrid.unchanged_documents(%s, %s::jsonb) AS d"
 CLASSIFY_IDS_SQL = "SELECT id, kinds FROM hybrid.classify_ids(%s::text[])"
 DOCUMENTS_SQL = ("SELECT corpus_id, document_id, chunks, title, source, updated_at "
-                 "FROM hybrid.documents(corpus => %s, id_prefix => %s)")
+                 "FROM hybrid.documents(corpus => %s, id_prefix => %s, document_ids => %s::text[])")
 CORPORA_SQL = "SELECT corpus_id, source_root, documents, chunks FROM hybrid.corpora()"
 SET_CORPUS_ROOT_SQL = "SELECT hybrid.set_corpus_root(%s, %s)"
 CALIBRATE_SQL = "SELECT hybrid.calibrate_abstention(%s) AS floor"

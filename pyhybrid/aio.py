@@ -169,9 +169,10 @@ class AsyncTenantSession:
         assert row is not None
         return int(row["deleted"])
 
-    async def documents(self, corpus_id: str | None = None, *, prefix: str | None = None) -> list[DocumentInfo]:
+    async def documents(self, corpus_id: str | None = None, *, prefix: str | None = None,
+                        document_ids: Iterable[str] | None = None) -> list[DocumentInfo]:
         """The tenant's documents the caller can see (see TenantSession.documents)."""
-        args = _base.documents_args(corpus_id, prefix)
+        args = _base.documents_args(corpus_id, prefix, document_ids)
         with _base.translate_errors():
             rows = await (await self.conn.execute(_sql.DOCUMENTS_SQL, args)).fetchall()
         return [DocumentInfo(**r) for r in rows]

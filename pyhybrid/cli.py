@@ -518,7 +518,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     # the folder the corpus is synced with decides what the ids are relative to (read only: nothing written yet)
     acl = _session_acl(target.app, None)
     with HybridClient(target.app) as c, c.tenant(args.tenant, acl) as t:
-        corpora, stored = t.corpora(), t.documents()
+        corpora = t.corpora()
     plan = folder.plan_root(path, corpus, Path(args.root) if args.root else None,
                             folder.remembered_root(corpora, corpus))
     if plan.note:
@@ -529,6 +529,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"pyhybrid: note: {f}: {note}", file=sys.stderr)
     _report_skipped(scan.skipped, args.quiet)
     doc_ids = {str(r.get("document_id")) for r in scan.records}
+    with HybridClient(target.app) as c, c.tenant(args.tenant, acl) as t:  # only these ids: not the whole tenant
+        stored = t.documents(document_ids=sorted(doc_ids)) if doc_ids else []
     print(f"read {len(scan.files_read)} file(s): {len(scan.records)} chunk(s) of {len(doc_ids)} document(s); "
           f"skipped {len(scan.skipped)} file(s)", file=sys.stderr)
     if not scan.records and not args.prune:

@@ -130,10 +130,12 @@ class TenantSession:
         assert row is not None
         return int(row["deleted"])
 
-    def documents(self, corpus_id: str | None = None, *, prefix: str | None = None) -> list[DocumentInfo]:
+    def documents(self, corpus_id: str | None = None, *, prefix: str | None = None,
+                  document_ids: Iterable[str] | None = None) -> list[DocumentInfo]:
         """The tenant's documents the caller can see, a DocumentInfo each (optionally of one corpus, with ids
-        starting with prefix); a document whose chunks are all hidden from the caller is not listed."""
-        args = _base.documents_args(corpus_id, prefix)
+        starting with prefix, among document_ids); a document whose chunks are all hidden from the caller is not
+        listed."""
+        args = _base.documents_args(corpus_id, prefix, document_ids)
         with _base.translate_errors():
             rows = self.conn.execute(_sql.DOCUMENTS_SQL, args).fetchall()
         return [DocumentInfo(**r) for r in rows]

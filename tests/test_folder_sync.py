@@ -221,6 +221,11 @@ def test_a_reader_lists_only_what_it_sees_and_meets_hidden_and_unknown_documents
             assert [(d.document_id, d.chunks) for d in t.documents()] == [("mixed", 1), ("open", 1)]
             assert [(k.corpus_id, k.documents, k.chunks) for k in t.corpora()] == [("docs", 2, 2)]
             assert t.documents(prefix="board") == []
+            # only the ids asked for; a hidden document and an unknown one alike absent
+            assert [d.document_id for d in t.documents(document_ids=["open", "board", "nope"])] == ["open"]
+            assert t.documents(document_ids=[]) == []
+            with pytest.raises(InvalidParameterError, match="document_ids must be a list of document ids"):
+                t.documents(document_ids="open")
         answers = set()
         for doc in ("board", "mixed", "open", "never-existed"):
             for call in (lambda s: s.delete_document(doc), lambda s: s.prune_documents("docs", []),

@@ -36,6 +36,7 @@ def downgrade() -> None:
         DROP FUNCTION IF EXISTS hybrid.retrieve_many({many});
         DROP FUNCTION IF EXISTS hybrid.retrieve({_NEW});
         DROP FUNCTION IF EXISTS hybrid.calibrate_abstention(double precision, integer);
+        DROP FUNCTION IF EXISTS hybrid.documents(text, text, text[]);
         DROP POLICY IF EXISTS tenant_floor ON hybrid.tenant;
         ALTER TABLE hybrid.tenant DROP COLUMN IF EXISTS abstain_floor;
     """)

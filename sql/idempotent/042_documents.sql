@@ -4,7 +4,8 @@
 -- remember a folder (writers only, one 42501 whatever it names).
 
 -- hybrid.documents: the caller's visible documents, a row each
-CREATE OR REPLACE FUNCTION hybrid.documents(corpus text DEFAULT NULL, id_prefix text DEFAULT NULL)
+CREATE OR REPLACE FUNCTION hybrid.documents(corpus text DEFAULT NULL, id_prefix text DEFAULT NULL,
+                                            document_ids text[] DEFAULT NULL)
 RETURNS TABLE (corpus_id text, document_id text, chunks bigint, title text, source text, updated_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by hybrid_definer: reads chunks for the caller's tenant
 SET search_path = pg_catalog, public, pg_temp
@@ -16,6 +17,9 @@ DECLARE
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
 BEGIN
+    IF cardinality(document_ids) > 100000 THEN
+        RAISE EXCEPTION 'document_ids must hold at most 100000 ids, got %', cardinality(document_ids) USING ERRCODE = '22023';
+    END IF;
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
     END IF;
@@ -27,12 +31,13 @@ BEGIN
       AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
       AND (documents.corpus IS NULL OR c.corpus_id = documents.corpus)
       AND (id_prefix IS NULL OR left(c.document_id, length(id_prefix)) = id_prefix)
+      AND (document_ids IS NULL OR c.document_id = ANY (document_ids))  -- by the document index
     GROUP BY c.corpus_id, c.document_id
     ORDER BY c.corpus_id, c.document_id;
 END
 $$;
-COMMENT ON FUNCTION hybrid.documents(text, text) IS
-'The current tenant''s documents that the caller can see, a row each (optionally of one corpus, and with ids starting with id_prefix): its corpus, id, live visible chunks, title and source (from the chunks'' metadata) and when it was last written. A document whose chunks are all hidden from the caller, superseded or deleted is not listed.';
+COMMENT ON FUNCTION hybrid.documents(text, text, text[]) IS
+'The current tenant''s documents that the caller can see, a row each (optionally of one corpus, with ids starting with id_prefix, and among document_ids, at most 100000): its corpus, id, live visible chunks, title and source (from the chunks'' metadata) and when it was last written. A document whose chunks are all hidden from the caller, superseded or deleted is not listed.';
 
 -- hybrid.corpora: the caller's corpora, with their folder and size
 CREATE OR REPLACE FUNCTION hybrid.corpora()

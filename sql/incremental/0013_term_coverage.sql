@@ -15,6 +15,7 @@ DROP FUNCTION IF EXISTS hybrid.retrieve_many(vector[], text[], text[], text[], i
 DROP FUNCTION IF EXISTS hybrid.retrieve(vector, text, text[], text[], integer, integer, double precision,
     double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
     text, integer, integer, text[], double precision, double precision, double precision, double precision);
+DROP FUNCTION IF EXISTS hybrid.documents(text, text);  -- document_ids added
 
 -- the tenant's abstention floor (hybrid.calibrate_abstention; NULL until calibrated)
 ALTER TABLE hybrid.tenant ADD COLUMN IF NOT EXISTS abstain_floor double precision;
