@@ -65,10 +65,11 @@ class Plan:
     first: list[str] = field(default_factory=list)
     graph_after: bool = False
     graph: bool = False
+    abstain: bool = False
 
     @classmethod
     def of(cls, q: RetrieveQuery) -> Plan:
-        plan = cls()
+        plan = cls(abstain=q.abstain)
         if q.query_embedding is not None and q.vector_weight > 0:
             plan.first.append("dense")
         if q.query_text is not None and q.query_text.strip() and q.keyword_weight > 0:
@@ -86,8 +87,9 @@ class Plan:
     def worth_it(self) -> bool:
         """At least two branches can run at once (else the one call does the same in fewer round trips), and no
         graph branch: since graph_decay a graph hit scores from the fused score of the seed that reached it,
-        which hybrid.search_graph does not return, so a call with the graph runs as the one call."""
-        return len(self.first) >= 2 and not self.graph
+        which hybrid.search_graph does not return, so a call with the graph runs as the one call; so does a call
+        with abstain (the decision and its notice are hybrid.retrieve's)."""
+        return len(self.first) >= 2 and not self.graph and not self.abstain
 
 
 def params(q: RetrieveQuery) -> dict[str, Any]:

@@ -299,3 +299,28 @@ def test_hydrate_siblings_leave_out_chunks_outside_the_acl(corpus: Db) -> None:
 def test_hydrate_rejects_bad_arguments_with_22023(corpus: Db, kw: dict[str, Any], message: str) -> None:
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
         _hydrate(corpus, "pyh_acme", ["acme-1"], **kw)
+
+
+@pytest.mark.usefixtures("require_bm25")
+async def test_a_call_with_abstain_makes_the_one_call_and_abstains_as_it_does(corpus: Db, spied: list[str]) -> None:
+    import warnings
+
+    from pyhybrid import AbstainedWarning
+
+    async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True, max_size=4) as client:
+        async with client.tenant("acme", ["*"]) as t:
+            await t.calibrate_abstention()
+        async with client.tenant("acme", read_only=True) as t:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                off = await t.retrieve(parallel=True, **_query(query_embedding=-unit(7), query_text="zyzzyva"),
+                                       abstain=True)
+                on = await t.retrieve(parallel=True, **_query(), abstain=True)
+    assert off == [] and [w.category for w in caught] == [AbstainedWarning]
+    _same(on, await _one_call(corpus, _query(), abstain=True))
+    assert spied == []  # neither call took the parallel path
+
+
+async def _one_call(corpus: Db, q: dict[str, Any], **kw: Any) -> list[Any]:
+    async with AsyncHybridClient(corpus.dsn("pyh_app")) as client, client.tenant("acme", read_only=True) as t:
+        return await t.retrieve(**q, **kw)
