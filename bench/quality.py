@@ -403,10 +403,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             runner = Runner(tenant_dsn, args.top_k)
             runs, lists, scores, qtimes = run_queries(runner, ds, qids, args, grid_psk)
-            # per lexical list: (the query's distinct terms, the most of them one hit holds), as hybrid._term_match
+            # per lexical list: (the query's distinct terms, the most of them one of its 3 best holds): hybrid._term_match
             q_terms = dict(zip(qids, map(set, tsvector_counts(db, [ds.query_text[q] for q in qids]))))
             d_terms = dict(zip(ds.doc_ids, map(set, tsvector_counts(db, [ds.doc_text[d] for d in ds.doc_ids]))))
-            terms: Scores = {key: {q: [len(q_terms[q]), max((len(q_terms[q] & d_terms[i]) for i in ids), default=0)]
+            terms: Scores = {key: {q: [len(q_terms[q]), max((len(q_terms[q] & d_terms[i]) for i in ids[:3]), default=0)]
                                    for q, ids in lst.items()} for key, lst in lists.items() if key[0] in LEXICAL}
             runs["exact_dense"] = exact_cosine_run(ds, qids, args.top_k)
             if server_info.get("bm25_available"):

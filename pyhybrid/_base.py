@@ -29,7 +29,8 @@ class LexicalFallbackWarning(UserWarning):
 
 class AbstainedWarning(UserWarning):
     """retrieve(abstain=True) returned no rows because nothing was relevant: the dense branch's best hit scored
-    below the tenant's calibrated floor and no lexical hit held every term of the query (the server's NOTICE)."""
+    below the tenant's calibrated floor and none of the three best lexical hits held every query term (the
+    server's NOTICE)."""
 
 
 def notice_handler(diag: psycopg.errors.Diagnostic) -> None:

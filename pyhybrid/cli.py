@@ -873,11 +873,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--graph-decay", type=float, default=None,
                    help="a graph hit scores at least graph weight x its seed's score x this ^ hops (default 0.4)")
     s.add_argument("--term-coverage", type=int, default=None,
-                   help="the lexical list weighs in full once a hit holds this many of the query's terms, else that "
+                   help="the lexical list weighs in full once one of its 3 best hits holds this many of the query's terms, else that "
                         "share (1: always in full; default 2)")
     s.add_argument("--abstain", action="store_true",
                    help="no rows when nothing is relevant: the best dense hit below the tenant's calibrated floor "
-                        "and no lexical hit holding every query term (pyhybrid tenant calibrate)")
+                        "and none of the 3 best lexical hits holding every query term (pyhybrid tenant calibrate)")
     s.add_argument("--fusion", choices=["rrf", "convex", "dbsf", "blend"], default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")

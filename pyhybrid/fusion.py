@@ -93,7 +93,7 @@ def graph_score(own: float, weight: float, seed_score: float, decay: float, hops
     return max(own, weight * seed_score * decay ** hops)
 
 
-# term_coverage's default: a lexical list none of whose hits holds two of the query's terms weighs half; on the
+# term_coverage's default: a lexical list none of whose three best hits holds two of the query's terms weighs half; on the
 # four shared collections it changes no ranking at top_k 10 (docs/searching.md)
 TERM_COVERAGE = 2
 
@@ -101,7 +101,7 @@ TERM_COVERAGE = 2
 def lexical_strength(query_terms: int, best_terms: int, term_coverage: int = TERM_COVERAGE) -> float:
     """The factor hybrid_retrieve multiplies keyword_weight by, as hybrid._lexical_strength: 1 when the query has
     no term or term_coverage is 1, else min(1, max(best_terms, 1) / min(query_terms, term_coverage)), where
-    best_terms is the most distinct query terms one hit of the lexical list holds. SQL's
+    best_terms is the most distinct query terms one of the lexical list's three best hits holds. SQL's
     hybrid.lexical_strength(query_text, chunk_ids, term_coverage) counts the terms for a list of chunk ids."""
     if query_terms <= 0 or term_coverage <= 1:
         return 1.0

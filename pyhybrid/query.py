@@ -55,12 +55,12 @@ class RetrieveQuery:
     graph_decay: a graph hit scores the greater of its own fused score and graph_weight * its seed's fused score *
     graph_decay ^ hops (0 up to, not including, 1; graph_weight * graph_decay below 1, so a chunk reached only
     through the graph scores below the seed that reached it). The default was chosen on data (docs/graph.md).
-    term_coverage: the lexical list weighs keyword_weight in full once one of its hits holds term_coverage of the
+    term_coverage: the lexical list weighs keyword_weight in full once one of its 3 best hits holds term_coverage of the
     query's distinct terms (all of them, for a shorter query), else that share of it (1..32; 1: always in full):
     with the default 2, a list whose every hit matched one word of a longer query counts half
     (pyhybrid.fusion.lexical_strength; docs/searching.md). abstain: return no rows (and an AbstainedWarning)
     when nothing is relevant: the dense branch's best hit below the tenant's calibrated floor
-    (TenantSession.calibrate_abstention) and no lexical hit holding every term of the query; a call with
+    (TenantSession.calibrate_abstention) and none of the three best lexical hits holding every term of the query; a call with
     graph_seeds is never abstained.
     """
 

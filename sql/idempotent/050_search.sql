@@ -616,40 +616,59 @@ AS $$
                            greatest(coalesce(best_terms, 0), 1)::double precision / least(query_terms, term_coverage)) END
 $$;
 COMMENT ON FUNCTION hybrid._lexical_strength(integer, integer, integer) IS
-'The lexical list''s strength, written once: least(1, best_terms / least(query_terms, term_coverage)), best_terms (at least 1) the most distinct query terms one hit of the list holds, query_terms the query''s distinct terms (to_tsvector(''english'')); 1 when the query has no term or term_coverage is 1. hybrid.retrieve multiplies keyword_weight by it under every fusion method; pyhybrid/fusion.py''s lexical_strength mirrors it.';
+'The lexical list''s strength, written once: least(1, best_terms / least(query_terms, term_coverage)), best_terms (at least 1) the most distinct query terms one of the list''s three best hits holds, query_terms the query''s distinct terms (to_tsvector(''english'')); 1 when the query has no term or term_coverage is 1. hybrid.retrieve multiplies keyword_weight by it under every fusion method; pyhybrid/fusion.py''s lexical_strength mirrors it.';
 
--- hybrid._term_match: the query's distinct terms, and the most of them that one of the given chunks holds
+-- hybrid._term_match_in: the query's distinct terms, and the most of them one of the list's three best hits
+-- holds, for a tenant and ACL its caller has resolved (hybrid.retrieve, hybrid._term_match); hybrid_definer only
+CREATE OR REPLACE FUNCTION hybrid._term_match_in(tenant_key integer, tenant text, acl text[], all_labels boolean,
+                                                 query_text text, chunk_ids text[]) RETURNS integer[]
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- tenant_key a constant: only the tenant's partition is planned
+AS $$
+DECLARE
+    v_terms text[] := tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')));
+    v_best integer;
+BEGIN
+    IF cardinality(v_terms) = 0 OR coalesce(cardinality(chunk_ids), 0) = 0 THEN
+        RETURN ARRAY[cardinality(v_terms), 0];
+    END IF;
+    -- the terms a chunk holds: its lexemes less those left once the query's are deleted (the stored tsv
+    -- is to_tsvector('english', content)); a chunk the caller cannot see counts as absent. The three best
+    -- hits only: on the four shared collections the whole list gives the same rankings (docs/searching.md),
+    -- and each hit read costs its tsvector
+    SELECT max(length(c.tsv) - length(ts_delete(c.tsv, v_terms))) INTO v_best
+    FROM hybrid.chunk c
+    WHERE c.tenant_key = _term_match_in.tenant_key AND c.tenant_id = _term_match_in.tenant
+      AND c.chunk_id = ANY (chunk_ids[1:3])
+      AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, _term_match_in.tenant, acl, all_labels);
+    RETURN ARRAY[cardinality(v_terms), coalesce(v_best, 0)];
+END
+$$;
+COMMENT ON FUNCTION hybrid._term_match_in(integer, text, text[], boolean, text, text[]) IS
+'ARRAY[the query''s distinct terms (to_tsvector(''english'', query_text)), the most of them one of the first three of chunk_ids holds], among the chunks of the given tenant visible under acl / all_labels; for hybrid_definer''s functions, which resolve the tenant first.';
+
+-- hybrid._term_match: the same, for the current tenant and the caller's labels
 CREATE OR REPLACE FUNCTION hybrid._term_match(query_text text, chunk_ids text[]) RETURNS integer[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
     v_tenant text := hybrid._current_tenant();
     v_key integer := hybrid._tenant_key(v_tenant);
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
-    v_terms text[] := tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')));
-    v_best integer;
 BEGIN
     IF cardinality(chunk_ids) > 10000 THEN
         RAISE EXCEPTION 'chunk_ids must hold at most 10000 ids (per_source_k''s limit), got %', cardinality(chunk_ids)
             USING ERRCODE = '22023';
     END IF;
-    IF v_tenant IS NULL OR v_key IS NULL OR cardinality(v_terms) = 0 OR coalesce(cardinality(chunk_ids), 0) = 0 THEN
-        RETURN ARRAY[cardinality(v_terms), 0];
+    IF v_tenant IS NULL OR v_key IS NULL THEN
+        RETURN ARRAY[cardinality(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))), 0];
     END IF;
-    -- the terms a chunk holds: its lexemes less those left once the query's are deleted (the stored tsv
-    -- is to_tsvector('english', content)); a chunk the caller cannot see counts as absent
-    SELECT max(length(c.tsv) - length(ts_delete(c.tsv, v_terms))) INTO v_best
-    FROM hybrid.chunk c
-    WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.chunk_id = ANY (chunk_ids)
-      AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all);
-    RETURN ARRAY[cardinality(v_terms), coalesce(v_best, 0)];
+    RETURN hybrid._term_match_in(v_key, v_tenant, hybrid._current_acl(), hybrid._acl_all(), query_text, chunk_ids);
 END
 $$;
 COMMENT ON FUNCTION hybrid._term_match(text, text[]) IS
-'ARRAY[the query''s distinct terms (to_tsvector(''english'', query_text)), the most of them one of chunk_ids holds], over the chunks of the current tenant the caller can see (any other id counts as absent).';
+'ARRAY[the query''s distinct terms (to_tsvector(''english'', query_text)), the most of them one of the first three of chunk_ids (a list, best first) holds], over the chunks of the current tenant the caller can see (any other id counts as absent).';
 
 -- hybrid.lexical_strength: the factor hybrid.retrieve scales a lexical list's weight by
 CREATE OR REPLACE FUNCTION hybrid.lexical_strength(query_text text, chunk_ids text[], term_coverage integer DEFAULT 2)
@@ -666,7 +685,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.lexical_strength(text, text[], integer) IS
-'The factor hybrid.retrieve multiplies keyword_weight by for the lexical list chunk_ids (as hybrid.search_lexical returns it for query_text): 1 once one of its hits holds term_coverage of the query''s distinct terms (all of them, for a shorter query), else the share it holds (hybrid._lexical_strength): with the default 2, a list none of whose hits matches more than one word of a longer query counts at half weight. term_coverage 1: always 1. Fusing lists you bring with hybrid.fuse, pass weights[i] * this for a lexical list to score as hybrid_retrieve does.';
+'The factor hybrid.retrieve multiplies keyword_weight by for the lexical list chunk_ids (best first, as hybrid.search_lexical returns it for query_text): 1 once one of its three best hits holds term_coverage of the query''s distinct terms (all of them, for a shorter query), else the share it holds (hybrid._lexical_strength): with the default 2, a list none of whose hits matches more than one word of a longer query counts at half weight. term_coverage 1: always 1. Fusing lists you bring with hybrid.fuse, pass weights[i] * this for a lexical list to score as hybrid_retrieve does.';
 
 -- hybrid._check_fusion: validate the fusion method's name
 CREATE OR REPLACE FUNCTION hybrid._check_fusion(fusion text) RETURNS void

@@ -207,11 +207,11 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     min_graph_score double precision DEFAULT NULL,
     -- chosen on data: bench/graph_quality.py on CACM (docs/graph.md), at graph_weight 0.5
     graph_decay double precision DEFAULT 0.4,
-    -- a lexical list none of whose hits holds two of the query's terms counts at half weight
+    -- a lexical list none of whose three best hits holds two of the query's terms counts at half weight
     -- (hybrid.lexical_strength; 2 changes no ranking on the four shared collections: docs/searching.md)
     term_coverage integer DEFAULT 2,
     -- no rows when nothing is relevant: the dense branch's best hit below the tenant's calibrated floor
-    -- (hybrid.calibrate_abstention) and no lexical hit holding every term of the query
+    -- (hybrid.calibrate_abstention) and none of the three best lexical hits holding every term of the query
     abstain boolean DEFAULT false)
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -358,10 +358,10 @@ BEGIN
             INTO l_ids, l_scores
             FROM hybrid.search_lexical(query_text, v_k, corpus_ids, filter, lexical) s
             WHERE min_keyword_score IS NULL OR hybrid._branch_score('lexical', s.value) >= min_keyword_score;
-            -- a weak list (no hit holds term_coverage of the query's terms) weighs less: min-max would
+            -- a weak list (none of its three best hits holds term_coverage of the query's terms) weighs less: min-max would
             -- otherwise lift its best hit to 1 beside the dense list's
             IF (term_coverage > 1 OR abstain) AND cardinality(l_ids) > 0 THEN
-                v_match := hybrid._term_match(query_text, l_ids);
+                v_match := hybrid._term_match_in(v_key, v_tenant, v_acl, v_all, query_text, l_ids);
                 v_kw := keyword_weight * hybrid._lexical_strength(v_match[1], v_match[2], term_coverage);
             END IF;
             IF v_explain THEN
@@ -385,7 +385,7 @@ BEGIN
         END;
     END IF;
     -- abstention: with no graph_seeds of the caller's, the call answers only if the dense branch's best hit
-    -- clears the tenant's floor or a lexical hit holds every term of the query
+    -- clears the tenant's floor or one of the three best lexical hits holds every term of the query
     IF abstain AND (graph_seeds IS NULL OR cardinality(graph_seeds) = 0) THEN
         SELECT t.abstain_floor INTO v_floor FROM hybrid.tenant t WHERE t.tenant_id = v_tenant;
         IF v_floor IS NULL THEN
@@ -399,7 +399,7 @@ BEGIN
                 'lexical_full_match', coalesce(v_match[1] > 0 AND v_match[2] = v_match[1], false))::text, true);
         END IF;
         IF coalesce(1 - d_scores[1] < v_floor, true) AND NOT coalesce(v_match[1] > 0 AND v_match[2] = v_match[1], false) THEN
-            RAISE NOTICE 'hybrid_retrieve.abstained: the best dense hit (similarity %) is below tenant %''s floor (%) and no lexical hit holds every query term',
+            RAISE NOTICE 'hybrid_retrieve.abstained: the best dense hit (similarity %) is below tenant %''s floor (%) and none of the three best lexical hits holds every query term',
                 coalesce(round((1 - d_scores[1])::numeric, 4)::text, 'none'), v_tenant, round(v_floor::numeric, 4);
             IF v_explain THEN
                 PERFORM set_config('hybrid.explain_report', v_report::text, true);

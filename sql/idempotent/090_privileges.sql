@@ -88,6 +88,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._check_fusion(text), hybrid._branch_score(text, double precision), hybrid._blend_score(text, double precision),
     hybrid._fusion_score(text, text, double precision),
     hybrid._lexical_strength(integer, integer, integer), hybrid._term_match(text, text[]),
+    hybrid._term_match_in(integer, text, text[], boolean, text, text[]),
     hybrid._graph_score(double precision, double precision, double precision, double precision, double precision),
     hybrid._fuse_branches(text, double precision, double precision, double precision, text[], double precision[], text[], double precision[]),
     hybrid._dense_plan(integer, text[], jsonb, integer, integer), hybrid._dense_kind(integer), hybrid._dense_statement(text, integer),
