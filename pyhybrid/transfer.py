@@ -3,7 +3,8 @@
 The file (gzip-compressed when its name ends in .gz) holds a header line, then one JSON record per
 line: every corpus, every live chunk with its embedding, ACL labels, metadata and position, and every
 graph edge by its node ids (chunk ids and entity ids), so that the importing server allocates its own
-vertex ids. Superseded chunks are not exported. Importing writes the whole tenant in one transaction:
+vertex ids. The header carries the tenant's abstention floor (hybrid.calibrate_abstention), which
+describes the chunks and so travels with them. Superseded chunks are not exported. Importing writes the whole tenant in one transaction:
 a bad record leaves nothing behind.
 
 Both directions need an admin connection (a superuser or the schema's owner): export reads the
@@ -44,6 +45,9 @@ _VERSION_SQL = "SELECT hybrid.version() AS v"
 _COUNT_SQL = "SELECT count(*) AS n FROM hybrid.chunk WHERE tenant_id = %s"
 _TENANT_EXISTS_SQL = "SELECT count(*) AS n FROM hybrid.tenant WHERE tenant_id = %s"
 _CORPUS_METADATA_SQL = "UPDATE hybrid.corpus SET metadata = %s::jsonb WHERE tenant_id = %s AND corpus_id = %s"
+# the abstention floor (hybrid.calibrate_abstention) describes the chunks, which travel unchanged: it travels too
+_FLOOR_SQL = "SELECT abstain_floor FROM hybrid.tenant WHERE tenant_id = %s"
+_SET_FLOOR_SQL = "UPDATE hybrid.tenant SET abstain_floor = %s WHERE tenant_id = %s"
 
 
 def export_tenant(client: HybridClient, tenant_id: str, path: str | Path) -> dict[str, int]:
@@ -55,7 +59,8 @@ def export_tenant(client: HybridClient, tenant_id: str, path: str | Path) -> dic
         if conn.execute(_TENANT_EXISTS_SQL, (tenant_id,)).fetchone() == {"n": 0}:
             raise InvalidParameterError(f"tenant_id {tenant_id!r} does not exist")
         header = {"format": FORMAT, "version": VERSION, "tenant_id": tenant_id, "embedding_dim": t.embedding_dim(),
-                  "pyhybrid": __version__, "schema": (conn.execute(_VERSION_SQL).fetchone() or {}).get("v")}
+                  "pyhybrid": __version__, "schema": (conn.execute(_VERSION_SQL).fetchone() or {}).get("v"),
+                  "abstain_floor": (conn.execute(_FLOOR_SQL, (tenant_id,)).fetchone() or {}).get("abstain_floor")}
         has_graph = bool((conn.execute(_HAS_GRAPH_SQL).fetchone() or {}).get("has_graph"))
         with open_text(path, "w") as out:
             out.write(json.dumps(header) + "\n")
@@ -103,6 +108,9 @@ def import_tenant(client: HybridClient, path: str | Path, tenant_id: str | None 
     if not isinstance(target, str):
         raise InvalidParameterError(f"{path}: the header names no tenant_id; pass tenant_id")
     _base.tenant_params(target, None)
+    floor = header.get("abstain_floor")  # absent from exports made before 0.3's abstention: NULL, as there
+    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not -1.0 <= floor <= 1.0):
+        raise InvalidParameterError(f"{path}: abstain_floor must be a cosine similarity in [-1, 1] or null, got {floor!r}")
     counts = {"corpora": 0, "chunks": 0, "edges": 0}
     with client.tenant(target, ["*"]) as t:
         t.conn.execute(_sql.CREATE_TENANT_SQL, (target,))  # in the import's transaction: all or nothing
@@ -151,4 +159,6 @@ def import_tenant(client: HybridClient, path: str | Path, tenant_id: str | None 
             if meta:
                 t.conn.execute(_CORPUS_METADATA_SQL, (json.dumps(meta), target, corpus))
         counts["corpora"] = len(corpus_metadata)
+        if floor is not None:
+            t.conn.execute(_SET_FLOOR_SQL, (float(floor), target))
     return counts

@@ -4,7 +4,6 @@ error stops at its batch."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Sequence
 
 import numpy as np

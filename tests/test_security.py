@@ -9,7 +9,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pyhybrid import Chunk, HybridClient, TenantError
+from pyhybrid import Chunk, HybridClient
 from tests.conftest import Db
 from tests.helpers import chunks
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pyhybrid import Chunk, HybridClient, InvalidParameterError, TenantError
+from pyhybrid import AbstainedWarning, Chunk, HybridClient, InvalidParameterError, TenantError
 from pyhybrid.transfer import export_tenant, import_tenant
 from tests.conftest import Db
 from tests.helpers import chunks, unit
@@ -95,16 +95,29 @@ def test_drop_tenant_is_for_admins_only_and_names_a_missing_tenant(db: Db) -> No
 def test_export_then_import_on_another_server_gives_the_same_answers(db: Db, db2: Db, tmp_path: Path) -> None:
     _fill(db.dsn(), "acme", 1)
     path = tmp_path / "acme.jsonl.gz"
+    floor = 0.25  # as hybrid.calibrate_abstention stores it (which needs 20 chunks; acme holds 16)
+    with psycopg.connect(db.dsn()) as admin:
+        admin.execute("UPDATE hybrid.tenant SET abstain_floor = %s WHERE tenant_id = 'acme'", (floor,))
     with HybridClient(db.dsn()) as c:
         assert export_tenant(c, "acme", path) == {"corpora": 2, "chunks": 16, "edges": 4}
     lines = [json.loads(x) for x in gzip.open(path, "rt")]
     assert lines[0]["format"] == "pyhybrid-tenant" and lines[0]["tenant_id"] == "acme"
+    assert lines[0]["abstain_floor"] == floor
     assert not any("tenant_id" in (r.get("properties") or {}) for r in lines if r.get("type") == "edge")
     with psycopg.connect(db2.dsn()) as admin:  # the other server has never seen acme's rows
         admin.execute("DELETE FROM hybrid.tenant_grant WHERE tenant_id = 'acme'")
     with HybridClient(db2.dsn()) as c:
         assert import_tenant(c, path) == {"corpora": 2, "chunks": 16, "edges": 4}
     assert _answers(db2.dsn(), "acme") == _answers(db.dsn(), "acme")
+    with psycopg.connect(db.dsn()) as a, psycopg.connect(db2.dsn()) as b:
+        # the abstention floor came along: abstain=True answers there without a new calibration
+        floor_sql = "SELECT abstain_floor FROM hybrid.tenant WHERE tenant_id = 'acme'"
+        assert b.execute(floor_sql).fetchone() == a.execute(floor_sql).fetchone() == (floor,)
+        near = json.loads(b.execute("SELECT embedding::text FROM hybrid.chunk WHERE chunk_id = 'acme-a-0'").fetchone()[0])
+    with HybridClient(db2.dsn()) as c, c.tenant("acme") as t:  # raised 55000 (no floor) before the floor travelled
+        assert [r.chunk_id for r in t.retrieve(query_embedding=near, abstain=True, top_k=1)] == ["acme-a-0"]
+        with pytest.warns(AbstainedWarning, match="below tenant acme's floor"):
+            assert t.retrieve(query_embedding=unit(1), abstain=True) == []
     with psycopg.connect(db.dsn()) as a, psycopg.connect(db2.dsn()) as b:
         q = ("SELECT chunk_id, document_id, corpus_id, content, embedding::text, position, metadata, acl_labels, "
              "content_hash FROM hybrid.chunk WHERE tenant_id = 'acme' AND NOT superseded ORDER BY chunk_id")
@@ -143,6 +156,9 @@ def test_import_refuses_a_tenant_with_data_a_wrong_dimension_and_a_bad_file_writ
         (tmp_path / "bad.jsonl").write_text("\n".join(lines[:3] + ['{"type": "chunk", "chunk_id": "z"}']) + "\n")
         with pytest.raises(InvalidParameterError, match=r"bad.jsonl:4"):
             import_tenant(c, tmp_path / "bad.jsonl", "fresh2")
+        (tmp_path / "floor.jsonl").write_text("\n".join([json.dumps({**header, "abstain_floor": "high"})] + lines[1:]) + "\n")
+        with pytest.raises(InvalidParameterError, match=r"abstain_floor must be a cosine similarity"):
+            import_tenant(c, tmp_path / "floor.jsonl", "fresh4")
         (tmp_path / "other.jsonl").write_text('{"hello": 1}\n')
         with pytest.raises(InvalidParameterError, match="not a pyhybrid-tenant export"):
             import_tenant(c, tmp_path / "other.jsonl", "fresh3")
