@@ -375,6 +375,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.densify:
         if not maintenance.densify_vector_indexes(target.admin, report=print):
             print("no HNSW index is due for a denser graph")
+    if args.dense_kind:
+        maintenance.set_dense_index_kind(target.admin, args.dense_kind, report=print)
     with psycopg.connect(target.admin) as c:
         findings = list(check(c))
     for f in findings:
@@ -766,6 +768,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--densify", action="store_true",
                    help="rebuild, with a denser graph, the HNSW index of each tenant grown past hnsw_dense_rows "
                         "(REINDEX CONCURRENTLY: reads and writes go on) before checking")
+    s.add_argument("--dense-kind", choices=maintenance.DENSE_KINDS, default=None,
+                   help="make the HNSW index hold vector, halfvec copies or binary codes (auto: the dimension's "
+                        "default), built CONCURRENTLY beside the old one, then swapped (docs/operations.md)")
     s.set_defaults(func=cmd_doctor)
 
     s = add("tenant", help="list, create, grant, drop, export and import tenants (admin)")

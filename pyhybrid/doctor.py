@@ -135,8 +135,8 @@ def _dense_index_kind(conn: psycopg.Connection[Any]) -> Finding:
     kind, due, built = (str(v) for v in row)
     if built == due:
         return Finding("dense index kind", f"{kind} ({_KINDS.get(kind, kind)}; operator class {built})")
-    return Finding("dense index kind", f"built with {built}, the dimension calls for {due} ({kind})", True,
-                   "SELECT hybrid.suspend_vector_index(); SELECT hybrid.resume_vector_index();  (as the schema owner)")
+    return Finding("dense index kind", f"built with {built}, the install calls for {due} ({kind})", True,
+                   f"pyhybrid doctor --dense-kind {kind}  (built CONCURRENTLY, then swapped)")
 
 
 def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] | None = None) -> Any:

@@ -1,4 +1,5 @@
-"""Server maintenance: rebuild the BM25 indexes a restart left stale, merge them after loads, and HNSW graphs a tenant outgrew."""
+"""Server maintenance: rebuild the BM25 indexes a restart left stale, merge them after loads, HNSW graphs a tenant
+outgrew, and change what the HNSW index holds."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import psycopg
 from psycopg import conninfo, sql
 
 from . import _base
-from .errors import SchemaError, from_psycopg
+from .errors import InvalidParameterError, SchemaError, from_psycopg
 
 logger = logging.getLogger("pyhybrid")
 
@@ -227,3 +228,54 @@ def densify_vector_indexes(dsn: str, tenants: list[str] | None = None,
                                     f"ef_construction {d.ef_construction} -> m {d.due_m}, "
                                     f"ef_construction {d.due_ef_construction}")
     return done
+
+
+DENSE_KINDS = ("auto", "vector", "halfvec", "bit")
+_PARTITIONS_SQL = """SELECT c.relname, greatest(c.reltuples, 0)::bigint AS rows, d.m, d.ef_construction,
+       pg_size_pretty(hybrid._hnsw_build_memory(c.reltuples, d.m)) AS mem,
+       hybrid._dense_index_key(hybrid.embedding_dim(), %(kind)s) AS key
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid CROSS JOIN LATERAL hybrid._hnsw_density(c.reltuples) d
+WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY i.inhrelid"""
+_BUILT_OPCLASS_SQL = """SELECT o.opcname FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0]
+WHERE x.indexrelid = to_regclass('hybrid.chunk_embedding_hnsw')"""
+
+
+def set_dense_index_kind(dsn: str, kind: str, report: Callable[[str], None] | None = None) -> str:
+    """Make the HNSW index hold kind (vector, halfvec, bit, or auto: the dimension's default), online (admin).
+
+    Each partition's index of the new kind is built first with CREATE INDEX CONCURRENTLY, beside the
+    old one, which serves reads and writes meanwhile; then hybrid.set_dense_index_kind swaps them in one
+    short transaction, with the setting dense_index_kind. A build that fails leaves no half-built index
+    and the old kind in place. Returns what hybrid.set_dense_index_kind reports.
+    """
+    if kind not in DENSE_KINDS:
+        raise InvalidParameterError(f"kind must be one of {', '.join(DENSE_KINDS)}, got {kind!r}")
+    say = report or logger.info
+    with psycopg.connect(dsn, autocommit=True) as conn, _base.translate_errors():
+        dim = conn.execute("SELECT hybrid.embedding_dim()").fetchone()[0]  # type: ignore[index]
+        target = (conn.execute("SELECT CASE WHEN %(k)s::text = 'auto' THEN CASE WHEN %(d)s <= 2000 THEN 'vector' "
+                               "WHEN %(d)s <= 4000 THEN 'halfvec' ELSE 'bit' END "
+                               "ELSE hybrid._valid_dense_kind(%(k)s, %(d)s) END", {"k": kind, "d": dim}).fetchone()
+                  or ("",))[0]
+        opclass = conn.execute("SELECT split_part(hybrid._dense_index_key(%s, %s), ' ', -1)", (dim, target)).fetchone()
+        built = conn.execute(_BUILT_OPCLASS_SQL).fetchone()
+        if built is not None and opclass is not None and built[0] != opclass[0]:
+            for rel, rows, m, efc, mem, key in conn.execute(_PARTITIONS_SQL, {"kind": target}).fetchall():
+                name = sql.Identifier("hybrid", f"{rel}_embedding_{target}")
+                conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(name))  # a leftover of a failed run
+                conn.execute("SELECT set_config('maintenance_work_mem', %(mem)s, false) "
+                             "WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes(%(mem)s)",
+                             {"mem": mem})
+                with_ = sql.SQL("") if (m, efc) == (16, 64) else sql.SQL(" WITH (m = {}, ef_construction = {})").format(
+                    sql.Literal(m), sql.Literal(efc))
+                try:
+                    conn.execute(sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} USING hnsw ({}){} WHERE NOT superseded").format(
+                        sql.Identifier(f"{rel}_embedding_{target}"), sql.Identifier("hybrid", rel), sql.SQL(key), with_))
+                except psycopg.Error:
+                    conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(name))  # left invalid
+                    raise
+                say(f"built {target} HNSW index of {rel} (~{rows:,} chunks, m {m}, ef_construction {efc})")
+        done = conn.execute("SELECT hybrid.set_dense_index_kind(%s)", (kind,)).fetchone()
+    result = str(done[0]) if done else target
+    say(f"dense index kind: {result}")
+    return result

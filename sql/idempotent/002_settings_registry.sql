@@ -27,6 +27,8 @@ AS $$
          'The HNSW graph''s m for every partition at hybrid.resume_vector_index''s next build; unset: by hnsw_dense_rows (16 where only hnsw_ef_construction is set).'),
         ('hnsw_ef_construction', NULL,
          'The HNSW graph''s ef_construction for every partition at the next build; unset: by hnsw_dense_rows (64 where only hnsw_m is set).'),
+        ('dense_index_kind', NULL,
+         'What the HNSW index holds (vector, halfvec or bit), written only by hybrid.set_dense_index_kind with the index it builds; unset: by the dimension (hybrid._dense_kind).'),
         ('hnsw_dense_rows', '100000',
          'Without hnsw_m and hnsw_ef_construction, partitions of at least this many live chunks get m 24 and ef_construction 128, smaller ones pgvector''s 16 and 64 (hybrid._hnsw_density).')
 $$;

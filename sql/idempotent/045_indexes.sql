@@ -1,19 +1,47 @@
 -- The HNSW index, defined once: created here at install, dropped and rebuilt around bulk loads.
 
--- hybrid._dense_kind: what the HNSW index holds for embeddings of a dimension
-CREATE OR REPLACE FUNCTION hybrid._dense_kind(dim integer) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- hybrid._valid_dense_kind: a dense index kind checked against the dimension's limits
+CREATE OR REPLACE FUNCTION hybrid._valid_dense_kind(kind text, dim integer, name text DEFAULT 'kind') RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 -- pgvector 0.8 builds HNSW on vector up to 2,000 dimensions, on halfvec up to 4,000 and on bit up
 -- to 64,000; a vector column holds up to 16,000. The column stays vector(dim) whatever the kind.
-AS $$ SELECT CASE WHEN dim <= 2000 THEN 'vector' WHEN dim <= 4000 THEN 'halfvec' ELSE 'bit' END $$;
+AS $$
+BEGIN
+    IF kind IS NULL OR kind NOT IN ('vector', 'halfvec', 'bit') THEN
+        RAISE EXCEPTION '% must be vector, halfvec or bit, got %', name, coalesce(quote_literal(kind), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF (kind = 'vector' AND dim > 2000) OR (kind = 'halfvec' AND dim > 4000) THEN
+        RAISE EXCEPTION '% %: pgvector builds HNSW on % up to % dimensions, this install stores %',
+            name, kind, kind, CASE kind WHEN 'vector' THEN 2000 ELSE 4000 END, dim
+            USING ERRCODE = '22023', HINT = 'Use halfvec (up to 4,000 dimensions) or bit.';
+    END IF;
+    RETURN kind;
+END
+$$;
+COMMENT ON FUNCTION hybrid._valid_dense_kind(text, integer, text) IS
+'Returns kind if it is a dense index kind (vector, halfvec, bit) pgvector can build HNSW on at dim dimensions (vector up to 2,000, halfvec up to 4,000, bit up to 64,000); raises 22023 naming name otherwise.';
+REVOKE ALL ON FUNCTION hybrid._valid_dense_kind(text, integer, text) FROM PUBLIC;
+
+-- hybrid._dense_kind: what the HNSW index holds for embeddings of a dimension
+CREATE OR REPLACE FUNCTION hybrid._dense_kind(dim integer) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+-- the setting dense_index_kind is written only by hybrid.set_dense_index_kind, in the transaction that
+-- builds the index of that kind, so the kind read here is always the one the index holds
+AS $$
+    SELECT CASE WHEN v.kind IS NOT NULL THEN hybrid._valid_dense_kind(v.kind, dim, 'setting dense_index_kind')
+                WHEN dim <= 2000 THEN 'vector' WHEN dim <= 4000 THEN 'halfvec' ELSE 'bit' END
+    FROM (SELECT (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_index_kind') AS kind) v
+$$;
 COMMENT ON FUNCTION hybrid._dense_kind(integer) IS
-'The HNSW index kind for embeddings of dim dimensions: vector (up to 2,000: the embeddings themselves), halfvec (2,001 to 4,000: an expression index on embedding::halfvec(dim), ranked by the exact cosine of the vectors) or bit (4,001 to 16,000: binary_quantize(embedding)::bit(dim) by Hamming distance, a wider candidate list re-ranked by the exact cosine).';
+'The HNSW index kind for embeddings of dim dimensions: the setting dense_index_kind where hybrid.set_dense_index_kind wrote it, else by the dimension: vector (up to 2,000: the embeddings themselves), halfvec (2,001 to 4,000: an expression index on embedding::halfvec(dim), ranked by the exact cosine of the vectors) or bit (4,001 to 16,000: binary_quantize(embedding)::bit(dim) by Hamming distance, a wider candidate list re-ranked by the exact cosine).';
 REVOKE ALL ON FUNCTION hybrid._dense_kind(integer) FROM PUBLIC;
 
 -- hybrid._dense_index_key: the HNSW index's key (expression and operator class) for a dimension
 CREATE OR REPLACE FUNCTION hybrid._dense_index_key(dim integer, kind text DEFAULT NULL) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE coalesce(kind, hybrid._dense_kind(dim))
@@ -176,6 +204,74 @@ $$;
 COMMENT ON FUNCTION hybrid.suspend_vector_index() IS
 'Drops the HNSW index for a bulk load (rebuild it with hybrid.resume_vector_index); returns whether it dropped one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.suspend_vector_index() FROM PUBLIC;
+
+-- hybrid.set_dense_index_kind: change what the HNSW index holds (admin)
+CREATE OR REPLACE FUNCTION hybrid.set_dense_index_kind(kind text) RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    v_dim integer := hybrid.embedding_dim();
+    v_kind text;
+    v_opc text;
+    v_base record;
+    v_part regclass;
+    v_rel text;
+    v_pre regclass;
+    v_built integer := 0;
+    v_reused integer := 0;
+BEGIN
+    IF kind IS NULL OR kind = 'auto' THEN
+        DELETE FROM hybrid.setting WHERE key = 'dense_index_kind';
+    ELSE
+        PERFORM hybrid._valid_dense_kind(kind, v_dim);
+        INSERT INTO hybrid.setting (key, value) VALUES ('dense_index_kind', kind)
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+    END IF;
+    v_kind := hybrid._dense_kind(v_dim);
+    v_opc := split_part(hybrid._dense_index_key(v_dim), ' ', -1);
+    IF to_regclass('hybrid.chunk_embedding_hnsw') IS NULL THEN
+        RETURN format('%s (the index is suspended: hybrid.resume_vector_index builds it so)', v_kind);
+    END IF;
+    IF (SELECT o.opcname FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0]
+        WHERE x.indexrelid = 'hybrid.chunk_embedding_hnsw'::regclass) = v_opc THEN
+        RETURN format('%s (the index holds it already)', v_kind);
+    END IF;
+    -- the setting and the index change in this one transaction: hybrid.search_dense reads the kind
+    -- from the setting, so it never orders by an expression no index holds
+    SELECT * INTO v_base FROM hybrid._hnsw_density(0);
+    DROP INDEX hybrid.chunk_embedding_hnsw;
+    EXECUTE format('CREATE INDEX chunk_embedding_hnsw ON ONLY hybrid.chunk USING hnsw (%s) %s WHERE NOT superseded',
+                   hybrid._dense_index_key(v_dim),
+                   CASE WHEN (v_base.m, v_base.ef_construction) <> (16, 64)
+                        THEN format('WITH (m = %s, ef_construction = %s)', v_base.m, v_base.ef_construction) ELSE '' END);
+    FOR v_part, v_rel IN SELECT i.inhrelid::regclass, c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                         WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY i.inhrelid LOOP
+        -- pyhybrid doctor --dense-kind builds <partition>_embedding_<kind> beforehand, CONCURRENTLY (reads
+        -- and writes go on); a partition without a valid one (a tenant created since) is built here
+        v_pre := to_regclass(format('hybrid.%I', v_rel || '_embedding_' || v_kind));
+        IF v_pre IS NOT NULL AND EXISTS (
+                SELECT 1 FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0]
+                WHERE x.indexrelid = v_pre AND x.indrelid = v_part AND x.indisvalid AND x.indisready
+                  AND o.opcname = v_opc AND x.indpred IS NOT NULL) THEN
+            EXECUTE format('ALTER INDEX %s RENAME TO %I', v_pre, v_rel || '_embedding_idx');
+            v_reused := v_reused + 1;
+        ELSE
+            IF v_pre IS NOT NULL THEN
+                EXECUTE format('DROP INDEX %s', v_pre);
+            END IF;
+            PERFORM hybrid._build_partition_hnsw(v_part, v_rel || '_embedding_idx');
+            v_built := v_built + 1;
+        END IF;
+        EXECUTE format('ALTER INDEX hybrid.chunk_embedding_hnsw ATTACH PARTITION hybrid.%I', v_rel || '_embedding_idx');
+    END LOOP;
+    RETURN format('%s (%s partition indexes built here, %s built beforehand)', v_kind, v_built, v_reused);
+END
+$$;
+COMMENT ON FUNCTION hybrid.set_dense_index_kind(text) IS
+'Changes what the HNSW index holds: kind vector, halfvec or bit (hybrid._valid_dense_kind: within pgvector''s dimension limits), or auto / NULL for the dimension''s default (hybrid._dense_kind); writes the setting dense_index_kind and, in the same transaction, replaces hybrid.chunk_embedding_hnsw by an index of that kind, each partition''s either the valid index <partition>_embedding_<kind> built beforehand (pyhybrid doctor --dense-kind builds them CONCURRENTLY) or built here (which holds the partition''s writes until commit). While the index is suspended it only writes the setting. Returns the kind and what it built. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.set_dense_index_kind(text) FROM PUBLIC;
 
 -- hybrid.vector_index_density: each tenant's HNSW graph density, and the one its size calls for (admin)
 CREATE OR REPLACE FUNCTION hybrid.vector_index_density()
