@@ -285,6 +285,14 @@ def engine_state() -> dict[str, Any]:
             "sql_and_pyhybrid_sha256": h.hexdigest()[:16]}
 
 
+def control_ms() -> float:
+    """Machine-speed control: a fixed float32 matmul workload, in ms (higher: a slower or busier machine)."""
+    a, t0 = np.random.default_rng(0).standard_normal((384, 1536)).astype(np.float32), time.perf_counter()
+    for _ in range(40):
+        a @ a.T
+    return round((time.perf_counter() - t0) * 1000, 1)
+
+
 def start_meta(benchmark: str, argv: Sequence[str] | None = None, script: str | None = None) -> dict[str, Any]:
     """What a result file says about its run: the benchmark, the exact command, engine, machine, date."""
     env = f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else ""
@@ -292,7 +300,8 @@ def start_meta(benchmark: str, argv: Sequence[str] | None = None, script: str | 
     machine = machine_info()
     return {"benchmark": benchmark, "command": env + "python " + " ".join([f"bench/{script or benchmark}.py", *args]),
             "engine": engine_state(), "machine": machine, "date": machine["date"],
-            "loadavg_start": [round(x, 2) for x in os.getloadavg()], "_t0": time.perf_counter()}
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()], "control_ms_start": control_ms(),
+            "_t0": time.perf_counter()}
 
 
 def write_result(path: Path, meta: dict[str, Any], payload: dict[str, Any]) -> None:
@@ -300,5 +309,6 @@ def write_result(path: Path, meta: dict[str, Any], payload: dict[str, Any]) -> N
     m = {k: v for k, v in meta.items() if k != "_t0"}
     m["wall_s"] = round(time.perf_counter() - meta["_t0"], 1)
     m["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    m["control_ms_end"] = control_ms()  # the same workload as control_ms_start: how the machine's speed moved
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"meta": m, **payload}, indent=1) + "\n", encoding="utf-8")

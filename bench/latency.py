@@ -29,7 +29,7 @@ import psycopg
 from psycopg import sql
 from tqdm import tqdm
 
-from _common import (drop_database, engine_state, fresh_database, installed_versions, pct, server_processes,
+from _common import (control_ms, drop_database, engine_state, fresh_database, installed_versions, pct, server_processes,
                      start_meta, summarize, vector_literal, write_result)
 from _common import machine_info as host_info
 from pyhybrid import Chunk, Edge, HybridWeights, connect, migrate
@@ -700,7 +700,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             for label, td in picks:
                 qs = make_queries(world, td, args.queries + args.warmup, qrng)
                 lat[label] = measure_tenant(client, td, qs[args.warmup:], qs[: args.warmup], bar, args.method_budget_s)
-                lat[label].update(tenant_id=td.tenant_id, chunks=len(td.chunk_ids))
+                lat[label].update(tenant_id=td.tenant_id, chunks=len(td.chunk_ids), control_ms_after=control_ms())
         timings["queries_s"] = time.perf_counter() - t0
         res["latency"] = lat
         if args.index_kinds:

@@ -27,7 +27,7 @@ import numpy as np
 import psycopg
 from psycopg import conninfo
 
-from _common import start_meta, unit_vectors, write_result
+from _common import control_ms, start_meta, unit_vectors, write_result
 from pyhybrid import Chunk, ConflictError, HybridClient, migrate
 from pyhybrid.server import start_embedded, start_embedded_standby, stop_embedded
 
@@ -330,14 +330,6 @@ def ingest_round(folder: Path, data_dir: Path, tenant: str) -> dict[str, Any]:
     totals = json.loads(out.getvalue().strip().splitlines()[-1])
     return {"wall_s": round(wall, 2), "chunks": totals["inserted"], "chunks_per_s": round(totals["inserted"] / wall, 2),
             "stages_s": stages, "not_embedding_s": round(wall - stages.get("embed", 0.0), 2), "totals": totals}
-
-
-def control_ms() -> float:
-    """Machine-speed control: a fixed float32 matmul workload, in ms (higher: a slower or busier machine)."""
-    a, t0 = np.random.default_rng(0).standard_normal((384, 1536)).astype(np.float32), time.perf_counter()
-    for _ in range(40):
-        a @ a.T
-    return round((time.perf_counter() - t0) * 1000, 1)
 
 
 def embed_batches(emb: Any, texts: list[str], batch: int, budget: int | None, bucket: bool) -> float:
