@@ -32,7 +32,8 @@ from tqdm import tqdm
 from _common import (control_ms, drop_database, engine_state, fresh_database, installed_versions, pct, server_processes,
                      start_meta, summarize, vector_literal, write_result)
 from _common import machine_info as host_info
-from pyhybrid import Chunk, Edge, HybridWeights, connect, migrate
+from pyhybrid import Edge, HybridWeights, connect, migrate
+from pyhybrid.ingest import ingest_records
 from pyhybrid.fusion import rrf_scores
 from pyhybrid.maintenance import merge_bm25
 from pyhybrid.server import start_embedded, stop_embedded
@@ -300,6 +301,7 @@ def machine_info(admin_dsn: str) -> dict[str, Any]:
             "loadavg_start": list(os.getloadavg())}
 
 
+WRITERS = 1  # --writers
 EF_SEARCH: int | None = None  # --ef-search: hybrid.setting hnsw_ef_search for the run (None: the engine's default)
 
 
@@ -567,16 +569,14 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
                 with admin.connection() as c, c.transaction():  # not left open: resume would be a savepoint in it
                     res["hnsw_present_during_load"] = c.execute(hnsw_check).fetchone()["present"]
             with tqdm(total=size, desc=f"{size}: ingest", unit="chunk", leave=False) as bar:
-                for td in tenants:
-                    for lo, hi in doc_batches(td, batch):
-                        chunks = [Chunk(chunk_id=td.chunk_ids[j], document_id=td.doc_ids[j], content=td.texts[j],
-                                        embedding=td.vectors[j], position=int(td.positions[j]),
-                                        metadata={"title": f"{td.doc_ids[j]} part {int(td.positions[j])}",
-                                                  "topic": int(td.clusters[j])}) for j in range(lo, hi)]
-                        with client.tenant(td.tenant_id) as t:
-                            r = t.ingest(chunks, corpus_id="main")
-                        assert r.inserted == hi - lo and r.superseded == 0, r
-                        bar.update(hi - lo)
+                for td in tenants:  # pyhybrid ingest's path for pre-embedded records (--writers at once)
+                    recs = ({"chunk_id": td.chunk_ids[j], "document_id": td.doc_ids[j], "content": td.texts[j],
+                             "embedding": td.vectors[j], "position": int(td.positions[j]), "metadata": {
+                                 "title": f"{td.doc_ids[j]} part {int(td.positions[j])}", "topic": int(td.clusters[j])}}
+                            for j in range(len(td.chunk_ids)))
+                    r = ingest_records(client.dsn, td.tenant_id, "main", recs, batch_size=batch, quiet=True, writers=WRITERS)
+                    assert r["inserted"] == len(td.chunk_ids) and r["superseded"] == 0, r
+                    bar.update(len(td.chunk_ids))
             t_loaded = time.perf_counter()
             if bulk:
                 mem.phase = "hnsw_rebuild"
@@ -941,11 +941,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time lexical_bm25 (the "
                     "index scan's scores) against lexical_bm25_rescored (re-scored with <@>), interleaved")
+    ap.add_argument("--writers", type=int, default=1, help="ingest_records(writers=N): batches written at once")
     args = ap.parse_args(argv)
-    global EF_SEARCH, N_TENANTS, PICKS, METHODS
+    global EF_SEARCH, N_TENANTS, PICKS, METHODS, WRITERS
     METHODS = METHODS[:2] + (["lexical_bm25_rescored"] if args.bm25_ab else []) + METHODS[2:] \
         + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
-    EF_SEARCH, N_TENANTS, PICKS = args.ef_search, args.tenants, list(args.picks)
+    EF_SEARCH, N_TENANTS, PICKS, WRITERS = args.ef_search, args.tenants, list(args.picks), args.writers
     if args.tenants < len(args.picks):
         ap.error("--tenants must be at least the number of --picks")
     if args.queries < 1:
@@ -958,7 +959,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     report: dict[str, Any] = {
         "machine": machine_info(admin_dsn),
-        "config": {"queries": args.queries, "warmup": args.warmup, "batch": args.batch, "seed": args.seed,
+        "config": {"queries": args.queries, "warmup": args.warmup, "batch": args.batch, "writers": args.writers, "seed": args.seed,
                    "per_source_k": PER_SOURCE_K, "top_k": TOP_K, "weights": [WEIGHTS.vector, WEIGHTS.keyword, WEIGHTS.graph],
                    "rrf_k": RRF_K, "tenants": N_TENANTS, "picks": PICKS, "dim": DIM, "clusters": N_CLUSTERS, "vocab": VOCAB},
         "runs": [],

@@ -549,7 +549,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         # no progress bar for a dry run: it embeds and writes nothing, so its rate would say nothing
         return ingest_records(target.app, args.tenant, corpus, iter(records), batch_size=args.batch,
                               acl_labels=[a for a in (args.acl or "").split(",") if a],
-                              quiet=args.quiet or args.dry_run, total=len(records), dry_run=args.dry_run)
+                              quiet=args.quiet or args.dry_run, total=len(records), dry_run=args.dry_run,
+                              writers=args.writers)
 
     totals: dict[str, int] = {}
     with _tenant_hint(args):
@@ -828,6 +829,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--acl", help="comma-separated ACL labels for chunks that carry none (default: none)")
     s.add_argument("--bulk", action="store_true",
                    help="drop the HNSW index during the load and rebuild it after (admin; for large loads)")
+    s.add_argument("--writers", type=_positive("--writers"), default=1,
+                   help="batches written at once, each on a connection of its own (1 to 16; for pre-embedded loads "
+                        "on a server with cores to spare: docs/ingesting.md#speed)")
     s.add_argument("--quiet", action="store_true",
                    help="no progress bar, no line about files of unsupported types (files that could not be read are "
                         "still named)")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from queue import Queue
 from typing import Any, Iterator, Sequence
 
 
@@ -25,9 +28,13 @@ def _batches(records: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict
         yield batch
 
 
+MAX_WRITERS = 16
+
+
 def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[str, Any]], *, batch_size: int = 1000,
                    acl_labels: Sequence[str] = (), quiet: bool = False, total: int | None = None,
-                   skip_unchanged: bool = True, dry_run: bool = False, embedder: Any = None) -> dict[str, int]:
+                   skip_unchanged: bool = True, dry_run: bool = False, embedder: Any = None,
+                   writers: int = 1) -> dict[str, int]:
     """Embed records lacking an embedding and ingest them in document-aligned batches.
 
     skip_unchanged: first ask the server which documents it already stores exactly so
@@ -38,9 +45,18 @@ def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[st
     outside the writing transaction. A batch is written (one transaction, on a second connection) while
     the next one is embedded; the rows are those of writing the batches one after the other, and an error
     stops at its batch: the batches before it are written, it and those after it are not.
+
+    writers: how many batches are written at once, each on a connection of its own (1 to 16; for
+    pre-embedded loads on a server with cores to spare). A batch that shares a document or chunk id with
+    one being written waits for it, so the rows are still those of the batches one after the other; an
+    error stops at its batch, but up to writers - 1 batches sent beside it may be written too (running
+    the same ingest again writes only what is missing).
     """
     from .client import HybridClient
+    from .errors import InvalidParameterError
 
+    if isinstance(writers, bool) or not isinstance(writers, int) or not 1 <= writers <= MAX_WRITERS:
+        raise InvalidParameterError(f"writers must be an integer from 1 to {MAX_WRITERS}, got {writers!r}")
     totals = {"inserted": 0, "updated": 0, "unchanged": 0, "superseded": 0, "embedded": 0}
     if dry_run:
         totals = {"would_write": 0, "unchanged": 0}
@@ -63,42 +79,53 @@ def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[st
                 totals["would_write"] += len(kept)
                 bar.update(len(batch))
             return totals
-        with HybridClient(dsn) as writer_client, ThreadPoolExecutor(1, thread_name_prefix="pyhybrid-ingest") as pool:
-            _pipeline(client, writer_client, pool, tenant, corpus, _batches(records, batch_size), acl_labels,
+        with ExitStack() as stack:
+            idle: Queue[Any] = Queue()
+            for _ in range(writers):
+                idle.put(stack.enter_context(HybridClient(dsn)))
+            pool = stack.enter_context(ThreadPoolExecutor(writers, thread_name_prefix="pyhybrid-ingest"))
+            _pipeline(client, idle, writers, pool, tenant, corpus, _batches(records, batch_size), acl_labels,
                       skip_unchanged, embed, totals, bar)
     return totals
 
 
-def _pipeline(client: Any, writer_client: Any, pool: ThreadPoolExecutor, tenant: str, corpus: str,
+def _pipeline(client: Any, idle: Queue[Any], writers: int, pool: ThreadPoolExecutor, tenant: str, corpus: str,
               batches: Iterator[list[dict[str, Any]]], acl_labels: Sequence[str], skip_unchanged: bool,
               embed: Any, totals: dict[str, int], bar: Any) -> None:
-    """Check and embed batch k+1 here while pool writes batch k on writer_client."""
+    """Check and embed batch k+1 here while pool writes up to writers batches, each on a client from idle."""
     from ._base import IngestPlan
 
     def write(items: list[Any]) -> Any:
-        with writer_client.tenant(tenant) as t:
-            return t.ingest(items, corpus_id=corpus)
+        writer_client = idle.get()
+        try:
+            with writer_client.tenant(tenant) as t:
+                return t.ingest(items, corpus_id=corpus)
+        finally:
+            idle.put(writer_client)
 
-    pending: tuple[Future[Any], int, set[Any]] | None = None
+    pending: deque[tuple[Future[Any], int, set[Any]]] = deque()  # in the order sent
+    batch_failed = [False]
 
-    def collect() -> None:
-        nonlocal pending
-        if pending is not None:
-            future, size, _ = pending
-            pending = None
+    def collect() -> None:  # the oldest batch in flight: its counts, or its error
+        future, size, _ = pending.popleft()
+        try:
             res = future.result()
-            for key in ("inserted", "updated", "unchanged", "superseded"):
-                totals[key] += getattr(res, key)
-            bar.update(size)
+        except BaseException:
+            batch_failed[0] = True
+            raise
+        for key in ("inserted", "updated", "unchanged", "superseded"):
+            totals[key] += getattr(res, key)
+        bar.update(size)
 
     try:
         for batch in batches:
             if acl_labels:
                 for r in batch:
                     r.setdefault("acl_labels", list(acl_labels))
-            docs = {r.get("document_id") for r in batch}
-            if pending is not None and (pending[2] & docs or pending[0].done()):
-                collect()  # a document met again is checked after its earlier chunks are written, as serially
+            keys = {("d", r.get("document_id")) for r in batch} | {("c", r.get("chunk_id")) for r in batch}
+            # a document (or chunk id) met again is checked after its earlier chunks are written, as serially
+            while any(p[2] & keys for p in pending) or (pending and pending[0][0].done()):
+                collect()
             plan = IngestPlan(batch, embed, allow_missing=False)
             if skip_unchanged and (check := plan.to_check()):
                 with client.tenant(tenant) as t:
@@ -107,16 +134,25 @@ def _pipeline(client: Any, writer_client: Any, pool: ThreadPoolExecutor, tenant:
                 assert plan.embed is not None
                 plan.fill(plan.embed(texts))
                 totals["embedded"] += len(texts)
-            collect()  # batch k is written before batch k+1 is sent: one write at a time, in order
+            while len(pending) >= writers:  # writers 1: batch k is written before batch k+1 is sent
+                collect()
             totals["unchanged"] += plan.skipped
             if plan.items:
-                pending = (pool.submit(write, plan.items), len(batch), docs)
+                pending.append((pool.submit(write, plan.items), len(batch), keys))
             else:
                 bar.update(len(batch))
-        collect()
+        while pending:
+            collect()
     except BaseException:
-        if pending is not None:  # the batch being written was complete: let it finish, its error first
-            future = pending[0]
-            pending = None
-            future.result()
+        # the batches being written were complete: let them finish. The error raised is the oldest
+        # batch's: the one that failed here, else (the failure was here, checking or embedding) the
+        # first error of the batches sent before it
+        from_batch, first = batch_failed[0], None
+        while pending:
+            try:
+                collect()
+            except BaseException as e:  # noqa: BLE001 - re-raised below
+                first = first or e
+        if first is not None and not from_batch:
+            raise first
         raise

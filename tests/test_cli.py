@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -88,6 +89,28 @@ def test_bad_input_exits_2_with_a_message_naming_the_rule(db: Db, tmp_path: Path
     assert "chunk row 1 (chunk_id 'a'): embedding has 2 dimensions, expected 384" in capsys.readouterr().err
     assert main(["--dsn", db.dsn(), "search", "x", "--tenant", "acme", "--top-k", "0"]) == 2
     assert "--top-k must be between 1 and 1000" in capsys.readouterr().err
+
+
+def test_a_pre_embedded_bulk_load_with_several_writers(db: Db, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "load.jsonl"
+    rng = np.random.default_rng(5)
+    vecs = rng.standard_normal((120, 384))
+    f.write_text("".join(json.dumps({"chunk_id": f"k{i}", "document_id": f"doc{i // 4}", "position": i % 4,
+                                     "content": f"pump manual part {i}",
+                                     "embedding": (vecs[i] / np.linalg.norm(vecs[i])).tolist()}) + "\n"
+                         for i in range(120)))
+    assert main(["--dsn", db.dsn(), "ingest", str(f), "--tenant", "acme", "--quiet", "--bulk", "--writers", "3",
+                 "--batch", "10"]) == 0
+    got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert got["inserted"] == 120 and got["embedded"] == 0
+    with psycopg.connect(db.dsn()) as c:
+        assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE tenant_id = 'acme'").fetchone() == (120,)
+        assert c.execute("SELECT to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL").fetchone() == (True,)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--dsn", db.dsn(), "ingest", str(f), "--tenant", "acme", "--writers", "0"])
+    assert exit_.value.code == 2
+    assert "--writers must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_doctor_reports_extensions_indexes_and_rls(db: Db, capsys: pytest.CaptureFixture[str]) -> None:

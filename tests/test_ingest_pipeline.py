@@ -112,3 +112,62 @@ def test_a_write_failure_stops_at_its_batch_and_raises_its_own_error(db: Db) -> 
     assert [r[0] for r in _rows(db, "acme")] == ["d0#0", "d0#1"]
     assert len(embedder.calls) <= 3  # at most the batch after the failing one was embedded, and not written
     assert not [t.name for t in threading.enumerate() if t.name.startswith("pyhybrid-ingest")]
+
+
+@pytest.mark.parametrize("writers", [2, 4])
+def test_several_writers_write_exactly_the_rows_of_the_batches_written_one_after_the_other(db: Db, writers: int) -> None:
+    # _records has d2 come back in a later batch: that batch waits for d2's first one
+    for version in (0, 1):
+        got = ingest_records(db.dsn("pyh_app"), "acme", "docs", iter(_records(version)), batch_size=1, quiet=True,
+                             embedder=Embedder(), writers=writers)
+        want = _serially(db, "globex", _records(version), 1)
+        assert {k: got[k] for k in want} == want
+    assert _rows(db, "acme") == _rows(db, "globex")
+    many = [{"chunk_id": f"m{i}", "document_id": f"m{i // 3}", "position": i % 3, "content": f"bulk chunk {i} pumps",
+             "embedding": unit(i).tolist()} for i in range(600)]  # pre-embedded, as a bulk load is
+    got = ingest_records(db.dsn("pyh_app"), "acme", "bulk", iter(many), batch_size=30, quiet=True, writers=writers)
+    assert got["inserted"] == 600 and got["embedded"] == 0
+    with psycopg.connect(db.dsn()) as c:
+        assert c.execute("SELECT count(*), count(DISTINCT document_id) FROM hybrid.chunk WHERE corpus_id = 'bulk'"
+                         ).fetchone() == (600, 200)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("pyhybrid-ingest")]
+
+
+def test_batches_are_written_at_once_with_several_writers(db: Db, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyhybrid.client import TenantSession
+
+    both = threading.Barrier(2, timeout=10)  # two writes in flight together, or a BrokenBarrierError
+    met: list[bool] = []
+    real_ingest = TenantSession.ingest
+
+    def ingest(self: TenantSession, *a: Any, **kw: Any) -> Any:
+        if len(met) < 2:
+            both.wait()
+            met.append(True)
+        return real_ingest(self, *a, **kw)
+
+    monkeypatch.setattr(TenantSession, "ingest", ingest)
+    ingest_records(db.dsn("pyh_app"), "acme", "docs", iter(_records()), batch_size=2, quiet=True, embedder=Embedder(),
+                   writers=2)
+    assert met == [True, True] and len(_rows(db, "acme")) == 10
+
+
+def test_a_write_failure_with_several_writers_raises_its_own_error_and_writes_no_later_batch_it_had_not_sent(
+        db: Db) -> None:
+    records = _records()
+    records[4]["chunk_id"] = "d2#0"  # the second batch is refused
+    with pytest.raises(InvalidParameterError, match=r"chunk_id 'd2#0'.*appears more than once"):
+        ingest_records(db.dsn("pyh_app"), "acme", "docs", iter(records), batch_size=2, quiet=True, embedder=Embedder(),
+                       writers=2)
+    got = [r[0] for r in _rows(db, "acme")]
+    assert got[:2] == ["d0#0", "d0#1"] and "d2#0" not in got
+    assert set(got) <= {"d0#0", "d0#1", "d3#0", "d3#1"}  # at most the batch sent beside the failing one
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("pyhybrid-ingest")]
+
+
+@pytest.mark.parametrize("writers", [0, 17, 1.5, True, "2"])
+def test_writers_must_be_an_integer_from_1_to_16_and_nothing_is_written(db: Db, writers: Any) -> None:
+    with pytest.raises(InvalidParameterError, match=r"writers must be an integer from 1 to 16"):
+        ingest_records(db.dsn("pyh_app"), "acme", "docs", iter(_records()), quiet=True, embedder=Embedder(),
+                       writers=writers)
+    assert _rows(db, "acme") == []
