@@ -741,7 +741,7 @@ ENGINE_VARIABLES = {
     "d_scores": "%(dv)s::float8[]", "l_scores": "%(lv)s::float8[]", "g_dist": "%(gv)s::integer[]",
     "vector_weight": "1.0::float8", "keyword_weight": "1.0::float8", "graph_weight": "0.5::float8",
     "rrf_k": "60::float8", "per_document": "false", "with_graph_context": "false",
-    "fusion": "'convex'::text", "skip": "0", "siblings": "0", "v_kind": "%(kinds)s::text[]",
+    "fusion": "'convex'::text", "skip": "0", "siblings": "0", "v_kind": "%(kinds)s::text[]", "v_kw": "1.0::float8",
     "g_seed": "%(gseed)s::text[]", "v_top": "1.0::float8", "graph_decay": "0.4::float8",
 }
 
