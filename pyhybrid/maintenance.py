@@ -253,8 +253,7 @@ def set_dense_index_kind(dsn: str, kind: str, report: Callable[[str], None] | No
     say = report or logger.info
     with psycopg.connect(dsn, autocommit=True) as conn, _base.translate_errors():
         dim = conn.execute("SELECT hybrid.embedding_dim()").fetchone()[0]  # type: ignore[index]
-        target = (conn.execute("SELECT CASE WHEN %(k)s::text = 'auto' THEN CASE WHEN %(d)s <= 2000 THEN 'vector' "
-                               "WHEN %(d)s <= 4000 THEN 'halfvec' ELSE 'bit' END "
+        target = (conn.execute("SELECT CASE WHEN %(k)s::text = 'auto' THEN hybrid._default_dense_kind(%(d)s) "
                                "ELSE hybrid._valid_dense_kind(%(k)s, %(d)s) END", {"k": kind, "d": dim}).fetchone()
                   or ("",))[0]
         opclass = conn.execute("SELECT split_part(hybrid._dense_index_key(%s, %s), ' ', -1)", (dim, target)).fetchone()

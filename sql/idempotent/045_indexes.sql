@@ -24,6 +24,15 @@ COMMENT ON FUNCTION hybrid._valid_dense_kind(text, integer, text) IS
 'Returns kind if it is a dense index kind (vector, halfvec, bit) pgvector can build HNSW on at dim dimensions (vector up to 2,000, halfvec up to 4,000, bit up to 64,000); raises 22023 naming name otherwise.';
 REVOKE ALL ON FUNCTION hybrid._valid_dense_kind(text, integer, text) FROM PUBLIC;
 
+-- hybrid._default_dense_kind: the index kind of a dimension where no setting chose one
+CREATE OR REPLACE FUNCTION hybrid._default_dense_kind(dim integer) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT CASE WHEN dim <= 2000 THEN 'vector' WHEN dim <= 4000 THEN 'halfvec' ELSE 'bit' END $$;
+COMMENT ON FUNCTION hybrid._default_dense_kind(integer) IS
+'The HNSW index kind for dim dimensions when the setting dense_index_kind is absent: vector up to 2,000, halfvec up to 4,000, bit above (pgvector''s HNSW limits).';
+REVOKE ALL ON FUNCTION hybrid._default_dense_kind(integer) FROM PUBLIC;
+
 -- hybrid._dense_kind: what the HNSW index holds for embeddings of a dimension
 CREATE OR REPLACE FUNCTION hybrid._dense_kind(dim integer) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -32,7 +41,7 @@ SET search_path = pg_catalog, pg_temp
 -- builds the index of that kind, so the kind read here is always the one the index holds
 AS $$
     SELECT CASE WHEN v.kind IS NOT NULL THEN hybrid._valid_dense_kind(v.kind, dim, 'setting dense_index_kind')
-                WHEN dim <= 2000 THEN 'vector' WHEN dim <= 4000 THEN 'halfvec' ELSE 'bit' END
+                ELSE hybrid._default_dense_kind(dim) END
     FROM (SELECT (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_index_kind') AS kind) v
 $$;
 COMMENT ON FUNCTION hybrid._dense_kind(integer) IS
@@ -149,6 +158,26 @@ COMMENT ON FUNCTION hybrid._build_partition_hnsw(regclass, text) IS
 'Builds index_name, the HNSW index of one partition of hybrid.chunk (not attached to hybrid.chunk_embedding_hnsw), with the density hybrid._hnsw_density gives its live rows and enough maintenance_work_mem for the graph (1GB to 8GB); returns the density and rows. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._build_partition_hnsw(regclass, text) FROM PUBLIC;
 
+-- hybrid._create_parent_hnsw: hybrid.chunk's own (partitioned) HNSW index, no partition attached (admin)
+CREATE OR REPLACE FUNCTION hybrid._create_parent_hnsw() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_base record;
+BEGIN
+    -- the parent's index holds the density a new (empty) partition gets when create_tenant attaches it
+    SELECT * INTO v_base FROM hybrid._hnsw_density(0);
+    EXECUTE format('CREATE INDEX chunk_embedding_hnsw ON ONLY hybrid.chunk USING hnsw (%s) %s WHERE NOT superseded',
+                   hybrid._dense_index_key(hybrid.embedding_dim()),
+                   CASE WHEN (v_base.m, v_base.ef_construction) <> (16, 64)
+                        THEN format('WITH (m = %s, ef_construction = %s)', v_base.m, v_base.ef_construction) ELSE '' END);
+END
+$$;
+COMMENT ON FUNCTION hybrid._create_parent_hnsw() IS
+'Creates hybrid.chunk_embedding_hnsw on hybrid.chunk only, with the key of hybrid._dense_index_key and the density an empty partition gets (hybrid._hnsw_density(0)); the callers build and attach each partition''s index. Admin only (hybrid.resume_vector_index, hybrid.set_dense_index_kind).';
+REVOKE ALL ON FUNCTION hybrid._create_parent_hnsw() FROM PUBLIC;
+
 -- hybrid.resume_vector_index: build the HNSW index if missing (admin)
 CREATE OR REPLACE FUNCTION hybrid.resume_vector_index() RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -163,12 +192,8 @@ BEGIN
     IF to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL THEN
         RETURN false;
     END IF;
-    -- the parent's index holds the density a new (empty) partition gets when create_tenant attaches
-    -- it; each existing partition gets its own index, as dense as its rows call for, attached to it
-    EXECUTE format('CREATE INDEX chunk_embedding_hnsw ON ONLY hybrid.chunk USING hnsw (%s) %s '
-                   'WHERE NOT superseded', hybrid._dense_index_key(hybrid.embedding_dim()),
-                   CASE WHEN (v_base.m, v_base.ef_construction) <> (16, 64)
-                        THEN format('WITH (m = %s, ef_construction = %s)', v_base.m, v_base.ef_construction) ELSE '' END);
+    -- each existing partition gets its own index, as dense as its rows call for, attached to it
+    PERFORM hybrid._create_parent_hnsw();
     FOR v_part IN SELECT i.inhrelid::regclass FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk'::regclass
                   ORDER BY i.inhrelid LOOP
         PERFORM hybrid._build_partition_hnsw(v_part, (SELECT c.relname FROM pg_class c WHERE c.oid = v_part) || '_embedding_idx');
@@ -215,7 +240,6 @@ DECLARE
     v_dim integer := hybrid.embedding_dim();
     v_kind text;
     v_opc text;
-    v_base record;
     v_part regclass;
     v_rel text;
     v_pre regclass;
@@ -240,12 +264,8 @@ BEGIN
     END IF;
     -- the setting and the index change in this one transaction: hybrid.search_dense reads the kind
     -- from the setting, so it never orders by an expression no index holds
-    SELECT * INTO v_base FROM hybrid._hnsw_density(0);
     DROP INDEX hybrid.chunk_embedding_hnsw;
-    EXECUTE format('CREATE INDEX chunk_embedding_hnsw ON ONLY hybrid.chunk USING hnsw (%s) %s WHERE NOT superseded',
-                   hybrid._dense_index_key(v_dim),
-                   CASE WHEN (v_base.m, v_base.ef_construction) <> (16, 64)
-                        THEN format('WITH (m = %s, ef_construction = %s)', v_base.m, v_base.ef_construction) ELSE '' END);
+    PERFORM hybrid._create_parent_hnsw();
     FOR v_part, v_rel IN SELECT i.inhrelid::regclass, c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                          WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY i.inhrelid LOOP
         -- pyhybrid doctor --dense-kind builds <partition>_embedding_<kind> beforehand, CONCURRENTLY (reads
