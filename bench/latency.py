@@ -742,8 +742,8 @@ ENGINE_VARIABLES = {
     "vector_weight": "1.0::float8", "keyword_weight": "1.0::float8", "graph_weight": "0.5::float8",
     "rrf_k": "60::float8", "per_document": "false", "with_graph_context": "false",
     "fusion": "'convex'::text", "skip": "0", "siblings": "0", "v_kind": "%(kinds)s::text[]", "v_kw": "1.0::float8",
-    "g_seed": "%(gseed)s::text[]", "v_top": "1.0::float8", "graph_decay": "0.4::float8",
-}
+    "g_seed": "%(gseed)s::text[]", "v_top": "1.0::float8", "graph_decay": "0.4::float8", "f_ids": "%(f)s::text[]",
+    "f_dr": "%(fdr)s::integer[]", "f_lr": "%(flr)s::integer[]", **dict.fromkeys(["f_dv", "f_lv", "f_sc"], "%(fv)s::float8[]")}
 
 
 def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dict[str, str]]]:
@@ -854,6 +854,8 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                       "tenant": td.tenant_id, "key": key, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
                       "threshold": threshold, "k": PER_SOURCE_K, "dv": [0.0] * len(d), "lv": [0.0] * len(lx),
                       "gv": [1] * len(g), "kinds": ["chunk"] * len(q.seeds), "gseed": q.seeds[:1] * len(g)}
+            f = params["f"] = list(dict.fromkeys(d + lx))  # the fused list hybrid.retrieve's final statement reads
+            params.update(fv=[0.0] * len(f), **{k: [x.index(i) + 1 if i in x else None for i in f] for k, x in (("fdr", d), ("flr", lx))})
             out.append(f"#### tenant {td.tenant_id} ({label}, {len(td.chunk_ids):,} chunks; _scope_size({threshold}) = "
                        f"{scope}: search_dense takes the {'exact' if scope <= threshold else 'HNSW'} path)")
             out.append(f"query text: {q.text!r}; seeds: {q.seeds}")
