@@ -485,31 +485,27 @@ BEGIN
                CASE WHEN g.id IS NULL THEN b.score
                     ELSE hybrid._graph_score(coalesce(b.score, 0), graph_weight, g.seed_score, graph_decay, g.v) END AS score
         FROM b FULL JOIN g ON g.id = b.id
-    ), hydrated AS (
-        -- per_document: every candidate (the collapse needs each one's document)
-        SELECT c.chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
+    ), hydrated AS NOT MATERIALIZED (
+        -- the candidates best first, each read by the primary key (LIMIT 1 keeps it a nested loop, which
+        -- keeps that order): planned into each use below, so without per_document the read stops at
+        -- skip + top_k visible ones (~skip + top_k heap reads, not one a candidate: ~70 at the defaults,
+        -- which the 50% tenant of a 1M install reads from disk)
+        SELECT f.id AS chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
                c.content, c.metadata, c.acl_labels, c.position
-        FROM fused f
-        JOIN hybrid.chunk c ON c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.chunk_id = f.id
-         AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
-        WHERE per_document
+        FROM (SELECT * FROM fused ORDER BY fused.score DESC, fused.id) f
+        CROSS JOIN LATERAL (
+            SELECT c.document_id, c.corpus_id, c.tenant_id, c.content, c.metadata, c.acl_labels, c.position
+            FROM hybrid.chunk c
+            WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.chunk_id = f.id
+              AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
+            LIMIT 1) c
     ), collapsed AS (
-        SELECT * FROM (SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
-                       ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id) x
+        SELECT * FROM (SELECT * FROM hydrated h WHERE NOT per_document
+                       ORDER BY h.score DESC, h.chunk_id LIMIT skip + top_k) y
         UNION ALL
-        -- otherwise the candidates best first, each read by the primary key until skip + top_k are visible
-        -- ones: the rows of the whole list's hydration, for ~skip + top_k heap reads instead of one a
-        -- candidate (~70 at the defaults; the 50% tenant of a 1M install reads them from disk)
-        SELECT * FROM (
-            SELECT c.chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
-                   c.content, c.metadata, c.acl_labels, c.position
-            FROM (SELECT * FROM fused ORDER BY fused.score DESC, fused.id) f
-            CROSS JOIN LATERAL (
-                SELECT c.* FROM hybrid.chunk c
-                WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.chunk_id = f.id
-                  AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)) c
-            WHERE NOT per_document
-            LIMIT skip + top_k) y
+        -- per_document: every candidate (the collapse needs each one's document)
+        SELECT * FROM (SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
+                       WHERE per_document ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id) x
     ), top AS (
         SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id OFFSET skip LIMIT top_k
     )
