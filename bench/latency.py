@@ -741,9 +741,10 @@ ENGINE_VARIABLES = {
     "d_scores": "%(dv)s::float8[]", "l_scores": "%(lv)s::float8[]", "g_dist": "%(gv)s::integer[]",
     "vector_weight": "1.0::float8", "keyword_weight": "1.0::float8", "graph_weight": "0.5::float8",
     "rrf_k": "60::float8", "per_document": "false", "with_graph_context": "false",
-    "fusion": "'convex'::text", "skip": "0", "siblings": "0", "v_kind": "%(kinds)s::text[]", "v_kw": "1.0::float8",
-    "g_seed": "%(gseed)s::text[]", "v_top": "1.0::float8", "graph_decay": "0.4::float8", "f_ids": "%(f)s::text[]",
-    "f_dr": "%(fdr)s::integer[]", "f_lr": "%(flr)s::integer[]", **dict.fromkeys(["f_dv", "f_lv", "f_sc"], "%(fv)s::float8[]")}
+    "fusion": "'convex'::text", "skip": "0", "siblings": "0", "v_kind": "%(kinds)s::text[]", "graph_decay": "0.4::float8",
+    "ids": "%(f)s::text[]", "drs": "%(fdr)s::integer[]", "lrs": "%(flr)s::integer[]", "grs": "NULL::integer[]",
+    "gvs": "NULL::integer[]", **dict.fromkeys(["scores", "dvs", "lvs"], "%(fv)s::float8[]"), "p_key": "%(key)s::integer",
+    "p_tenant": "%(tenant)s", "p_acl": "%(acl)s::text[]", "p_all": "%(all)s"}
 
 
 def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dict[str, str]]]:
@@ -804,8 +805,8 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         ("search_lexical bm25 (the partition's BM25 index's ordered scan, as hybrid_definer reads it; enable_sort off "
          "as the function sets it)", bind(unwrap(lexical[1])), {"enable_sort": "off", "role": "hybrid_definer"}),
         ("search_graph, one hop from the seeds (the loop body)", bind(hop), {}),
-        ("hybrid.retrieve, fusion + hydration of the fused ids (as hybrid_definer: its fusion helpers are the "
-         "definer's)", bind(returned("hybrid.retrieve")[0], {"top_k": "10"}), {"role": "hybrid_definer"}),
+        ("hybrid._hydrate (run by hybrid.retrieve), hydration of the fused ids, as hybrid_definer",
+         bind(returned("hybrid._hydrate")[0], {"top_k": "10"}), {"role": "hybrid_definer"}),
         ("(d) pgvector-python RRF CTE (RLS only, no explicit tenant predicate; session defaults)",
          PGVECTOR_RRF_SQL.replace("%(embedding)s", "%(v)s").replace("%(query)s", "%(t)s").replace("%(k)s", "60"), {}),
     ]
@@ -853,7 +854,7 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
             params = {"v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)), "ef": str(ef),
                       "tenant": td.tenant_id, "key": key, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
                       "threshold": threshold, "k": PER_SOURCE_K, "dv": [0.0] * len(d), "lv": [0.0] * len(lx),
-                      "gv": [1] * len(g), "kinds": ["chunk"] * len(q.seeds), "gseed": q.seeds[:1] * len(g)}
+                      "gv": [1] * len(g), "kinds": ["chunk"] * len(q.seeds)}
             f = params["f"] = list(dict.fromkeys(d + lx))  # the fused list hybrid.retrieve's final statement reads
             params.update(fv=[0.0] * len(f), **{k: [x.index(i) + 1 if i in x else None for i in f] for k, x in (("fdr", d), ("flr", lx))})
             out.append(f"#### tenant {td.tenant_id} ({label}, {len(td.chunk_ids):,} chunks; _scope_size({threshold}) = "

@@ -184,6 +184,73 @@ $$;
 COMMENT ON FUNCTION hybrid.calibrate_abstention(double precision, integer) IS
 'Stores and returns the current tenant''s abstention floor, which hybrid_retrieve(abstain => true) applies: the quantile (default 0.96, chosen on the shared collections: docs/searching.md) of the cosine similarity between two of the tenant''s chunks taken at random, over about sample / 2 x sample / 2 pairs of a random sample of its live chunks. Writers only (42501 for a reader); 55000 with fewer than 20 chunks with embeddings. Re-run it after large ingests.';
 
+-- hybrid._hydrate: the rows hybrid.retrieve and hybrid.hydrate return for a fused candidate list, written once
+CREATE OR REPLACE FUNCTION hybrid._hydrate(p_key integer, p_tenant text, p_acl text[], p_all boolean,
+                                           ids text[], scores double precision[], drs integer[], lrs integer[],
+                                           grs integer[], dvs double precision[], lvs double precision[], gvs integer[],
+                                           top_k integer, skip integer, per_document boolean, siblings integer,
+                                           with_graph_context boolean)
+RETURNS SETOF hybrid.retrieve_row
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- p_key a constant: one partition planned
+AS $$
+BEGIN
+    RETURN QUERY
+    WITH fused AS (
+        SELECT * FROM unnest(ids, scores, drs, lrs, grs, dvs, lvs, gvs) AS f(id, score, dr, lr, gr, dv, lv, gv)
+    ), hydrated AS NOT MATERIALIZED (
+        -- the candidates best first, each read by the primary key (LIMIT 1 keeps it a nested loop, which
+        -- keeps that order): planned into each use below, so without per_document the read stops at
+        -- skip + top_k visible ones (~skip + top_k heap reads, not one a candidate: ~70 at the defaults,
+        -- which the 50% tenant of a 1M install reads from disk)
+        SELECT f.id AS chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
+               c.content, c.metadata, c.acl_labels, c.position
+        FROM (SELECT * FROM fused ORDER BY fused.score DESC, fused.id) f
+        CROSS JOIN LATERAL (
+            SELECT c.document_id, c.corpus_id, c.tenant_id, c.content, c.metadata, c.acl_labels, c.position
+            FROM hybrid.chunk c
+            WHERE c.tenant_key = p_key AND c.tenant_id = p_tenant AND c.chunk_id = f.id
+              AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, p_tenant, p_acl, p_all)
+            LIMIT 1) c
+    ), collapsed AS (
+        SELECT * FROM (SELECT * FROM hydrated h WHERE NOT per_document
+                       ORDER BY h.score DESC, h.chunk_id LIMIT skip + top_k) y
+        UNION ALL
+        -- per_document: every candidate (the collapse needs each one's document)
+        SELECT * FROM (SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
+                       WHERE per_document ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id) x
+    ), top AS (
+        SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id OFFSET skip LIMIT top_k
+    )
+    SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
+           t.content, t.metadata, t.acl_labels, t.position,
+           CASE WHEN with_graph_context
+                THEN (SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc) END,
+           CASE WHEN siblings > 0 THEN (
+                -- the nearest visible chunks of the same document before and after the hit, by position
+                SELECT coalesce(jsonb_agg(jsonb_build_object('chunk_id', x.chunk_id, 'position', x.position,
+                                                             'content', x.content) ORDER BY x.position, x.chunk_id), '[]')
+                FROM ((SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
+                       WHERE s.tenant_key = p_key AND s.tenant_id = p_tenant AND s.corpus_id = t.corpus_id
+                         AND s.document_id = t.document_id AND s.position < t.position
+                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, p_tenant, p_acl, p_all)
+                       ORDER BY s.position DESC, s.chunk_id DESC LIMIT siblings)
+                      UNION ALL
+                      (SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
+                       WHERE s.tenant_key = p_key AND s.tenant_id = p_tenant AND s.corpus_id = t.corpus_id
+                         AND s.document_id = t.document_id AND s.position > t.position
+                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, p_tenant, p_acl, p_all)
+                       ORDER BY s.position, s.chunk_id LIMIT siblings)) x) END
+    FROM top t
+    ORDER BY t.score DESC, t.chunk_id;
+END
+$$;
+COMMENT ON FUNCTION hybrid._hydrate(integer, text, text[], boolean, text[], double precision[], integer[], integer[],
+                                    integer[], double precision[], double precision[], integer[], integer, integer,
+                                    boolean, integer, boolean) IS
+'The rows of a fused candidate list (ids, fused scores, each id''s rank and raw value in each branch, NULL where it is absent) for tenant p_tenant (partition p_key) under the visibility rule (hybrid._visible with p_acl, p_all): without per_document the candidates are read best first by the primary key and the read stops at skip + top_k visible ones; per_document keeps the best chunk per document; then skip rows and top_k rows by score then chunk_id, with siblings and graph context. hybrid.retrieve and hybrid.hydrate call it; nobody else may.';
+
 -- hybrid.retrieve: every branch, fused, hydrated: the one call
 CREATE OR REPLACE FUNCTION hybrid.retrieve(
     query_embedding vector DEFAULT NULL,
@@ -242,6 +309,9 @@ DECLARE
     v_top double precision;
     -- the dense and lexical lists fused once (hybrid._fuse_branches), best first: ids, ranks, values, scores
     f_ids text[]; f_dr integer[]; f_lr integer[]; f_dv double precision[]; f_lv double precision[]; f_sc double precision[];
+    -- that list with the graph's hits, for hybrid._hydrate
+    h_ids text[]; h_dr integer[]; h_lr integer[]; h_gr integer[]; h_dv double precision[]; h_lv double precision[];
+    h_gv integer[]; h_sc double precision[];
     v_kw double precision := keyword_weight;  -- keyword_weight * the lexical list's strength
     v_match integer[];
     v_floor double precision;
@@ -470,66 +540,23 @@ BEGIN
             USING ERRCODE = v_first_state;
     END IF;
 
-    RETURN QUERY
+    -- the fused list: a graph hit scores the greater of its own score and graph_weight * its seed's *
+    -- graph_decay ^ hops
     WITH b AS (
         SELECT * FROM unnest(f_ids, f_dr, f_lr, f_dv, f_lv, f_sc) AS b(id, dr, lr, dv, lv, score)
     ), g AS (
         SELECT x.id, x.r::integer AS r, x.v, coalesce(sb.score, v_top) AS seed_score
         FROM unnest(g_ids, g_dist, g_seed) WITH ORDINALITY AS x(id, v, seed, r)
         LEFT JOIN b sb ON sb.id = x.seed
-    ), fused AS MATERIALIZED (
-        -- a graph hit scores the greater of its own score and graph_weight * its seed's * graph_decay ^ hops;
-        -- materialized, so the hydration joins a plain id column: through the FULL JOIN's coalesce the
-        -- planner hashed the whole partition instead (a 20,000-chunk tenant: 20 ms of a 25 ms statement)
-        SELECT coalesce(b.id, g.id) AS id, b.dr, b.lr, g.r AS gr, b.dv, b.lv, g.v AS gv,
-               CASE WHEN g.id IS NULL THEN b.score
-                    ELSE hybrid._graph_score(coalesce(b.score, 0), graph_weight, g.seed_score, graph_decay, g.v) END AS score
-        FROM b FULL JOIN g ON g.id = b.id
-    ), hydrated AS NOT MATERIALIZED (
-        -- the candidates best first, each read by the primary key (LIMIT 1 keeps it a nested loop, which
-        -- keeps that order): planned into each use below, so without per_document the read stops at
-        -- skip + top_k visible ones (~skip + top_k heap reads, not one a candidate: ~70 at the defaults,
-        -- which the 50% tenant of a 1M install reads from disk)
-        SELECT f.id AS chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
-               c.content, c.metadata, c.acl_labels, c.position
-        FROM (SELECT * FROM fused ORDER BY fused.score DESC, fused.id) f
-        CROSS JOIN LATERAL (
-            SELECT c.document_id, c.corpus_id, c.tenant_id, c.content, c.metadata, c.acl_labels, c.position
-            FROM hybrid.chunk c
-            WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.chunk_id = f.id
-              AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
-            LIMIT 1) c
-    ), collapsed AS (
-        SELECT * FROM (SELECT * FROM hydrated h WHERE NOT per_document
-                       ORDER BY h.score DESC, h.chunk_id LIMIT skip + top_k) y
-        UNION ALL
-        -- per_document: every candidate (the collapse needs each one's document)
-        SELECT * FROM (SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
-                       WHERE per_document ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id) x
-    ), top AS (
-        SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id OFFSET skip LIMIT top_k
     )
-    SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
-           t.content, t.metadata, t.acl_labels, t.position,
-           CASE WHEN with_graph_context
-                THEN (SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc) END,
-           CASE WHEN siblings > 0 THEN (
-                -- the nearest visible chunks of the same document before and after the hit, by position
-                SELECT coalesce(jsonb_agg(jsonb_build_object('chunk_id', x.chunk_id, 'position', x.position,
-                                                             'content', x.content) ORDER BY x.position, x.chunk_id), '[]')
-                FROM ((SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
-                       WHERE s.tenant_key = v_key AND s.tenant_id = v_tenant AND s.corpus_id = t.corpus_id
-                         AND s.document_id = t.document_id AND s.position < t.position
-                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, v_tenant, v_acl, v_all)
-                       ORDER BY s.position DESC, s.chunk_id DESC LIMIT siblings)
-                      UNION ALL
-                      (SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
-                       WHERE s.tenant_key = v_key AND s.tenant_id = v_tenant AND s.corpus_id = t.corpus_id
-                         AND s.document_id = t.document_id AND s.position > t.position
-                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, v_tenant, v_acl, v_all)
-                       ORDER BY s.position, s.chunk_id LIMIT siblings)) x) END
-    FROM top t
-    ORDER BY t.score DESC, t.chunk_id;
+    SELECT array_agg(coalesce(b.id, g.id)), array_agg(b.dr), array_agg(b.lr), array_agg(g.r), array_agg(b.dv),
+           array_agg(b.lv), array_agg(g.v),
+           array_agg(CASE WHEN g.id IS NULL THEN b.score
+                          ELSE hybrid._graph_score(coalesce(b.score, 0), graph_weight, g.seed_score, graph_decay, g.v) END)
+    INTO h_ids, h_dr, h_lr, h_gr, h_dv, h_lv, h_gv, h_sc
+    FROM b FULL JOIN g ON g.id = b.id;
+    RETURN QUERY SELECT * FROM hybrid._hydrate(v_key, v_tenant, v_acl, v_all, h_ids, h_sc, h_dr, h_lr, h_gr, h_dv, h_lv,
+                                               h_gv, top_k, skip, per_document, siblings, with_graph_context);
 END
 $$;
 COMMENT ON FUNCTION hybrid.retrieve IS

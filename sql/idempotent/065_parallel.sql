@@ -26,6 +26,8 @@ DECLARE
     v_key integer := hybrid._tenant_key(v_tenant);
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all();
+    h_ids text[]; h_dr integer[]; h_lr integer[]; h_gr integer[]; h_dv double precision[]; h_lv double precision[];
+    h_gv integer[]; h_sc double precision[];
 BEGIN
     PERFORM hybrid._check_range('top_k', top_k, 1, 1000);
     PERFORM hybrid._check_range('skip', skip, 0, 10000 - top_k);
@@ -52,50 +54,16 @@ BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;  -- fail closed: no tenant context, no rows
     END IF;
-    RETURN QUERY
     -- a branch's rank is the id's position in its list (1 = best), as hybrid.retrieve numbers them
-    WITH fused AS (
-        SELECT f.id, f.score, d.r AS dr, l.r AS lr, g.r AS gr, d.v AS dv, l.v AS lv, g.v AS gv
-        FROM unnest(ids, scores) AS f(id, score)
-        LEFT JOIN unnest(dense_ids, dense_values) WITH ORDINALITY AS d(id, v, r) ON d.id = f.id
-        LEFT JOIN unnest(lexical_ids, lexical_values) WITH ORDINALITY AS l(id, v, r) ON l.id = f.id
-        LEFT JOIN unnest(graph_ids, graph_values) WITH ORDINALITY AS g(id, v, r) ON g.id = f.id
-    ), hydrated AS (
-        SELECT c.chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr::integer AS dr, f.lr::integer AS lr,
-               f.gr::integer AS gr, f.dv, f.lv, f.gv, c.content, c.metadata, c.acl_labels, c.position
-        FROM fused f
-        JOIN hybrid.chunk c ON c.tenant_key = v_key AND c.tenant_id = v_tenant AND c.chunk_id = f.id
-         AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
-    ), collapsed AS (
-        SELECT * FROM hydrated h
-        WHERE NOT per_document
-        UNION ALL
-        SELECT * FROM (SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
-                       WHERE per_document ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id) x
-    ), top AS (
-        SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id OFFSET skip LIMIT top_k
-    )
-    SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
-           t.content, t.metadata, t.acl_labels, t.position,
-           CASE WHEN with_graph_context
-                THEN (SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc) END,
-           CASE WHEN siblings > 0 THEN (
-                -- the nearest visible chunks of the same document before and after the hit, by position
-                SELECT coalesce(jsonb_agg(jsonb_build_object('chunk_id', x.chunk_id, 'position', x.position,
-                                                             'content', x.content) ORDER BY x.position, x.chunk_id), '[]')
-                FROM ((SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
-                       WHERE s.tenant_key = v_key AND s.tenant_id = v_tenant AND s.corpus_id = t.corpus_id
-                         AND s.document_id = t.document_id AND s.position < t.position
-                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, v_tenant, v_acl, v_all)
-                       ORDER BY s.position DESC, s.chunk_id DESC LIMIT siblings)
-                      UNION ALL
-                      (SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
-                       WHERE s.tenant_key = v_key AND s.tenant_id = v_tenant AND s.corpus_id = t.corpus_id
-                         AND s.document_id = t.document_id AND s.position > t.position
-                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, v_tenant, v_acl, v_all)
-                       ORDER BY s.position, s.chunk_id LIMIT siblings)) x) END
-    FROM top t
-    ORDER BY t.score DESC, t.chunk_id;
+    SELECT array_agg(f.id), array_agg(f.score), array_agg(d.r::integer), array_agg(l.r::integer), array_agg(g.r::integer),
+           array_agg(d.v), array_agg(l.v), array_agg(g.v)
+    INTO h_ids, h_sc, h_dr, h_lr, h_gr, h_dv, h_lv, h_gv
+    FROM unnest(ids, scores) AS f(id, score)
+    LEFT JOIN unnest(dense_ids, dense_values) WITH ORDINALITY AS d(id, v, r) ON d.id = f.id
+    LEFT JOIN unnest(lexical_ids, lexical_values) WITH ORDINALITY AS l(id, v, r) ON l.id = f.id
+    LEFT JOIN unnest(graph_ids, graph_values) WITH ORDINALITY AS g(id, v, r) ON g.id = f.id;
+    RETURN QUERY SELECT * FROM hybrid._hydrate(v_key, v_tenant, v_acl, v_all, h_ids, h_sc, h_dr, h_lr, h_gr, h_dv, h_lv,
+                                               h_gv, top_k, skip, per_document, siblings, with_graph_context);
 END
 $$;
 COMMENT ON FUNCTION hybrid.hydrate(text[], double precision[], text[], double precision[], text[], double precision[],

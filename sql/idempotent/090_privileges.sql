@@ -90,6 +90,8 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._lexical_strength(integer, integer, integer), hybrid._term_match(text, text[]),
     hybrid._term_match_in(integer, text, text[], boolean, text, text[]),
     hybrid._graph_score(double precision, double precision, double precision, double precision, double precision),
+    hybrid._hydrate(integer, text, text[], boolean, text[], double precision[], integer[], integer[], integer[],
+                    double precision[], double precision[], integer[], integer, integer, boolean, integer, boolean),
     hybrid._fuse_branches(text, double precision, double precision, double precision, text[], double precision[], text[], double precision[]),
     hybrid._dense_plan(integer, text[], jsonb, integer, integer), hybrid._dense_kind(integer), hybrid._dense_statement(text, integer),
     hybrid._valid_dense_kind(text, integer, text), hybrid._default_dense_kind(integer),
