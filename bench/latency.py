@@ -508,10 +508,14 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
         key, part, ef = conn.execute("SELECT k, hybrid._chunk_partition(k)::text, hybrid._dense_plan(k, NULL, NULL, NULL, %s) "
                                      "FROM hybrid._tenant_key(%s) k", (PER_SOURCE_K, td.tenant_id)).fetchone()
         conn.execute("SELECT hybrid.suspend_vector_index()")
-        for k in kinds:
-            key_sql, stmt = conn.execute("SELECT hybrid._dense_index_key(%s, %s), hybrid._dense_statement(%s, %s)", (DIM, k, k, DIM)).fetchone()
+        for k in kinds:  # diskann: vectorscale's StreamingDiskANN, on l2_normalize(embedding) (the same cosine order)
+            kk = k.replace("diskann", "vector")
+            key_sql, stmt = conn.execute("SELECT hybrid._dense_index_key(%s, %s), hybrid._dense_statement(%s, %s)", (DIM, kk, kk, DIM)).fetchone()
+            if k == "diskann":
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vectorscale")
+                key_sql, stmt = "(l2_normalize(embedding)) vector_cosine_ops", stmt.replace("BY c.embedding <=>", "BY l2_normalize(c.embedding) <=>")
             t0 = time.perf_counter()
-            conn.execute(f"CREATE INDEX bench_{k} ON {part} USING hnsw ({key_sql}) WHERE NOT superseded")
+            conn.execute(f"CREATE INDEX bench_{k} ON {part} USING {'diskann' if k == 'diskann' else 'hnsw'} ({key_sql}) WHERE NOT superseded")
             out[k] = {"build_s": round(time.perf_counter() - t0, 1), "ms": [], "recall": [], "ef_search": ef, "statement": stmt,
                       "size_mb": round(conn.execute(f"SELECT pg_relation_size('hybrid.bench_{k}') / 1048576.0::float8").fetchone()[0], 1)}
     with psycopg.connect(app_dsn) as conn:
@@ -521,15 +525,17 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
                 t0 = time.perf_counter()
                 with conn.transaction():
                     conn.execute("SELECT set_config('hybrid.tenant_id', %s, true), set_config('hnsw.ef_search', %s, true), "
-                                 "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true)",
-                                 (td.tenant_id, str(ef)))
+                                 "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true), "
+                                 "set_config('diskann.query_search_list_size', %s, true), set_config('diskann.query_rescore', %s, true)",
+                                 (td.tenant_id, str(ef), str(ef), str(4 * PER_SOURCE_K)))
                     got = [r[0] for r in conn.execute(re.sub(r"\$(\d)", r"%(p\1)s", out[k]["statement"]), dict(  # search_dense's values
                         p1=vector_literal(q.vector), p2=key, p3=td.tenant_id, p4=[], p5=True, p6=None, p7=None, p8=PER_SOURCE_K,
                         p9=PER_SOURCE_K if k != "bit" else max(ef, 4 * PER_SOURCE_K))).fetchall()]
                 out[k]["ms"].append(1000 * (time.perf_counter() - t0))
                 out[k]["recall"].append(len(exact & set(got[:TOP_K])) / TOP_K)
     with psycopg.connect(db_dsn, autocommit=True) as conn:  # the engine's index back
-        conn.execute("DROP INDEX " + ", ".join(f"hybrid.bench_{k}" for k in kinds) + "; SELECT hybrid.resume_vector_index()")
+        conn.execute("DROP INDEX " + ", ".join(f"hybrid.bench_{k}" for k in kinds) + "; DROP EXTENSION IF EXISTS vectorscale; "
+                     "SELECT hybrid.resume_vector_index()")
     return {k: {**summarize(v.pop("ms"), []), "recall_at_10_mean": round(statistics.fmean(v["recall"]), 4),
                 "recall_at_10_min": min(v["recall"]), "zero_recall_queries": v.pop("recall").count(0.0), **v}
             for k, v in out.items()}
@@ -656,8 +662,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 "chunks": size, "batches": n_batches, "chunks_per_s": round(size / timings["ingest_s"], 1),
                 "edges_submitted": submitted, "edges_generated": n_edges, "edges_added": added,
                 "edges_per_s": round(submitted / timings["edges_s"], 1) if timings["edges_s"] > 0 else None,
-                "bulk_load": bulk, "hnsw_present_during_load": res.pop("hnsw_present_during_load", True),
-            }
+                "bulk_load": bulk, "hnsw_present_during_load": res.pop("hnsw_present_during_load", True)}
             if bulk:
                 res["ingest"].update(hnsw_present_after_load=res.pop("hnsw_present_after_load", None),
                                      load_only_chunks_per_s=res["ingest"]["chunks_per_s"],
@@ -790,10 +795,7 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
 
     dense = [s for s in returned("hybrid.search_dense") if not s.startswith("EXECUTE")]  # not halfvec / bit kinds
     lexical = returned("hybrid.search_lexical")
-    walk = conn.execute("SELECT to_regprocedure('hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[])')"
-                        ).fetchone()[0]  # the hop loop's home since graph_decay
-    graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid._graph_walk" if walk else
-                                                                           "hybrid.search_graph"), re.S)
+    graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid._graph_walk"), re.S)  # the hop loop
     assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None, "the branch functions changed shape"
     hop = re.sub(r"\s+INTO v_next_ids, v_next_pos, v_next_kind[^\n]*", "", graph_hop.group(0))
     return [
@@ -808,8 +810,7 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         ("hybrid._hydrate (run by hybrid.retrieve), hydration of the fused ids, as hybrid_definer",
          bind(returned("hybrid._hydrate")[0], {"top_k": "10"}), {"role": "hybrid_definer"}),
         ("(d) pgvector-python RRF CTE (RLS only, no explicit tenant predicate; session defaults)",
-         PGVECTOR_RRF_SQL.replace("%(embedding)s", "%(v)s").replace("%(query)s", "%(t)s").replace("%(k)s", "60"), {}),
-    ]
+         PGVECTOR_RRF_SQL.replace("%(embedding)s", "%(v)s").replace("%(query)s", "%(t)s").replace("%(k)s", "60"), {})]
 
 
 def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: World, seed: int,
@@ -938,7 +939,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--picks", type=float, nargs="+", default=[0.5, 0.01],
                     help="row shares: the tenant nearest each is measured (labelled e.g. 50pct, 1pct, 0.1pct)")
     ap.add_argument("--parallel", action="store_true", help="also time pyhybrid.aio's read-only one call and parallel=True")
-    ap.add_argument("--index-kinds", nargs="+", choices=["vector", "halfvec", "bit"], default=[],
+    ap.add_argument("--index-kinds", nargs="+", choices=["vector", "halfvec", "bit", "diskann"], default=[],
                     help="also compare these dense index kinds (hybrid._dense_kind) on the largest tenant measured")
     ap.add_argument("--bulk-above", type=int, default=0,
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
@@ -965,8 +966,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": {"queries": args.queries, "warmup": args.warmup, "batch": args.batch, "writers": args.writers, "seed": args.seed,
                    "per_source_k": PER_SOURCE_K, "top_k": TOP_K, "weights": [WEIGHTS.vector, WEIGHTS.keyword, WEIGHTS.graph],
                    "rrf_k": RRF_K, "tenants": N_TENANTS, "picks": PICKS, "dim": DIM, "clusters": N_CLUSTERS, "vocab": VOCAB},
-        "runs": [],
-    }
+        "runs": []}
     for size in sorted(args.sizes):
         t_size = time.perf_counter()
         try:
