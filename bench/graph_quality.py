@@ -63,8 +63,7 @@ from pyhybrid.server import start_embedded, stop_embedded  # noqa: E402
 
 # base calls: name -> (fusion, vector_weight, keyword_weight, rrf_k)
 BASES: dict[str, tuple[str, float, float, float]] = {
-    "rrf": ("rrf", 1.0, 1.0, 60.0), "convex": ("convex", 1.0, 1.0, 60.0), "rrf_tuned": ("rrf", 0.75, 1.0, 10.0),
-}
+    "rrf": ("rrf", 1.0, 1.0, 60.0), "convex": ("convex", 1.0, 1.0, 60.0), "rrf_tuned": ("rrf", 0.75, 1.0, 10.0)}
 # named engine calls outside the grid: name -> (base, edge set, graph_expand, graph_weight)
 NAMED_ENGINE = {"cli_default (weights 1,1,2, --graph-expand 1)": ("rrf", "all", 1, 2.0)}
 ALL = "all"
@@ -422,8 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "null_graphs": {"count": len(nulls), "seeds": [1000 + i for i in range(len(nulls))],
                             "edges_kept": [len(e) for e in nulls]},
             "baselines": baselines, "baseline_mirror": bmirror, "engine_mirror": emirror, "engine_grid": engine_grid,
-            "named_engine": named, "adjacency_check": adj_check, "latency": latency, "timings": timings,
-        }
+            "named_engine": named, "adjacency_check": adj_check, "latency": latency, "timings": timings}
         write_result(out_path, meta, res)
         print(f"\nwrote {out_path} in {timings['total_s']:.0f} s")
         ok = emirror["matches"] == emirror["calls"] and bmirror["matches"] == bmirror["calls"]

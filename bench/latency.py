@@ -508,12 +508,14 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
         key, part, ef = conn.execute("SELECT k, hybrid._chunk_partition(k)::text, hybrid._dense_plan(k, NULL, NULL, NULL, %s) "
                                      "FROM hybrid._tenant_key(%s) k", (PER_SOURCE_K, td.tenant_id)).fetchone()
         conn.execute("SELECT hybrid.suspend_vector_index()")
-        for k in kinds:  # diskann: vectorscale's StreamingDiskANN, on l2_normalize(embedding) (the same cosine order)
-            kk = k.replace("diskann", "vector")
+        # diskann: vectorscale's StreamingDiskANN on l2_normalize() (the same order; an index the vector kind cannot
+        # pick), its SBQ candidates re-ranked by the statement as bit's are (rescoring from an expression panics in 0.9)
+        for k, kk in ((k, k.replace("diskann", "vector")) for k in kinds):
             key_sql, stmt = conn.execute("SELECT hybrid._dense_index_key(%s, %s), hybrid._dense_statement(%s, %s)", (DIM, kk, kk, DIM)).fetchone()
             if k == "diskann":
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vectorscale")
-                key_sql, stmt = "(l2_normalize(embedding)) vector_cosine_ops", stmt.replace("BY c.embedding <=>", "BY l2_normalize(c.embedding) <=>")
+                key_sql, stmt = f"(l2_normalize(embedding)::vector({DIM})) vector_cosine_ops", stmt.replace(
+                    "BY c.embedding <=>", f"BY l2_normalize(c.embedding)::vector({DIM}) <=>")
             t0 = time.perf_counter()
             conn.execute(f"CREATE INDEX bench_{k} ON {part} USING {'diskann' if k == 'diskann' else 'hnsw'} ({key_sql}) WHERE NOT superseded")
             out[k] = {"build_s": round(time.perf_counter() - t0, 1), "ms": [], "recall": [], "ef_search": ef, "statement": stmt,
@@ -527,10 +529,10 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
                     conn.execute("SELECT set_config('hybrid.tenant_id', %s, true), set_config('hnsw.ef_search', %s, true), "
                                  "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true), "
                                  "set_config('diskann.query_search_list_size', %s, true), set_config('diskann.query_rescore', %s, true)",
-                                 (td.tenant_id, str(ef), str(ef), str(4 * PER_SOURCE_K)))
+                                 (td.tenant_id, str(ef), str(ef), "0"))
                     got = [r[0] for r in conn.execute(re.sub(r"\$(\d)", r"%(p\1)s", out[k]["statement"]), dict(  # search_dense's values
                         p1=vector_literal(q.vector), p2=key, p3=td.tenant_id, p4=[], p5=True, p6=None, p7=None, p8=PER_SOURCE_K,
-                        p9=PER_SOURCE_K if k != "bit" else max(ef, 4 * PER_SOURCE_K))).fetchall()]
+                        p9=PER_SOURCE_K if k not in ("bit", "diskann") else max(ef, 4 * PER_SOURCE_K))).fetchall()]
                 out[k]["ms"].append(1000 * (time.perf_counter() - t0))
                 out[k]["recall"].append(len(exact & set(got[:TOP_K])) / TOP_K)
     with psycopg.connect(db_dsn, autocommit=True) as conn:  # the engine's index back
