@@ -47,9 +47,7 @@ from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality import (  # noqa: E402  (bench/quality.py; importing it makes pyhybrid importable from a checkout)
-    DENSE_SQL, LEX_SQL, METRICS, TENANT, Runner, bm25_index_params, ingest, setup_database,
-    vector_literal,
-)
+    DENSE_SQL, LEX_SQL, METRICS, TENANT, Runner, bm25_index_params, ingest, setup_database, vector_literal)
 from _common import Dataset, engine_state, evaluate, load_dataset, mrr_at_k, start_meta, write_result, ndcg_at_k, recall_at_k  # noqa: E402
 
 import numpy as np  # noqa: E402

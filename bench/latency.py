@@ -916,7 +916,7 @@ def write_explain(args: argparse.Namespace, size: int, app_dsn: str, db_dsn: str
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100000], help="corpus sizes in chunks (e.g. 100000 1000000)")
+    ap.add_argument("--sizes", type=int, nargs="+", help="corpus sizes in chunks (default: the --resume sizes, else 100000)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--batch", type=int, default=10000)
@@ -949,6 +949,7 @@ def main(argv: list[str] | None = None) -> int:
                     "index scan's scores) against lexical_bm25_rescored (re-scored with <@>), interleaved")
     ap.add_argument("--writers", type=int, default=1, help="ingest_records(writers=N): batches written at once")
     args = ap.parse_args(argv)
+    args.sizes = args.sizes or args.resume or [100000]  # --resume N alone measures N, not a fresh 100k as well
     global EF_SEARCH, N_TENANTS, PICKS, METHODS, WRITERS
     METHODS = METHODS[:2] + (["lexical_bm25_rescored"] if args.bm25_ab else []) + METHODS[2:] \
         + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
