@@ -510,8 +510,9 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
         conn.execute("SELECT hybrid.suspend_vector_index()")
         # diskann: vectorscale's StreamingDiskANN on l2_normalize() (the same order; an index the vector kind cannot
         # pick), its SBQ candidates re-ranked by the statement as bit's are (rescoring from an expression panics in 0.9)
-        for k, kk in ((k, k.replace("diskann", "vector")) for k in kinds):
-            key_sql, stmt = conn.execute("SELECT hybrid._dense_index_key(%s, %s), hybrid._dense_statement(%s, %s)", (DIM, kk, kk, DIM)).fetchone()
+        for k in kinds:
+            base = "vector" if k == "diskann" else k
+            key_sql, stmt = conn.execute("SELECT hybrid._dense_index_key(%s, %s), hybrid._dense_statement(%s, %s)", (DIM, base, base, DIM)).fetchone()
             if k == "diskann":
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vectorscale")
                 key_sql, stmt = f"(l2_normalize(embedding)::vector({DIM})) vector_cosine_ops", stmt.replace(
