@@ -208,7 +208,7 @@ def test_the_dense_plan_grows_its_search_breadth_with_the_partition(db: Db) -> N
         admin.execute("UPDATE pg_class SET reltuples = 40 WHERE oid = %s::regclass", (part,))
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
         rep = t.explain_retrieve(query_embedding=chunks("a", 1, seed=3)[0].embedding, top_k=5)
-    assert [b["plan"] for b in rep["branches"] if b["branch"] == "dense"] == ["HNSW index, ef_search 150"]
+    assert [b["plan"] for b in rep["branches"] if b["branch"] == "dense"] == ["HNSW index, ef_search 150, audit passed"]
 
 
 def test_the_hnsw_build_takes_the_graph_density_settings_and_refuses_bad_ones(db: Db) -> None:

@@ -29,6 +29,8 @@ AS $$
          'The HNSW graph''s ef_construction for every partition at the next build; unset: by hnsw_dense_rows (64 where only hnsw_m is set).'),
         ('dense_index_kind', NULL,
          'What the HNSW index holds (vector, halfvec or bit), written only by hybrid.set_dense_index_kind with the index it builds; unset: by the dimension (hybrid._dense_kind).'),
+        ('dense_audit_rows', '1000',
+         'How many chunks of the partition (a fixed TABLESAMPLE SYSTEM sample) audit each HNSW list; a visible sampled chunk nearer than the list''s 10th row and not in it makes the search exact (hybrid.search_dense); 0: no audit.'),
         ('hnsw_dense_rows', '100000',
          'Without hnsw_m and hnsw_ef_construction, partitions of at least this many live chunks get m 24 and ef_construction 128, smaller ones pgvector''s 16 and 64 (hybrid._hnsw_density).')
 $$;

@@ -1,0 +1,93 @@
+"""The dense branch's audit: an HNSW list that a sample of the partition proves wrong is replaced by an exact search."""
+
+from __future__ import annotations
+
+import numpy as np
+import psycopg
+import pytest
+
+from pyhybrid import Chunk, HybridClient
+from tests.conftest import Db
+
+DIM = 384
+N = 3000
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def _fill(db: Db) -> tuple[np.ndarray, np.ndarray]:
+    """acme: N vectors in 150 tight topic clusters of 5 to 35 chunks, indexed by a deliberately poor HNSW graph (m 2,
+    ef_construction 4) searched at ef_search 20: the beam often misses a query's cluster. Returns vectors, queries."""
+    rng = np.random.default_rng(11)
+    centres = rng.standard_normal((150, DIM))
+    sizes = rng.integers(5, 36, size=150)
+    cluster = np.repeat(np.arange(150), sizes)[:N]
+    cluster = np.concatenate([cluster, rng.integers(0, 150, size=N - len(cluster))])
+    vecs = np.stack([_unit(centres[c] + 0.35 * rng.standard_normal(DIM)) for c in cluster])
+    queries = np.stack([_unit(centres[c] + 0.35 * rng.standard_normal(DIM)) for c in rng.integers(0, 150, size=40)])
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        t.ingest([Chunk(chunk_id=f"c{i}", document_id=f"d{i // 4}", position=i % 4, content=f"chunk {i}",
+                        embedding=vecs[i]) for i in range(N)])
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("VACUUM ANALYZE hybrid.chunk")
+        admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_m', '2'), ('hnsw_ef_construction', '4'), "
+                      "('hnsw_ef_search', '20')")
+        admin.execute("SELECT hybrid.suspend_vector_index()")
+        admin.execute("SELECT hybrid.resume_vector_index()")
+    return vecs, queries
+
+
+def _set_audit(db: Db, rows: str | None) -> None:
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("DELETE FROM hybrid.setting WHERE key = 'dense_audit_rows'")
+        if rows is not None:
+            admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('dense_audit_rows', %s)", (rows,))
+
+
+def _search(db: Db, queries: np.ndarray) -> list[tuple[list[int], str]]:
+    """search_dense's top 10 of each query as acme's reader, and what the audit did."""
+    out = []
+    with psycopg.connect(db.dsn("pyh_acme")) as c:
+        for q in queries:
+            with c.transaction():
+                ids = [int(r[0][1:]) for r in c.execute(
+                    "SELECT chunk_id FROM hybrid.search_dense(%s::vector, 10) ORDER BY rank", (q.tolist(),)).fetchall()]
+                out.append((ids, c.execute("SELECT current_setting('hybrid.dense_audit', true)").fetchone()[0]))  # type: ignore[index]
+    return out
+
+
+def test_an_hnsw_list_that_misses_nearer_chunks_is_replaced_by_the_exact_top_k(db: Db) -> None:
+    vecs, queries = _fill(db)
+    exact = [list(np.argsort(-(vecs @ q), kind="stable")[:10]) for q in queries]
+    _set_audit(db, "0")  # no audit: the poor graph's own lists
+    plain = _search(db, queries)
+    assert {a for _, a in plain} == {"off"}
+    missed = [i for i, (ids, _) in enumerate(plain) if set(ids) != set(exact[i])]
+    assert len(missed) >= 5, f"the graph must miss for this test to prove anything: {len(missed)} of {len(queries)}"
+    _set_audit(db, str(N))  # the whole partition sampled: every miss inside the top 10 is seen
+    audited = _search(db, queries)
+    assert [set(ids) for ids, _ in audited] == [set(e) for e in exact]
+    assert [i for i, (_, a) in enumerate(audited) if a == "failed: searched exactly"] == missed
+    assert {a for i, (_, a) in enumerate(audited) if i not in missed} == {"passed"}
+    _set_audit(db, None)  # the default, 1,000 sampled rows of 3,000: never worse than no audit
+    default = _search(db, queries)
+    assert all(len(set(d) & set(e)) >= len(set(p) & set(e)) for (d, _), (p, _), e in zip(default, plain, exact))
+    assert sum(set(d) == set(e) for (d, _), e in zip(default, exact)) > len(queries) - len(missed)
+    # explain_retrieve names the audit's outcome beside the HNSW breadth (per_source_k 10: the same list)
+    _set_audit(db, str(N))
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        shown = [str(t.explain_retrieve(query_embedding=queries[i], per_source_k=10)) for i in (missed[0], next(
+            i for i in range(len(queries)) if i not in missed))]
+    assert "ef_search 20, audit failed: searched exactly" in shown[0], shown[0]
+    assert "ef_search 20, audit passed" in shown[1], shown[1]
+
+
+def test_a_malformed_audit_setting_is_refused_by_name(db: Db) -> None:
+    vecs, queries = _fill(db)
+    _set_audit(db, "some")
+    with psycopg.connect(db.dsn("pyh_acme")) as c:
+        with pytest.raises(psycopg.errors.InvalidParameterValue,
+                           match="setting dense_audit_rows must be a non-negative integer, got 'some'"):
+            c.execute("SELECT * FROM hybrid.search_dense(%s::vector, 10)", (queries[0].tolist(),))
