@@ -18,8 +18,8 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 
 def _fill(db: Db) -> tuple[np.ndarray, np.ndarray]:
-    """acme: N vectors in 150 tight topic clusters of 5 to 35 chunks, indexed by a deliberately poor HNSW graph (m 2,
-    ef_construction 4) searched at ef_search 20: the beam often misses a query's cluster. Returns vectors, queries."""
+    """acme: N vectors in 150 tight topic clusters of 5 to 35 chunks, indexed by a deliberately poor HNSW graph (m 8,
+    ef_construction 16) searched at ef_search 20: the beam often misses a query's cluster. Returns vectors, queries."""
     rng = np.random.default_rng(11)
     centres = rng.standard_normal((150, DIM))
     sizes = rng.integers(5, 36, size=150)
@@ -32,7 +32,7 @@ def _fill(db: Db) -> tuple[np.ndarray, np.ndarray]:
                         embedding=vecs[i]) for i in range(N)])
     with psycopg.connect(db.dsn(), autocommit=True) as admin:
         admin.execute("VACUUM ANALYZE hybrid.chunk")
-        admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_m', '2'), ('hnsw_ef_construction', '4'), "
+        admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_m', '8'), ('hnsw_ef_construction', '16'), "
                       "('hnsw_ef_search', '20')")
         admin.execute("SELECT hybrid.suspend_vector_index()")
         admin.execute("SELECT hybrid.resume_vector_index()")
@@ -46,14 +46,16 @@ def _set_audit(db: Db, rows: str | None) -> None:
             admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('dense_audit_rows', %s)", (rows,))
 
 
-def _search(db: Db, queries: np.ndarray) -> list[tuple[list[int], str]]:
-    """search_dense's top 10 of each query as acme's reader, and what the audit did."""
+def _search(db: Db, queries: np.ndarray, threshold: int | None = 0) -> list[tuple[list[int], str]]:
+    """search_dense's top 10 of each query as acme's reader, and what the audit did (exact_threshold 0: through the
+    HNSW index whatever the audit's sample; None: the settings', where a partition within the sample is exact)."""
     out = []
     with psycopg.connect(db.dsn("pyh_acme")) as c:
         for q in queries:
             with c.transaction():
                 ids = [int(r[0][1:]) for r in c.execute(
-                    "SELECT chunk_id FROM hybrid.search_dense(%s::vector, 10) ORDER BY rank", (q.tolist(),)).fetchall()]
+                    "SELECT chunk_id FROM hybrid.search_dense(%s::vector, 10, exact_threshold => %s) ORDER BY rank",
+                    (q.tolist(), threshold)).fetchall()]
                 out.append((ids, c.execute("SELECT current_setting('hybrid.dense_audit', true)").fetchone()[0]))  # type: ignore[index]
     return out
 
@@ -75,13 +77,20 @@ def test_an_hnsw_list_that_misses_nearer_chunks_is_replaced_by_the_exact_top_k(d
     default = _search(db, queries)
     assert all(len(set(d) & set(e)) >= len(set(p) & set(e)) for (d, _), (p, _), e in zip(default, plain, exact))
     assert sum(set(d) == set(e) for (d, _), e in zip(default, exact)) > len(queries) - len(missed)
-    # explain_retrieve names the audit's outcome beside the HNSW breadth (per_source_k 10: the same list)
+    # without the argument, a partition within the sample is searched exactly: the audit would read it all
     _set_audit(db, str(N))
+    assert [set(ids) for ids, _ in _search(db, queries, None)] == [set(e) for e in exact]
+    # explain_retrieve names the audit's outcome beside the HNSW breadth (per_source_k 10: the same list)
+    _set_audit(db, str(N - 1))
+    outcome = [a for _, a in _search(db, queries, None)]
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
-        shown = [str(t.explain_retrieve(query_embedding=queries[i], per_source_k=10)) for i in (missed[0], next(
-            i for i in range(len(queries)) if i not in missed))]
+        shown = [str(t.explain_retrieve(query_embedding=queries[outcome.index(a)], per_source_k=10))
+                 for a in ("failed: searched exactly", "passed")]
     assert "ef_search 20, audit failed: searched exactly" in shown[0], shown[0]
     assert "ef_search 20, audit passed" in shown[1], shown[1]
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:  # and a partition within the sample
+        _set_audit(db, str(N))
+        assert [b["plan"] for b in t.explain_retrieve(query_embedding=queries[0])["branches"]] == ["exact scan"]
 
 
 def test_a_malformed_audit_setting_is_refused_by_name(db: Db) -> None:

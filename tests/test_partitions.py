@@ -198,17 +198,21 @@ def test_the_dense_plan_grows_its_search_breadth_with_the_partition(db: Db) -> N
             return admin.execute("SELECT hybrid._dense_plan(hybrid._tenant_key('acme'), NULL, NULL, NULL, %s)",
                                  (top_k,)).fetchone()[0]  # type: ignore[index,no-any-return]
 
-        assert [plan_at(n) for n in (500, 501, 11_111, 50_000, 100_000, 180_000, 500_000, 10_000_000)] == \
-            [0, 100, 100, 212, 300, 402, 671, 1000]  # 0: an exact scan, at most exact_threshold (500) chunks
+        # 0: an exact scan, at most max(exact_threshold, dense_audit_rows) = 1,000 chunks (the audit would read them all)
+        assert [plan_at(n) for n in (500, 1000, 1001, 11_111, 50_000, 100_000, 180_000, 500_000, 10_000_000)] == \
+            [0, 0, 100, 100, 212, 300, 402, 671, 1000]
         assert plan_at(100_000, top_k=450) == 900  # at least 2 x top_k
         assert plan_at(100_000, top_k=5000) == 1000  # pgvector's limit
+        admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('dense_audit_rows', '2000')")
+        assert plan_at(2000) == 0 and plan_at(2001) == 100  # the audit's sample, where larger than exact_threshold
         admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_ef_search', '150'), ('exact_threshold', '10')")
+        admin.execute("UPDATE hybrid.setting SET value = '0' WHERE key = 'dense_audit_rows'")
         assert plan_at(500_000) == 150 and plan_at(50) == 150 and plan_at(10) == 0  # the settings override both
         # explain_retrieve names the plan it took
         admin.execute("UPDATE pg_class SET reltuples = 40 WHERE oid = %s::regclass", (part,))
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
         rep = t.explain_retrieve(query_embedding=chunks("a", 1, seed=3)[0].embedding, top_k=5)
-    assert [b["plan"] for b in rep["branches"] if b["branch"] == "dense"] == ["HNSW index, ef_search 150, audit passed"]
+    assert [b["plan"] for b in rep["branches"] if b["branch"] == "dense"] == ["HNSW index, ef_search 150, audit off"]
 
 
 def test_the_hnsw_build_takes_the_graph_density_settings_and_refuses_bad_ones(db: Db) -> None:

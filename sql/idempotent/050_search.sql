@@ -99,10 +99,20 @@ DECLARE
     -- at 1,000 chunks HNSW was 1.2-1.4x faster at recall@10 1.000, at 5,000 2.7x at 0.996)
     v_threshold integer := coalesce(exact_threshold,
         (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 500);
+    v_audit text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_audit_rows');
     v_rows double precision;
     v_scope double precision;
     v_ef integer := (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search');
 BEGIN
+    IF v_audit IS NOT NULL AND v_audit !~ '^[0-9]{1,9}$' THEN
+        RAISE EXCEPTION 'setting dense_audit_rows must be a non-negative integer, got %', quote_literal(v_audit)
+            USING ERRCODE = '22023';
+    END IF;
+    -- unless the caller gives exact_threshold: a scope no larger than the audit's sample (hybrid.search_dense,
+    -- setting dense_audit_rows) is searched exactly, as the audit would read as many rows as the exact scan
+    IF exact_threshold IS NULL THEN
+        v_threshold := greatest(v_threshold, coalesce(v_audit, '1000')::integer);
+    END IF;
     -- the partition's size from its statistics (no scan); with corpus or filter, the visible rows
     -- are counted up to the threshold instead (counting a large tenant on every call cost +2 ms at
     -- 100k chunks, measured)
@@ -128,7 +138,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer) IS
-'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 1000, at least 2 x top_k and at most 1000 (pgvector''s limit).';
+'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (the argument; else the larger of setting exact_threshold, default 500, and setting dense_audit_rows, default 1,000, the audit''s sample; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 1000, at least 2 x top_k and at most 1000 (pgvector''s limit).';
 
 -- hybrid._dense_statement: the dense branch's ordered scan of an index over halfvec or binary codes
 CREATE OR REPLACE FUNCTION hybrid._dense_statement(kind text, dim integer) RETURNS text
@@ -186,11 +196,7 @@ BEGIN
     IF v_ef > 0 THEN
         v_dim := hybrid.embedding_dim();
         v_kind := hybrid._dense_kind(v_dim);
-        v_audit := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_audit_rows');
-        IF v_audit IS NOT NULL AND v_audit !~ '^[0-9]{1,9}$' THEN
-            RAISE EXCEPTION 'setting dense_audit_rows must be a non-negative integer, got %', quote_literal(v_audit)
-                USING ERRCODE = '22023';
-        END IF;
+        v_audit := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_audit_rows');  -- checked by _dense_plan
         PERFORM set_config('hnsw.ef_search', v_ef::text, true);
         -- the index's ordered scan, always: with a larger ef_search pgvector's cost estimate grows
         -- and the planner chose a sequential scan and sort instead (14x slower at 10,000 chunks with
@@ -221,12 +227,14 @@ BEGIN
         END IF;
         -- The audit: HNSW can miss a query's true neighbours entirely (the beam descends into another
         -- topic cluster; on the synthetic benchmark's 50,000-chunk partition with pgvector's (16, 64)
-        -- graph, 5 queries in 6,000 at recall@10 0). A fixed sample of the scope (dense_audit_rows
+        -- graph, 10 queries in 6,000 over 6 builds at recall@10 0; none with the audit, for dense p50
+        -- 3.6 -> 5.6 ms: bench/FINDINGS.md#queries-at-recall-0-in-mid-sized-partitions-and-the-dense-audit-dense_audit).
+        -- A fixed sample of the scope (dense_audit_rows
         -- rows, default 1,000; TABLESAMPLE SYSTEM REPEATABLE: the same blocks every call, so they stay
         -- cached) is compared with the list: a visible chunk of the sample that is nearer than the
         -- list's 10th row (or its last) and not in it proves the list wrong, and the scope is searched
-        -- exactly instead. It never fires on a list that holds its true neighbours; it catches a miss
-        -- when a chunk of the missed region is in the sample (5 of 6 such queries with 2% sampled).
+        -- exactly instead. It never fires on a list whose top 10 is right; it catches a miss when a
+        -- chunk of the missed region is in the sample.
         -- A list shorter than top_k (selective filters past the iterative scan's limit) is audited
         -- against any visible chunk outside it.
         v_ids := coalesce(v_ids, '{}');
@@ -272,7 +280,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (setting exact_threshold, default 500; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (setting dense_audit_rows, default 1,000; 0: off): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it makes the search exact; the outcome (passed, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports.';
+'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (the argument, else the larger of settings exact_threshold, default 500, and dense_audit_rows, default 1,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (setting dense_audit_rows, default 1,000; 0: off): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it makes the search exact; the outcome (passed, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports.';
 
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
