@@ -75,7 +75,8 @@ def test_a_kind_change_rebuilds_every_partition_online_and_search_follows(db: Db
         found = {f.subject: f for f in check(c)}
     assert found["dense index kind"].state.startswith(f"{kind} (") and not found["dense index kind"].problem
     with psycopg.connect(db.dsn(), autocommit=True) as c:
-        c.execute("INSERT INTO hybrid.setting (key, value) VALUES ('exact_threshold', '100')")  # acme's 400: HNSW
+        # acme's 400: HNSW (the exact threshold is the larger of exact_threshold and the audit's sample)
+        c.execute("INSERT INTO hybrid.setting (key, value) VALUES ('exact_threshold', '100'), ('dense_audit_rows', '100')")
     with HybridClient(db.dsn("pyh_acme")) as c, c.tenant("acme") as t:
         plan = t.explain_retrieve(query_embedding=queries[0])
     shown = "halfvec copies" if kind == "halfvec" else "binary codes"

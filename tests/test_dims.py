@@ -166,7 +166,8 @@ def test_a_wide_tenant_never_sees_another_tenants_chunks(wide: tuple[int, str, n
 def test_wide_hybrid_retrieval_fuses_dense_and_bm25_and_explains_its_plan(wide: tuple[int, str, np.ndarray]) -> None:
     dim, dsn, queries = wide
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("INSERT INTO hybrid.setting (key, value) VALUES ('exact_threshold', '0')")
+        # through the HNSW index: the exact threshold is the larger of exact_threshold and the audit's sample
+        c.execute("INSERT INTO hybrid.setting (key, value) VALUES ('exact_threshold', '0'), ('dense_audit_rows', '0')")
     try:
         with HybridClient(_dsn(dsn, "pyh_acme")) as client, client.tenant("acme") as t:
             q = queries[0]  # near cluster k0: chunks 0, 15, 30, ...; "falcon" is in chunks 0, 50, ... only
@@ -184,7 +185,7 @@ def test_wide_hybrid_retrieval_fuses_dense_and_bm25_and_explains_its_plan(wide: 
             assert {r.chunk_id for r in many[:2]} == {"c0", "c150"}
     finally:
         with psycopg.connect(dsn, autocommit=True) as c:
-            c.execute("DELETE FROM hybrid.setting WHERE key = 'exact_threshold'")
+            c.execute("DELETE FROM hybrid.setting WHERE key IN ('exact_threshold', 'dense_audit_rows')")
 
 
 def test_a_wide_tenant_exports_and_imports_whole(wide: tuple[int, str, np.ndarray], tmp_path: Path) -> None:
