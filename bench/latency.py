@@ -675,8 +675,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         mem.phase = "analyze"
         t0 = time.perf_counter()
         with psycopg.connect(db_dsn, autocommit=True) as conn:
-            conn.execute("VACUUM (ANALYZE) hybrid.chunk")
-            conn.execute("VACUUM (ANALYZE) hybrid.graph_node")
+            conn.execute("VACUUM (ANALYZE) hybrid.chunk, hybrid.graph_node")
             conn.execute("ANALYZE")
             # summed over the partition tree: a partitioned table or index has no storage of its own
             res["storage"] = {k: round(float(v or 0), 1) for k, v in conn.execute("""
@@ -796,7 +795,8 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
                 cur += ch
         return out + [cur.strip()]
 
-    dense = [s for s in returned("hybrid.search_dense") if not s.startswith("EXECUTE")]  # not halfvec / bit kinds
+    dense = [s for s in returned("hybrid.search_dense") if "unnest(v_ids" not in s] + [  # the exact path, then the HNSW one
+        m[1] for m in re.finditer(r"INTO v_ids, v_ds\s+FROM (\(SELECT c\.chunk_id.*?LIMIT top_k\) s);", source("hybrid.search_dense"), re.S)]
     lexical = returned("hybrid.search_lexical")
     graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid._graph_walk"), re.S)  # the hop loop
     assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None, "the branch functions changed shape"
@@ -805,7 +805,7 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         ("_scope_size (run by search_dense)", bind(source("hybrid._scope_size")), {}),
         ("search_dense, exact path (scope <= exact_threshold)", bind(dense[0]), {}),
         ("search_dense, HNSW path (scope > exact_threshold; iterative_scan relaxed_order, ef_search of hybrid._dense_plan)",
-         bind(dense[1]), {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "%(ef)s"}),
+         "SELECT s.chunk_id, s.d FROM " + bind(dense[1]), {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "%(ef)s"}),
         ("search_lexical ts_rank (GIN)", bind(lexical[0]), {"enable_sort": "off"}),
         ("search_lexical bm25 (the partition's BM25 index's ordered scan, as hybrid_definer reads it; enable_sort off "
          "as the function sets it)", bind(unwrap(lexical[1])), {"enable_sort": "off", "role": "hybrid_definer"}),
