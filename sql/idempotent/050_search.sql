@@ -186,6 +186,8 @@ DECLARE
     v_ids text[];
     v_ds double precision[];
     v_audit text;
+    v_sample integer;
+    v_part regclass;
     v_pct double precision;
     v_miss boolean;
 BEGIN
@@ -238,25 +240,23 @@ BEGIN
         -- A list shorter than top_k (selective filters past the iterative scan's limit) is audited
         -- against any visible chunk outside it.
         v_ids := coalesce(v_ids, '{}');
-        IF coalesce(v_audit, '1000')::integer > 0 THEN
-            v_pct := least(100.0, 100.0 * coalesce(v_audit, '1000')::integer / greatest(1.0,
-                (SELECT c.reltuples FROM pg_class c WHERE c.oid = hybrid._chunk_partition(v_key))));
+        v_sample := coalesce(v_audit, '1000')::integer;
+        v_miss := false;
+        IF v_sample > 0 THEN
+            v_part := hybrid._chunk_partition(v_key);
+            v_pct := least(100.0, 100.0 * v_sample / greatest(1.0, (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_part)));
             -- the partition by name: planning the parent's sample scan cost 0.6 ms at 100 partitions, this 0.15
             EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s c TABLESAMPLE SYSTEM ($1) REPEATABLE (0) '
                 'WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4) '
                 'AND ($5::text[] IS NULL OR c.corpus_id = ANY ($5)) AND ($6::jsonb IS NULL OR c.metadata @> $6) '
-                'AND (c.embedding <=> $7) < $8 AND c.chunk_id <> ALL ($9))', hybrid._chunk_partition(v_key))
+                'AND (c.embedding <=> $7) < $8 AND c.chunk_id <> ALL ($9))', v_part)
             INTO v_miss
             USING v_pct, v_tenant, v_acl, v_all, corpus_ids, filter, query_embedding,
                   CASE WHEN cardinality(v_ids) < top_k THEN 'Infinity'::float8 ELSE v_ds[least(cardinality(v_ds), 10)] END, v_ids;
-            IF NOT v_miss THEN
-                PERFORM set_config('hybrid.dense_audit', 'passed', true);
-                RETURN QUERY SELECT u.id, u.ord::integer, u.d FROM unnest(v_ids, v_ds) WITH ORDINALITY u (id, d, ord);
-                RETURN;
-            END IF;
-            PERFORM set_config('hybrid.dense_audit', 'failed: searched exactly', true);
-        ELSE
-            PERFORM set_config('hybrid.dense_audit', 'off', true);
+        END IF;
+        PERFORM set_config('hybrid.dense_audit', CASE WHEN v_sample = 0 THEN 'off' WHEN v_miss THEN 'failed: searched exactly'
+                                                      ELSE 'passed' END, true);
+        IF NOT v_miss THEN
             RETURN QUERY SELECT u.id, u.ord::integer, u.d FROM unnest(v_ids, v_ds) WITH ORDINALITY u (id, d, ord);
             RETURN;
         END IF;
