@@ -95,6 +95,33 @@ def test_a_retrieval_locks_the_callers_partition_and_no_other(db: Db) -> None:
     assert locked == {mine.split(".")[-1]}
 
 
+
+@pytest.mark.usefixtures("require_bm25", "require_age")
+def test_retrievals_past_the_plan_caches_custom_plans_still_lock_one_partition(db: Db) -> None:
+    # hybrid.retrieve keeps cached (generic) plans for its own statements, which read no chunk; the
+    # plan cache switches to them after five executions, so the check runs on the tenth call of a session
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        for i in range(3):
+            admin.execute("SELECT hybrid.create_tenant(%s) WHERE hybrid._tenant_key(%s) IS NULL", (f"other{i}", f"other{i}"))
+        mine = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('acme'))::text").fetchone()[0]  # type: ignore[index]
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        t.ingest(chunks("a", 5, seed=1))
+        t.add_edges([{"src": "a-0", "dst": "a-1", "rel": "LINKS"}])
+    q = chunks("a", 1, seed=1)[0].embedding
+    with HybridClient(db.dsn("pyh_app")) as c:
+        pids, locked = set(), set()
+        for i in range(10):
+            with c.tenant("acme") as t:
+                rows = t.retrieve(query_embedding=q, query_text="pumps valves", graph_seeds=["a-0"], graph_expand=1,
+                                  per_document=i % 2 == 1, siblings=i % 3)
+                assert rows
+                pids.add(t.conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"])  # type: ignore[index]
+                locked = {r["relname"] for r in t.conn.execute(
+                    "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                    "WHERE l.pid = pg_backend_pid() AND c.relkind = 'r' AND c.relname LIKE 'chunk_p%'").fetchall()}
+                assert locked == {mine.split(".")[-1]}, i
+    assert len(pids) == 1  # one session: its plan cache saw every call
+
 def test_drop_tenant_drops_its_partition(db: Db) -> None:
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
         t.ingest(chunks("g", 4, seed=2))

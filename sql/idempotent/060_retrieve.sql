@@ -196,54 +196,60 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- p_key a constant: one partition planned
 AS $$
 BEGIN
-    RETURN QUERY
+    -- one statement, planned for this call (p_key a constant), with only the collapse it needs: planning
+    -- the per_document branch beside the plain one doubled the planning (1.3 against 0.6 ms at the 50%
+    -- tenant of a 1M install). $1 p_key, $2 p_tenant, $3 p_acl, $4 p_all, $5 to $12 the candidates' arrays,
+    -- $13 top_k, $14 skip, $15 siblings, $16 with_graph_context
+    RETURN QUERY EXECUTE format($q$
     WITH fused AS (
-        SELECT * FROM unnest(ids, scores, drs, lrs, grs, dvs, lvs, gvs) AS f(id, score, dr, lr, gr, dv, lv, gv)
+        SELECT * FROM unnest($5, $6, $7, $8, $9, $10, $11, $12) AS f(id, score, dr, lr, gr, dv, lv, gv)
     ), hydrated AS NOT MATERIALIZED (
         -- the candidates best first, each read by the primary key (LIMIT 1 keeps it a nested loop, which
-        -- keeps that order): planned into each use below, so without per_document the read stops at
-        -- skip + top_k visible ones (~skip + top_k heap reads, not one a candidate: ~70 at the defaults,
-        -- which the 50% tenant of a 1M install reads from disk)
+        -- keeps that order): without per_document the read stops at skip + top_k visible ones (~skip +
+        -- top_k heap reads, not one a candidate: ~70 at the defaults, which the largest tenant of a 1M
+        -- install reads from disk)
         SELECT f.id AS chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
                c.content, c.metadata, c.acl_labels, c.position
         FROM (SELECT * FROM fused ORDER BY fused.score DESC, fused.id) f
         CROSS JOIN LATERAL (
             SELECT c.document_id, c.corpus_id, c.tenant_id, c.content, c.metadata, c.acl_labels, c.position
             FROM hybrid.chunk c
-            WHERE c.tenant_key = p_key AND c.tenant_id = p_tenant AND c.chunk_id = f.id
-              AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, p_tenant, p_acl, p_all)
+            WHERE c.tenant_key = $1 AND c.tenant_id = $2 AND c.chunk_id = f.id
+              AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4)
             LIMIT 1) c
     ), collapsed AS (
-        SELECT * FROM (SELECT * FROM hydrated h WHERE NOT per_document
-                       ORDER BY h.score DESC, h.chunk_id LIMIT skip + top_k) y
-        UNION ALL
-        -- per_document: every candidate (the collapse needs each one's document)
-        SELECT * FROM (SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
-                       WHERE per_document ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id) x
+        %s
     ), top AS (
-        SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id OFFSET skip LIMIT top_k
+        SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id OFFSET $14 LIMIT $13
     )
     SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
            t.content, t.metadata, t.acl_labels, t.position,
-           CASE WHEN with_graph_context
+           CASE WHEN $16
                 THEN (SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc) END,
-           CASE WHEN siblings > 0 THEN (
+           CASE WHEN $15 > 0 THEN (
                 -- the nearest visible chunks of the same document before and after the hit, by position
                 SELECT coalesce(jsonb_agg(jsonb_build_object('chunk_id', x.chunk_id, 'position', x.position,
                                                              'content', x.content) ORDER BY x.position, x.chunk_id), '[]')
                 FROM ((SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
-                       WHERE s.tenant_key = p_key AND s.tenant_id = p_tenant AND s.corpus_id = t.corpus_id
+                       WHERE s.tenant_key = $1 AND s.tenant_id = $2 AND s.corpus_id = t.corpus_id
                          AND s.document_id = t.document_id AND s.position < t.position
-                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, p_tenant, p_acl, p_all)
-                       ORDER BY s.position DESC, s.chunk_id DESC LIMIT siblings)
+                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, $2, $3, $4)
+                       ORDER BY s.position DESC, s.chunk_id DESC LIMIT $15)
                       UNION ALL
                       (SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
-                       WHERE s.tenant_key = p_key AND s.tenant_id = p_tenant AND s.corpus_id = t.corpus_id
+                       WHERE s.tenant_key = $1 AND s.tenant_id = $2 AND s.corpus_id = t.corpus_id
                          AND s.document_id = t.document_id AND s.position > t.position
-                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, p_tenant, p_acl, p_all)
-                       ORDER BY s.position, s.chunk_id LIMIT siblings)) x) END
+                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, $2, $3, $4)
+                       ORDER BY s.position, s.chunk_id LIMIT $15)) x) END
     FROM top t
-    ORDER BY t.score DESC, t.chunk_id;
+    ORDER BY t.score DESC, t.chunk_id
+    $q$, CASE WHEN per_document
+              -- every candidate, the best of each document (the collapse needs each one's document)
+              THEN 'SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
+                    ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id'
+              ELSE 'SELECT * FROM hydrated h ORDER BY h.score DESC, h.chunk_id LIMIT $14 + $13' END)
+    USING p_key, p_tenant, p_acl, p_all, ids, scores, drs, lrs, grs, dvs, lvs, gvs, top_k, skip, siblings,
+          with_graph_context;
 END
 $$;
 COMMENT ON FUNCTION hybrid._hydrate(integer, text, text[], boolean, text[], double precision[], integer[], integer[],
@@ -287,7 +293,10 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-SET plan_cache_mode = force_custom_plan  -- the hydration's v_key a constant: one partition planned
+-- no plan_cache_mode of its own: its statements read no chunk (the branches, hybrid._term_match_in and
+-- hybrid._hydrate plan theirs for the tenant's partition), so they and hybrid._fuse_branches keep cached
+-- plans; planned anew for each call they cost 0.9 ms more a call (the 50% tenant of a 1M install,
+-- pg_stat_user_functions)
 AS $$
 DECLARE
     v_tenant text;
@@ -483,9 +492,8 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    -- the two lists fused once, into arrays that graph expansion and the final statement read: each
-    -- execution of the SQL function plans its body anew (~0.6 ms a call at a 1% tenant of 1M chunks,
-    -- pg_stat_user_functions), and the call used to run it two or three times
+    -- the two lists fused once, into arrays that graph expansion and the final statement read (the call
+    -- used to run the SQL function two or three times, ~0.6 ms each while its body was planned anew)
     SELECT array_agg(b.id ORDER BY b.score DESC, b.id), array_agg(b.dr ORDER BY b.score DESC, b.id),
            array_agg(b.lr ORDER BY b.score DESC, b.id), array_agg(b.dv ORDER BY b.score DESC, b.id),
            array_agg(b.lv ORDER BY b.score DESC, b.id), array_agg(b.score ORDER BY b.score DESC, b.id)
