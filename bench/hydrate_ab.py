@@ -3,6 +3,7 @@
 The engines alternate round by round on a database that `latency.py --keep-db` left (each round applies
 its engine's SQL with migrate.upgrade: the engine before from a git worktree of --before); within a round
 the two methods alternate query by query, as latency.py measures them, for its 1% and 50% tenants.
+The first round's figures warm the database and are left out of the summary.
 
     python bench/hydrate_ab.py --data-dir /tmp/lat1m --size 1000000 --before 575fba7
 """
@@ -49,8 +50,8 @@ def main() -> int:
         old = Path(tmp) / "before"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old), args.before], check=True)
         try:
-            for r in range(args.rounds):
-                for engine, tree in (("before", old), ("after", ROOT)):
+            for r in range(args.rounds):  # the engines' order alternates, so neither always runs first
+                for engine, tree in ((("before", old), ("after", ROOT))[:: 1 if r % 2 == 0 else -1]):  # ABBA...
                     install(tree, db_dsn)
                     row: dict[str, object] = {"round": r, "engine": engine}
                     with connect(app_dsn) as client:
@@ -64,8 +65,9 @@ def main() -> int:
                             for i, q in enumerate(qs[10:]):
                                 for m in (("hybrid_retrieve", "client_fusion") if i % 2 else ("client_fusion", "hybrid_retrieve")):
                                     (one if m == "hybrid_retrieve" else cli).append(getattr(run, m)(q)[0] * 1000.0)
-                            got["hybrid_retrieve"] += one
-                            got["client_fusion"] += cli
+                            if r > 0:
+                                got["hybrid_retrieve"] += one
+                                got["client_fusion"] += cli
                             row[label] = {"one_call_p50": round(float(np.median(one)), 2), "client_p50": round(float(np.median(cli)), 2),
                                           "ratio_p50": round(float(np.median(one) / np.median(cli)), 3),
                                           "ratio_mean": round(float(np.mean(one) / np.mean(cli)), 3)}
