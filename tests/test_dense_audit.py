@@ -29,7 +29,7 @@ def _fill(db: Db) -> tuple[np.ndarray, np.ndarray]:
     queries = np.stack([_unit(centres[c] + 0.35 * rng.standard_normal(DIM)) for c in rng.integers(0, 150, size=40)])
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
         t.ingest([Chunk(chunk_id=f"c{i}", document_id=f"d{i // 4}", position=i % 4, content=f"chunk {i}",
-                        embedding=vecs[i]) for i in range(N)])
+                        embedding=vecs[i], metadata={"g": i % 50}) for i in range(N)])
     with psycopg.connect(db.dsn(), autocommit=True) as admin:
         admin.execute("VACUUM ANALYZE hybrid.chunk")
         admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_m', '8'), ('hnsw_ef_construction', '16'), "
@@ -100,3 +100,31 @@ def test_a_malformed_audit_setting_is_refused_by_name(db: Db) -> None:
         with pytest.raises(psycopg.errors.InvalidParameterValue,
                            match="setting dense_audit_rows must be a non-negative integer, got 'some'"):
             c.execute("SELECT * FROM hybrid.search_dense(%s::vector, 10)", (queries[0].tolist(),))
+
+
+def test_a_list_shorter_than_top_k_is_audited_against_any_visible_chunk_outside_it(db: Db) -> None:
+    # a selective filter on an HNSW scan that may stop early (hnsw.max_scan_tuples, 20,000 by default: here 1, so
+    # the scan ends with the candidates its first search visited) comes back short; one chunk in fifty matches
+    vecs, queries = _fill(db)
+    match = np.arange(N) % 50 == 3
+    exact = [[int(j) for j in np.argsort(-(vecs @ q), kind="stable") if match[j]][:30] for q in queries[:8]]
+
+    def top30() -> list[tuple[list[int], str]]:
+        out = []
+        with psycopg.connect(db.dsn("pyh_acme")) as c:
+            c.execute("SET hnsw.max_scan_tuples = 1")
+            for q in queries[:8]:
+                with c.transaction():
+                    ids = [int(r[0][1:]) for r in c.execute(
+                        "SELECT chunk_id FROM hybrid.search_dense(%s::vector, 30, filter => '{\"g\": 3}', exact_threshold => 0) "
+                        "ORDER BY rank", (q.tolist(),)).fetchall()]
+                    out.append((ids, c.execute("SELECT current_setting('hybrid.dense_audit', true)").fetchone()[0]))  # type: ignore[index]
+        return out
+
+    _set_audit(db, "0")
+    short = top30()
+    assert all(len(ids) < 30 for ids, _ in short), [len(ids) for ids, _ in short]
+    _set_audit(db, "1000")  # ~20 matching chunks sampled: one outside each short list
+    audited = top30()
+    assert {a for _, a in audited} == {"failed: searched exactly"}
+    assert [ids for ids, _ in audited] == exact
