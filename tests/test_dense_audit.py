@@ -46,16 +46,19 @@ def _set_audit(db: Db, rows: str | None) -> None:
             admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('dense_audit_rows', %s)", (rows,))
 
 
-def _search(db: Db, queries: np.ndarray, threshold: int | None = 0) -> list[tuple[list[int], str]]:
-    """search_dense's top 10 of each query as acme's reader, and what the audit did (exact_threshold 0: through the
+def _search(db: Db, queries: np.ndarray, threshold: int | None = 0, k: int = 10, filter: str | None = None,
+            max_scan_tuples: int | None = None) -> list[tuple[list[int], str]]:
+    """search_dense's top k of each query as acme's reader, and what the audit did (exact_threshold 0: through the
     HNSW index whatever the audit's sample; None: the settings', where a partition within the sample is exact)."""
     out = []
     with psycopg.connect(db.dsn("pyh_acme")) as c:
+        if max_scan_tuples is not None:
+            c.execute(f"SET hnsw.max_scan_tuples = {int(max_scan_tuples)}")
         for q in queries:
             with c.transaction():
                 ids = [int(r[0][1:]) for r in c.execute(
-                    "SELECT chunk_id FROM hybrid.search_dense(%s::vector, 10, exact_threshold => %s) ORDER BY rank",
-                    (q.tolist(), threshold)).fetchall()]
+                    "SELECT chunk_id FROM hybrid.search_dense(%s::vector, %s, filter => %s::jsonb, exact_threshold => %s) "
+                    "ORDER BY rank", (q.tolist(), k, filter, threshold)).fetchall()]
                 out.append((ids, c.execute("SELECT current_setting('hybrid.dense_audit', true)").fetchone()[0]))  # type: ignore[index]
     return out
 
@@ -110,16 +113,7 @@ def test_a_list_shorter_than_top_k_is_audited_against_any_visible_chunk_outside_
     exact = [[int(j) for j in np.argsort(-(vecs @ q), kind="stable") if match[j]][:30] for q in queries[:8]]
 
     def top30() -> list[tuple[list[int], str]]:
-        out = []
-        with psycopg.connect(db.dsn("pyh_acme")) as c:
-            c.execute("SET hnsw.max_scan_tuples = 1")
-            for q in queries[:8]:
-                with c.transaction():
-                    ids = [int(r[0][1:]) for r in c.execute(
-                        "SELECT chunk_id FROM hybrid.search_dense(%s::vector, 30, filter => '{\"g\": 3}', exact_threshold => 0) "
-                        "ORDER BY rank", (q.tolist(),)).fetchall()]
-                    out.append((ids, c.execute("SELECT current_setting('hybrid.dense_audit', true)").fetchone()[0]))  # type: ignore[index]
-        return out
+        return _search(db, queries[:8], k=30, filter='{"g": 3}', max_scan_tuples=1)
 
     _set_audit(db, "0")
     short = top30()

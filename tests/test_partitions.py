@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 import pytest
 
@@ -77,6 +79,13 @@ def test_no_role_but_the_owner_can_touch_a_partition_by_name(db: Db, role: str) 
                 conn.execute(statement)
 
 
+def _locked_partitions(conn: psycopg.Connection[Any]) -> set[str]:
+    """The chunk partitions this session's open transaction holds a lock on."""
+    return {r["relname"] for r in conn.execute(
+        "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+        "WHERE l.pid = pg_backend_pid() AND c.relkind = 'r' AND c.relname LIKE 'chunk_p%'").fetchall()}
+
+
 @pytest.mark.usefixtures("require_bm25", "require_age")
 def test_a_retrieval_locks_the_callers_partition_and_no_other(db: Db) -> None:
     with psycopg.connect(db.dsn(), autocommit=True) as admin:
@@ -89,11 +98,7 @@ def test_a_retrieval_locks_the_callers_partition_and_no_other(db: Db) -> None:
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
         t.retrieve(query_embedding=chunks("a", 1, seed=1)[0].embedding, query_text="pumps valves",
                    graph_seeds=["a-0"], graph_expand=1)
-        locked = {r["relname"] for r in t.conn.execute(
-            "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-            "WHERE l.pid = pg_backend_pid() AND c.relkind = 'r' AND c.relname LIKE 'chunk_p%'").fetchall()}
-    assert locked == {mine.split(".")[-1]}
-
+        assert _locked_partitions(t.conn) == {mine.split(".")[-1]}
 
 
 @pytest.mark.usefixtures("require_bm25", "require_age")
@@ -109,18 +114,16 @@ def test_retrievals_past_the_plan_caches_custom_plans_still_lock_one_partition(d
         t.add_edges([{"src": "a-0", "dst": "a-1", "rel": "LINKS"}])
     q = chunks("a", 1, seed=1)[0].embedding
     with HybridClient(db.dsn("pyh_app")) as c:
-        pids, locked = set(), set()
+        pids = set()
         for i in range(10):
             with c.tenant("acme") as t:
                 rows = t.retrieve(query_embedding=q, query_text="pumps valves", graph_seeds=["a-0"], graph_expand=1,
                                   per_document=i % 2 == 1, siblings=i % 3)
                 assert rows
                 pids.add(t.conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"])  # type: ignore[index]
-                locked = {r["relname"] for r in t.conn.execute(
-                    "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-                    "WHERE l.pid = pg_backend_pid() AND c.relkind = 'r' AND c.relname LIKE 'chunk_p%'").fetchall()}
-                assert locked == {mine.split(".")[-1]}, i
+                assert _locked_partitions(t.conn) == {mine.split(".")[-1]}, i
     assert len(pids) == 1  # one session: its plan cache saw every call
+
 
 def test_drop_tenant_drops_its_partition(db: Db) -> None:
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("globex") as t:
