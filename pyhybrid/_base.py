@@ -249,3 +249,10 @@ def check_name(name: str, value: Any) -> str:
         raise InvalidParameterError(f"{name} must be a non-empty string, got {value!r}")
     return check_text(name, value)
 
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """A required boolean argument (not 0 or 1: a typo would flip a mode)."""
+    if not isinstance(value, bool):
+        raise InvalidParameterError(f"{name} must be True or False, got {value!r}")
+    return value

@@ -331,16 +331,27 @@ class AsyncHybridClient:
         await self._scalar(_sql.GRANT_APP_SQL, (role_name,))
 
     @asynccontextmanager
-    async def bulk_load(self) -> AsyncIterator[None]:
-        """Drop the HNSW index for a large load and rebuild it afterwards, even on error (admin only).
+    async def bulk_load(self, text_indexes: bool = True) -> AsyncIterator[None]:
+        """Drop the HNSW index (and, with text_indexes, the GIN and BM25 ones) for a large load and rebuild
+        them afterwards, even on error (admin only).
 
-        Meanwhile dense search stays correct (exact) but slow on large tenants.
+        Meanwhile search stays correct but slow on large tenants: dense search exact, lexical search by
+        ts_rank over the whole partition (lexical='bm25' asked for explicitly raises 55000). Each index is
+        dropped and rebuilt in a transaction of its own; the BM25 ones are rebuilt as one segment each,
+        so the load needs no merge_bm25 afterwards.
         """
+        _base.check_flag("text_indexes", text_indexes)
         await self._scalar(_sql.SUSPEND_INDEX_SQL, ())
         try:
+            if text_indexes:
+                await self._scalar(_sql.SUSPEND_TEXT_SQL, ())
             yield
         finally:
-            await self._scalar(_sql.RESUME_INDEX_SQL, ())
+            try:
+                if text_indexes:
+                    await self._scalar(_sql.RESUME_TEXT_SQL, ())
+            finally:
+                await self._scalar(_sql.RESUME_INDEX_SQL, ())
 
     async def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
         async with self.connection() as conn:

@@ -24,6 +24,13 @@ class Finding:
         return f"{self.subject:<40} {self.state}" + (f"\n    fix: {self.fix}" if self.fix else "")
 
 
+_BULK_LOAD_HOLDS = {
+    "chunk_embedding_hnsw": ("vector_index_suspended", "SELECT hybrid.resume_vector_index();"),
+    "chunk_tsv_gin": ("text_indexes_suspended", "SELECT hybrid.resume_text_indexes();"),
+    "chunk_content_bm25": ("text_indexes_suspended", "SELECT hybrid.resume_text_indexes();"),
+}
+
+
 def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     """Every check on the database conn is connected to; a Finding with problem=True is a failure."""
     yield Finding("server", str(_one(conn, "SELECT version()")))
@@ -52,12 +59,12 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     for idx in ("chunk_embedding_hnsw", "chunk_tsv_gin", "chunk_content_bm25", "chunk_document_idx"):
         present = _one(conn, "SELECT to_regclass(%s)", (f"hybrid.{idx}",)) is not None
         needed = idx != "chunk_content_bm25" or "pg_textsearch" in avail
-        suspended = idx == "chunk_embedding_hnsw" and _one(
-            conn, "SELECT 1 FROM hybrid.setting WHERE key = 'vector_index_suspended'") is not None
+        # (the setting a bulk load holds the index off by, the call that rebuilds it)
+        hold = _BULK_LOAD_HOLDS.get(idx)
+        suspended = hold is not None and _one(conn, "SELECT 1 FROM hybrid.setting WHERE key = %s", (hold[0],)) is not None
         state = "present" if present else "suspended for a bulk load" if suspended else "MISSING"
         yield Finding(f"index {idx}", state, needed and not present,
-                      None if present or not needed else
-                      "SELECT hybrid.resume_vector_index();" if suspended else "pyhybrid migrate")
+                      None if present or not needed else hold[1] if hold and suspended else "pyhybrid migrate")
         if idx == "chunk_embedding_hnsw" and present:
             yield _dense_index_kind(conn)
     for rel, on in conn.execute("SELECT c.oid::regclass::text, c.relrowsecurity AND c.relforcerowsecurity "

@@ -70,7 +70,9 @@ def _optional_parts(cur: Any) -> list[str]:
     available = {r[0] for r in cur.fetchall()}
     added = []
     if "pg_textsearch" in available:
-        cur.execute("SELECT to_regclass('hybrid.chunk_content_bm25') IS NULL")
+        # not while a bulk load holds it off (hybrid.suspend_text_indexes): hybrid.resume_text_indexes builds it
+        cur.execute("SELECT to_regclass('hybrid.chunk_content_bm25') IS NULL AND NOT EXISTS "
+                    "(SELECT 1 FROM hybrid.setting WHERE key = 'text_indexes_suspended')")
         if cur.fetchone()[0]:
             apply_sql_file(cur, sql_dir() / "optional" / "bm25_index.sql")
             added.append("bm25")

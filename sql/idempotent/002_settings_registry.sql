@@ -19,6 +19,8 @@ AS $$
          'A SHA-256 of sql/idempotent/ and sql/optional/, so an upgrade re-applies them only when they changed.'),
         ('vector_index_suspended', NULL,
          'Present (the time it was set) while hybrid.suspend_vector_index holds the HNSW index off for a bulk load.'),
+        ('text_indexes_suspended', NULL,
+         'Present (the time it was set) while hybrid.suspend_text_indexes holds the GIN and BM25 indexes off for a bulk load.'),
         ('exact_threshold', '500',
          'Dense search is exact (a top-N sort) up to this many chunks in scope, or up to dense_audit_rows where that is larger, through the partition''s HNSW index above it (hybrid._dense_plan).'),
         ('hnsw_ef_search', NULL,

@@ -230,6 +230,104 @@ COMMENT ON FUNCTION hybrid.suspend_vector_index() IS
 'Drops the HNSW index for a bulk load (rebuild it with hybrid.resume_vector_index); returns whether it dropped one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.suspend_vector_index() FROM PUBLIC;
 
+-- hybrid.suspend_text_indexes: drop the GIN and BM25 indexes for a bulk load (admin)
+CREATE OR REPLACE FUNCTION hybrid.suspend_text_indexes() RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_gin boolean := to_regclass('hybrid.chunk_tsv_gin') IS NOT NULL;
+    v_bm25 boolean := to_regclass('hybrid.chunk_content_bm25') IS NOT NULL;
+BEGIN
+    IF NOT (v_gin OR v_bm25) THEN
+        RETURN false;
+    END IF;
+    -- A row's GIN and BM25 entries cost a load about twice its heap row; building both afterwards
+    -- costs a fraction of that, and the serial BM25 build writes the one segment hybrid.merge_bm25
+    -- would (bench/FINDINGS.md#text-indexes-during-a-bulk-load-textidx_ab). Meanwhile the lexical
+    -- branch stays correct (ts_rank over the tenant's partition) but slow for large tenants.
+    INSERT INTO hybrid.setting (key, value) VALUES ('text_indexes_suspended', now()::text)
+    ON CONFLICT (key) DO NOTHING;
+    IF v_gin THEN
+        DROP INDEX hybrid.chunk_tsv_gin;
+    END IF;
+    IF v_bm25 THEN
+        -- what is recorded of the partitions' indexes goes with them (an oid may be used again)
+        DELETE FROM hybrid.bm25_merged m WHERE m.index_oid IN
+            (SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk_content_bm25'::regclass);
+        DELETE FROM hybrid.bm25_index_checked c WHERE c.index_oid IN
+            (SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk_content_bm25'::regclass);
+        -- last: dropping a BM25 index frees pg_textsearch's shared state at once, even if the
+        -- transaction then rolls back (timescale/pg_textsearch#506), so nothing may fail after it
+        DROP INDEX hybrid.chunk_content_bm25;
+    END IF;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION hybrid.suspend_text_indexes() IS
+'Drops the GIN (hybrid.chunk_tsv_gin) and BM25 (hybrid.chunk_content_bm25) indexes for a bulk load, and records it (setting text_indexes_suspended); rebuild them with hybrid.resume_text_indexes in a later transaction. Meanwhile lexical search ranks by ts_rank, correct but reading the whole partition. Call it as a transaction of its own: a rollback after it can crash the backends that used the BM25 index (pg_textsearch 1.0, timescale/pg_textsearch#506). Returns whether it dropped one. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.suspend_text_indexes() FROM PUBLIC;
+
+-- hybrid.resume_text_indexes: build the GIN and BM25 indexes if missing (admin)
+CREATE OR REPLACE FUNCTION hybrid.resume_text_indexes() RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    v_built boolean := false;
+    v_workers text := current_setting('max_parallel_maintenance_workers');
+    v_serial boolean;
+    v_part regclass;
+BEGIN
+    IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
+        PERFORM set_config('maintenance_work_mem', '1GB', true);
+    END IF;
+    IF to_regclass('hybrid.chunk_tsv_gin') IS NULL THEN
+        -- the definition of sql/incremental/0004_tenant_partitions.sql; each partition's index with it
+        CREATE INDEX chunk_tsv_gin ON hybrid.chunk USING gin (tsv) WHERE NOT superseded;
+        v_built := true;
+    END IF;
+    IF to_regclass('hybrid.chunk_content_bm25') IS NULL
+       AND EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'pg_textsearch') THEN
+        IF (SELECT s.value FROM hybrid.setting s WHERE s.key = 'text_indexes_suspended') = now()::text THEN
+            -- dropped in this transaction: pg_textsearch 1.0 left a BM25 index built after a drop in
+            -- the same transaction with corrupt shared state (pyhybrid.migrate._drop_unpartitioned_bm25)
+            RAISE WARNING 'hybrid.resume_text_indexes: the BM25 index was dropped in this transaction; it is built only in a later one'
+                USING HINT = 'Commit, then SELECT hybrid.resume_text_indexes() again.';
+            RETURN v_built;
+        END IF;
+        -- before 1.3.1 only a serial build writes the one segment whose scan scores are exact (see
+        -- hybrid.merge_bm25); pg_textsearch builds 100,000 rows or more in parallel otherwise, and
+        -- fails with 53000 where no worker can start
+        v_serial := NOT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false);
+        IF v_serial THEN
+            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
+        END IF;
+        BEGIN
+            -- the definition of sql/optional/bm25_index.sql
+            CREATE INDEX chunk_content_bm25 ON hybrid.chunk USING bm25 (content) WITH (text_config = 'english');
+        EXCEPTION WHEN SQLSTATE '53000' THEN
+            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
+            CREATE INDEX chunk_content_bm25 ON hybrid.chunk USING bm25 (content) WITH (text_config = 'english');
+        END;
+        PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
+        -- writers wait for this transaction (CREATE INDEX holds each partition in SHARE mode), so
+        -- the segments read here are what the lexical branch will scan
+        FOR v_part IN SELECT i.inhrelid::regclass FROM pg_inherits i
+                      WHERE i.inhparent = 'hybrid.chunk_content_bm25'::regclass ORDER BY 1 LOOP
+            PERFORM hybrid._bm25_record_segments(v_part);
+        END LOOP;
+        v_built := true;
+    END IF;
+    DELETE FROM hybrid.setting WHERE key = 'text_indexes_suspended';
+    RETURN v_built;
+END
+$$;
+COMMENT ON FUNCTION hybrid.resume_text_indexes() IS
+'Creates the GIN and BM25 indexes on chunk content if they are missing (after hybrid.suspend_text_indexes and a bulk load), one per partition: the BM25 ones serially before pg_textsearch 1.3.1, so each is one segment recorded in hybrid.bm25_merged (what hybrid.merge_bm25 would leave); with maintenance_work_mem at least 1GB. Not the BM25 index in the transaction that dropped it (a WARNING; call it again after the commit). Returns whether it built one. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.resume_text_indexes() FROM PUBLIC;
+
 -- hybrid.set_dense_index_kind: change what the HNSW index holds (admin)
 CREATE OR REPLACE FUNCTION hybrid.set_dense_index_kind(kind text) RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER

@@ -373,6 +373,11 @@ BEGIN
         RETURN;
     END IF;
 
+    IF NOT v_bm25 AND EXISTS (SELECT 1 FROM hybrid.setting s WHERE s.key = 'text_indexes_suspended') THEN
+        RAISE EXCEPTION 'lexical => ''bm25'': the BM25 index is suspended for a bulk load (hybrid.suspend_text_indexes)'
+            USING ERRCODE = '55000',
+                  HINT = 'Use lexical => ''ts_rank'' meanwhile, or, the load done, SELECT hybrid.resume_text_indexes() as the schema owner.';
+    END IF;
     IF NOT v_bm25 THEN
         RAISE EXCEPTION 'lexical => ''bm25'' needs the pg_textsearch extension, which is not installed'
             USING ERRCODE = '0A000', HINT = 'Use lexical => ''ts_rank'', or install pg_textsearch and run pyhybrid migrate.';
