@@ -133,8 +133,7 @@ def latency(d: dict[str, Any]) -> list[str]:
             mode = "inside bulk_load() (indexes dropped, rebuilt after)" if ing.get("bulk_load") else "HNSW present"
             rows.append(["ingest (TenantSession.ingest)", f"{ing['chunks_per_s']:,} chunks/s, {mode}"])
             if ing.get("bulk_load"):
-                rows.append(["index rebuild; load + rebuild", f"{ing.get('index_rebuild_s', ing.get('hnsw_rebuild_s'))} s; "
-                             f"{ing['load_plus_rebuild_chunks_per_s']:,} chunks/s"])
+                rows.append(["index rebuild; load + rebuild", f"{ing.get('index_rebuild_s', ing.get('hnsw_rebuild_s'))} s; {ing['load_plus_rebuild_chunks_per_s']:,} chunks/s"])
             if ing.get("edges_per_s"):
                 rows.append(["add_edges", f"{ing['edges_per_s']:,} edges/s ({ing['edges_submitted']:,} edges)"])
         if st:

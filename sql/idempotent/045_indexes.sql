@@ -246,8 +246,9 @@ BEGIN
     -- costs a fraction of that, and the serial BM25 build writes the one segment hybrid.merge_bm25
     -- would (bench/FINDINGS.md#text-indexes-during-a-bulk-load-textidx_ab). Meanwhile the lexical
     -- branch stays correct (ts_rank over the tenant's partition) but slow for large tenants.
+    -- the time of this transaction: hybrid.resume_text_indexes tells by it a drop in its own transaction
     INSERT INTO hybrid.setting (key, value) VALUES ('text_indexes_suspended', now()::text)
-    ON CONFLICT (key) DO NOTHING;
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value;
     IF v_gin THEN
         DROP INDEX hybrid.chunk_tsv_gin;
     END IF;
