@@ -828,7 +828,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="chunks per transaction (documents are never split)")
     s.add_argument("--acl", help="comma-separated ACL labels for chunks that carry none (default: none)")
     s.add_argument("--bulk", action="store_true",
-                   help="drop the HNSW index during the load and rebuild it after (admin; for large loads)")
+                   help="drop the HNSW, GIN and BM25 indexes during the load and rebuild them after (admin; for large loads: meanwhile every tenant's search is exact and ts_rank, slow on large tenants)")
     s.add_argument("--writers", type=_positive("--writers"), default=1,
                    help="batches written at once, each on a connection of its own (1 to 16; for pre-embedded loads "
                         "on a server with cores to spare: docs/ingesting.md#speed)")
