@@ -250,7 +250,6 @@ def check_name(name: str, value: Any) -> str:
     return check_text(name, value)
 
 
-
 def check_flag(name: str, value: Any) -> bool:
     """A required boolean argument (not 0 or 1: a typo would flip a mode)."""
     if not isinstance(value, bool):

@@ -278,7 +278,8 @@ AS $$
 DECLARE
     v_built boolean := false;
     v_workers text := current_setting('max_parallel_maintenance_workers');
-    v_serial boolean;
+    -- the definition of sql/optional/bm25_index.sql
+    v_bm25 constant text := 'CREATE INDEX chunk_content_bm25 ON hybrid.chunk USING bm25 (content) WITH (text_config = ''english'')';
     v_part regclass;
 BEGIN
     IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
@@ -301,16 +302,14 @@ BEGIN
         -- before 1.3.1 only a serial build writes the one segment whose scan scores are exact (see
         -- hybrid.merge_bm25); pg_textsearch builds 100,000 rows or more in parallel otherwise, and
         -- fails with 53000 where no worker can start
-        v_serial := NOT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false);
-        IF v_serial THEN
+        IF NOT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false) THEN
             PERFORM set_config('max_parallel_maintenance_workers', '0', true);
         END IF;
         BEGIN
-            -- the definition of sql/optional/bm25_index.sql
-            CREATE INDEX chunk_content_bm25 ON hybrid.chunk USING bm25 (content) WITH (text_config = 'english');
+            EXECUTE v_bm25;
         EXCEPTION WHEN SQLSTATE '53000' THEN
             PERFORM set_config('max_parallel_maintenance_workers', '0', true);
-            CREATE INDEX chunk_content_bm25 ON hybrid.chunk USING bm25 (content) WITH (text_config = 'english');
+            EXECUTE v_bm25;
         END;
         PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
         -- writers wait for this transaction (CREATE INDEX holds each partition in SHARE mode), so
