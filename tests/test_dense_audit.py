@@ -1,4 +1,5 @@
-"""The dense branch's audit: an HNSW list that a sample of the partition proves wrong is replaced by an exact search."""
+"""The dense branch's audit: an HNSW list that a sample of the partition proves wrong is searched again at pgvector's
+widest breadth, and replaced by an exact search where that list is wrong too."""
 
 from __future__ import annotations
 
@@ -74,8 +75,14 @@ def test_an_hnsw_list_that_misses_nearer_chunks_is_replaced_by_the_exact_top_k(d
     _set_audit(db, str(N))  # the whole partition sampled: every miss inside the top 10 is seen
     audited = _search(db, queries)
     assert [set(ids) for ids, _ in audited] == [set(e) for e in exact]
-    assert [i for i, (_, a) in enumerate(audited) if a == "failed: searched exactly"] == missed
+    assert [i for i, (_, a) in enumerate(audited) if a.startswith("failed")] == missed
     assert {a for i, (_, a) in enumerate(audited) if i not in missed} == {"passed"}
+    # each miss is repaired by the wider list (ef_search 1000 on this graph of 3,000 chunks) or, where that list
+    # fails the audit too, by the exact scan; the counts printed, the outcomes asserted
+    repaired = [a for i, (_, a) in enumerate(audited) if i in missed]
+    print({a: repaired.count(a) for a in set(repaired)})
+    assert set(repaired) <= {"failed: widened to ef_search 1000", "failed: searched exactly"}
+    assert "failed: widened to ef_search 1000" in repaired
     _set_audit(db, None)  # the default, 1,000 sampled rows of 3,000: never worse than no audit
     default = _search(db, queries)
     assert all(len(set(d) & set(e)) >= len(set(p) & set(e)) for (d, _), (p, _), e in zip(default, plain, exact))
@@ -88,8 +95,8 @@ def test_an_hnsw_list_that_misses_nearer_chunks_is_replaced_by_the_exact_top_k(d
     outcome = [a for _, a in _search(db, queries, None)]
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
         shown = [str(t.explain_retrieve(query_embedding=queries[outcome.index(a)], per_source_k=10))
-                 for a in ("failed: searched exactly", "passed")]
-    assert "ef_search 20, audit failed: searched exactly" in shown[0], shown[0]
+                 for a in ("failed: widened to ef_search 1000", "passed")]
+    assert "ef_search 20, audit failed: widened to ef_search 1000" in shown[0], shown[0]
     assert "ef_search 20, audit passed" in shown[1], shown[1]
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:  # and a partition within the sample
         _set_audit(db, str(N))
@@ -118,7 +125,11 @@ def test_a_list_shorter_than_top_k_is_audited_against_any_visible_chunk_outside_
     _set_audit(db, "0")
     short = top30()
     assert all(len(ids) < 30 for ids, _ in short), [len(ids) for ids, _ in short]
-    _set_audit(db, "1000")  # ~20 matching chunks sampled: one outside each short list
+    _set_audit(db, str(N))  # every matching chunk sampled: one outside each short list
+    # each short list fails; the list at ef_search 1000 is searched exactly where it stops short too, and where it
+    # comes back full it passes only with its top 10 right (what the audit checks: ranks 11 to 30 are the index's)
     audited = top30()
-    assert {a for _, a in audited} == {"failed: searched exactly"}
-    assert [ids for ids, _ in audited] == exact
+    assert {a for _, a in audited} <= {"failed: widened to ef_search 1000", "failed: searched exactly"}
+    assert "failed: searched exactly" in {a for _, a in audited}
+    for (ids, a), e in zip(audited, exact):
+        assert (ids == e) if a == "failed: searched exactly" else (len(ids) == 30 and ids[:10] == e[:10]), (a, ids, e)

@@ -32,7 +32,7 @@ AS $$
         ('dense_index_kind', NULL,
          'What the HNSW index holds (vector, halfvec or bit), written only by hybrid.set_dense_index_kind with the index it builds; unset: by the dimension (hybrid._dense_kind).'),
         ('dense_audit_rows', '1000',
-         'How many chunks of the partition (a fixed TABLESAMPLE SYSTEM sample) audit each HNSW list; a visible sampled chunk nearer than the list''s 10th row and not in it makes the search exact (hybrid.search_dense); a scope of at most this many chunks is searched exactly (hybrid._dense_plan); 0: no audit.'),
+         'How many chunks of the partition (a fixed TABLESAMPLE SYSTEM sample) audit each HNSW list; a visible sampled chunk nearer than the list''s 10th row and not in it has the list searched again at ef_search 1000, then exactly (hybrid.search_dense); a scope of at most this many chunks is searched exactly (hybrid._dense_plan); 0: no audit.'),
         ('hnsw_dense_rows', '100000',
          'Without hnsw_m and hnsw_ef_construction, partitions of at least this many live chunks get m 24 and ef_construction 128, smaller ones pgvector''s 16 and 64 (hybrid._hnsw_density).')
 $$;

@@ -190,6 +190,7 @@ DECLARE
     v_part regclass;
     v_pct double precision;
     v_miss boolean;
+    v_widened boolean := false;
 BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
@@ -199,63 +200,73 @@ BEGIN
         v_dim := hybrid.embedding_dim();
         v_kind := hybrid._dense_kind(v_dim);
         v_audit := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_audit_rows');  -- checked by _dense_plan
-        PERFORM set_config('hnsw.ef_search', v_ef::text, true);
+        v_sample := coalesce(v_audit, '1000')::integer;
         -- the index's ordered scan, always: with a larger ef_search pgvector's cost estimate grows
         -- and the planner chose a sequential scan and sort instead (14x slower at 10,000 chunks with
         -- ef_search 300, measured); enable_sort is restored at exit (SET clause above)
         PERFORM set_config('enable_sort', 'off', true);
-        IF v_kind <> 'vector' THEN
-            -- above 2,000 dimensions the index holds embedding::halfvec(dim), or above 4,000
-            -- binary_quantize(embedding)::bit(dim) (hybrid._dense_kind): the scan orders by that same
-            -- expression, with the dimension spliced in as a literal (a typmod cannot be a parameter),
-            -- and the candidates are ranked by the exact cosine of the vectors. Binary codes rank
-            -- coarsely: a wider list (ef_search, at least 4 x top_k) is re-ranked. The values are
-            -- parameters of a one-shot plan, so the tenant key still prunes to one partition.
-            EXECUTE 'SELECT array_agg(h.chunk_id ORDER BY h.rank), array_agg(h.value ORDER BY h.rank) FROM ('
-                    || hybrid._dense_statement(v_kind, v_dim) || ') h (chunk_id, rank, value)'
-            INTO v_ids, v_ds
-            USING query_embedding, v_key, v_tenant, v_acl, v_all, corpus_ids, filter, top_k,
-                  CASE v_kind WHEN 'halfvec' THEN top_k ELSE greatest(v_ef, 4 * top_k) END;
-        ELSE
-            SELECT array_agg(s.chunk_id ORDER BY s.d, s.chunk_id), array_agg(s.d ORDER BY s.d, s.chunk_id)
-            INTO v_ids, v_ds
-            FROM (SELECT c.chunk_id, (c.embedding <=> query_embedding)::double precision AS d
-                  FROM hybrid.chunk c
-                  WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
-                    AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
-                    AND (filter IS NULL OR c.metadata @> filter)
-                  ORDER BY c.embedding <=> query_embedding
-                  LIMIT top_k) s;
-        END IF;
-        -- The audit: HNSW can miss a query's true neighbours entirely (the beam descends into another
-        -- topic cluster; on the synthetic benchmark's 50,000-chunk partition with pgvector's (16, 64)
-        -- graph, 10 queries in 6,000 over 6 builds at recall@10 0; none with the audit, for dense p50
-        -- 3.6 -> 5.6 ms: bench/FINDINGS.md#queries-at-recall-0-in-mid-sized-partitions-and-the-dense-audit-dense_audit).
-        -- A fixed sample of the scope (dense_audit_rows
-        -- rows, default 1,000; TABLESAMPLE SYSTEM REPEATABLE: the same blocks every call, so they stay
-        -- cached) is compared with the list: a visible chunk of the sample that is nearer than the
-        -- list's 10th row (or its last) and not in it proves the list wrong, and the scope is searched
-        -- exactly instead. It never fires on a list whose top 10 is right; it catches a miss when a
-        -- chunk of the missed region is in the sample.
-        -- A list shorter than top_k (selective filters past the iterative scan's limit) is audited
-        -- against any visible chunk outside it.
-        v_ids := coalesce(v_ids, '{}');
-        v_sample := coalesce(v_audit, '1000')::integer;
-        v_miss := false;
-        IF v_sample > 0 THEN
-            v_part := hybrid._chunk_partition(v_key);
-            v_pct := least(100.0, 100.0 * v_sample / greatest(1.0, (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_part)));
-            -- the partition by name: planning the parent's sample scan cost 0.6 ms at 100 partitions, this 0.15
-            EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s c TABLESAMPLE SYSTEM ($1) REPEATABLE (0) '
-                'WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4) '
-                'AND ($5::text[] IS NULL OR c.corpus_id = ANY ($5)) AND ($6::jsonb IS NULL OR c.metadata @> $6) '
-                'AND (c.embedding <=> $7) < $8 AND c.chunk_id <> ALL ($9))', v_part)
-            INTO v_miss
-            USING v_pct, v_tenant, v_acl, v_all, corpus_ids, filter, query_embedding,
-                  CASE WHEN cardinality(v_ids) < top_k THEN 'Infinity'::float8 ELSE v_ds[least(cardinality(v_ds), 10)] END, v_ids;
-        END IF;
+        -- at most two lists: the plan's breadth, then, where the audit below proves that list wrong,
+        -- pgvector's widest (1000) before the exact scan (at 500,000 chunks the exact scan took ~1 s,
+        -- a list at 1000 ~40 ms: bench/FINDINGS.md#a-wider-list-before-the-exact-scan-breadth_ab)
+        LOOP
+            PERFORM set_config('hnsw.ef_search', v_ef::text, true);
+            IF v_kind <> 'vector' THEN
+                -- above 2,000 dimensions the index holds embedding::halfvec(dim), or above 4,000
+                -- binary_quantize(embedding)::bit(dim) (hybrid._dense_kind): the scan orders by that same
+                -- expression, with the dimension spliced in as a literal (a typmod cannot be a parameter),
+                -- and the candidates are ranked by the exact cosine of the vectors. Binary codes rank
+                -- coarsely: a wider list (ef_search, at least 4 x top_k) is re-ranked. The values are
+                -- parameters of a one-shot plan, so the tenant key still prunes to one partition.
+                EXECUTE 'SELECT array_agg(h.chunk_id ORDER BY h.rank), array_agg(h.value ORDER BY h.rank) FROM ('
+                        || hybrid._dense_statement(v_kind, v_dim) || ') h (chunk_id, rank, value)'
+                INTO v_ids, v_ds
+                USING query_embedding, v_key, v_tenant, v_acl, v_all, corpus_ids, filter, top_k,
+                      CASE v_kind WHEN 'halfvec' THEN top_k ELSE greatest(v_ef, 4 * top_k) END;
+            ELSE
+                SELECT array_agg(s.chunk_id ORDER BY s.d, s.chunk_id), array_agg(s.d ORDER BY s.d, s.chunk_id)
+                INTO v_ids, v_ds
+                FROM (SELECT c.chunk_id, (c.embedding <=> query_embedding)::double precision AS d
+                      FROM hybrid.chunk c
+                      WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
+                        AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+                        AND (filter IS NULL OR c.metadata @> filter)
+                      ORDER BY c.embedding <=> query_embedding
+                      LIMIT top_k) s;
+            END IF;
+            -- The audit: HNSW can miss a query's true neighbours entirely (the beam descends into another
+            -- topic cluster; on the synthetic benchmark's 50,000-chunk partition with pgvector's (16, 64)
+            -- graph, 10 queries in 6,000 over 6 builds at recall@10 0; none with the audit, for dense p50
+            -- 3.6 -> 5.6 ms: bench/FINDINGS.md#queries-at-recall-0-in-mid-sized-partitions-and-the-dense-audit-dense_audit).
+            -- A fixed sample of the scope (dense_audit_rows
+            -- rows, default 1,000; TABLESAMPLE SYSTEM REPEATABLE: the same blocks every call, so they stay
+            -- cached) is compared with the list: a visible chunk of the sample that is nearer than the
+            -- list's 10th row (or its last) and not in it proves the list wrong: the list is searched again
+            -- at the widest breadth, and a list still wrong is replaced by an exact search of the scope.
+            -- It never fires on a list whose top 10 is right; it catches a miss when a chunk of the
+            -- missed region is in the sample.
+            -- A list shorter than top_k (selective filters past the iterative scan's limit) is audited
+            -- against any visible chunk outside it.
+            v_ids := coalesce(v_ids, '{}');
+            v_miss := false;
+            IF v_sample > 0 THEN
+                v_part := coalesce(v_part, hybrid._chunk_partition(v_key));
+                v_pct := coalesce(v_pct, least(100.0, 100.0 * v_sample
+                                               / greatest(1.0, (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_part))));
+                -- the partition by name: planning the parent's sample scan cost 0.6 ms at 100 partitions, this 0.15
+                EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s c TABLESAMPLE SYSTEM ($1) REPEATABLE (0) '
+                    'WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4) '
+                    'AND ($5::text[] IS NULL OR c.corpus_id = ANY ($5)) AND ($6::jsonb IS NULL OR c.metadata @> $6) '
+                    'AND (c.embedding <=> $7) < $8 AND c.chunk_id <> ALL ($9))', v_part)
+                INTO v_miss
+                USING v_pct, v_tenant, v_acl, v_all, corpus_ids, filter, query_embedding,
+                      CASE WHEN cardinality(v_ids) < top_k THEN 'Infinity'::float8 ELSE v_ds[least(cardinality(v_ds), 10)] END, v_ids;
+            END IF;
+            EXIT WHEN NOT v_miss OR v_ef >= 1000;
+            v_ef := 1000;
+            v_widened := true;
+        END LOOP;
         PERFORM set_config('hybrid.dense_audit', CASE WHEN v_sample = 0 THEN 'off' WHEN v_miss THEN 'failed: searched exactly'
-                                                      ELSE 'passed' END, true);
+                                                      WHEN v_widened THEN 'failed: widened to ef_search 1000' ELSE 'passed' END, true);
         IF NOT v_miss THEN
             RETURN QUERY SELECT u.id, u.ord::integer, u.d FROM unnest(v_ids, v_ds) WITH ORDINALITY u (id, d, ord);
             RETURN;
@@ -280,7 +291,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (the argument, else the larger of settings exact_threshold, default 500, and dense_audit_rows, default 1,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (setting dense_audit_rows, default 1,000; 0: off): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it makes the search exact; the outcome (passed, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports.';
+'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (the argument, else the larger of settings exact_threshold, default 500, and dense_audit_rows, default 1,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (setting dense_audit_rows, default 1,000; 0: off): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it has the index searched again at ef_search 1000 (pgvector''s widest), and a list that fails again makes the search exact; the outcome (passed, failed: widened to ef_search 1000, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports.';
 
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
