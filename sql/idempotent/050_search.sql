@@ -188,7 +188,7 @@ DECLARE
     v_audit text;
     v_sample integer;
     v_part regclass;
-    v_pct double precision;
+    v_sample_rows integer;
     v_miss boolean;
     v_widened boolean := false;
 BEGIN
@@ -250,15 +250,23 @@ BEGIN
             v_miss := false;
             IF v_sample > 0 THEN
                 v_part := coalesce(v_part, hybrid._chunk_partition(v_key));
-                v_pct := coalesce(v_pct, least(100.0, 100.0 * v_sample
-                                               / greatest(1.0, (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_part))));
-                -- the partition by name: planning the parent's sample scan cost 0.6 ms at 100 partitions, this 0.15
-                EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s c TABLESAMPLE SYSTEM ($1) REPEATABLE (0) '
-                    'WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4) '
+                -- the sample grows with the square root of the partition (as the breadth did up to
+                -- 100,000 chunks), to 4 x dense_audit_rows: a topic cluster at risk holds a few hundred
+                -- chunks whatever the partition's size, so its share of a larger partition is smaller
+                v_sample_rows := coalesce(v_sample_rows, (SELECT round(v_sample * least(4.0, greatest(1.0, sqrt(greatest(c.reltuples, 0) / 100000.0))))
+                                            FROM pg_class c WHERE c.oid = v_part)::integer, v_sample);
+                -- the partition by name (planning the parent's scan cost 0.6 ms at 100 partitions, this
+                -- 0.15): its first live chunks in hashtext(chunk_id) order (hybrid.chunk_audit_sample_idx),
+                -- a sample of rows across the partition; TABLESAMPLE SYSTEM took whole blocks, whose
+                -- chunks share documents and topics, and passed 6 of 27 lists at recall 0 that this
+                -- sample of 2,000 rows failed (bench/FINDINGS.md#the-dense-audits-sample-by-row-audit_eval)
+                EXECUTE format('SELECT EXISTS (SELECT 1 FROM (SELECT c.chunk_id, c.embedding, c.tenant_id, c.superseded, '
+                    'c.acl_labels, c.corpus_id, c.metadata FROM %s c WHERE NOT c.superseded ORDER BY hashtext(c.chunk_id) '
+                    'LIMIT $1) c WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4) '
                     'AND ($5::text[] IS NULL OR c.corpus_id = ANY ($5)) AND ($6::jsonb IS NULL OR c.metadata @> $6) '
                     'AND (c.embedding <=> $7) < $8 AND c.chunk_id <> ALL ($9))', v_part)
                 INTO v_miss
-                USING v_pct, v_tenant, v_acl, v_all, corpus_ids, filter, query_embedding,
+                USING v_sample_rows, v_tenant, v_acl, v_all, corpus_ids, filter, query_embedding,
                       CASE WHEN cardinality(v_ids) < top_k THEN 'Infinity'::float8 ELSE v_ds[least(cardinality(v_ds), 10)] END, v_ids;
             END IF;
             EXIT WHEN NOT v_miss OR v_ef >= 1000;
