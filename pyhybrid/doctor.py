@@ -56,7 +56,7 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     version = _one(conn, "SELECT value FROM hybrid.setting WHERE key = 'version'")
     yield Finding("schema hybrid", f"installed, version {version or 'unknown'}, alembic revision "
                                    f"{revision or 'unknown'}, embedding dim {_one(conn, 'SELECT hybrid.embedding_dim()')}")
-    for idx in ("chunk_embedding_hnsw", "chunk_tsv_gin", "chunk_content_bm25", "chunk_document_idx"):
+    for idx in ("chunk_embedding_hnsw", "chunk_tsv_gin", "chunk_content_bm25", "chunk_document_idx", "chunk_audit_sample_idx"):
         present = _one(conn, "SELECT to_regclass(%s)", (f"hybrid.{idx}",)) is not None
         needed = idx != "chunk_content_bm25" or "pg_textsearch" in avail
         # (the setting a bulk load holds the index off by, the call that rebuilds it)
@@ -64,7 +64,8 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
         suspended = hold is not None and _one(conn, "SELECT 1 FROM hybrid.setting WHERE key = %s", (hold[0],)) is not None
         state = "present" if present else "suspended for a bulk load" if suspended else "MISSING"
         yield Finding(f"index {idx}", state, needed and not present,
-                      None if present or not needed else hold[1] if hold and suspended else "pyhybrid migrate")
+                      None if present or not needed else hold[1] if hold and suspended
+                      else "pyhybrid migrate --reapply" if idx == "chunk_audit_sample_idx" else "pyhybrid migrate")
         if idx == "chunk_embedding_hnsw" and present:
             yield _dense_index_kind(conn)
     for rel, on in conn.execute("SELECT c.oid::regclass::text, c.relrowsecurity AND c.relforcerowsecurity "

@@ -7,7 +7,8 @@ import numpy as np
 import psycopg
 import pytest
 
-from pyhybrid import Chunk, HybridClient
+from pyhybrid import Chunk, HybridClient, migrate
+from pyhybrid.doctor import check
 from tests.conftest import Db
 
 DIM = 384
@@ -133,3 +134,45 @@ def test_a_list_shorter_than_top_k_is_audited_against_any_visible_chunk_outside_
     assert "failed: searched exactly" in {a for _, a in audited}
     for (ids, a), e in zip(audited, exact):
         assert (ids == e) if a == "failed: searched exactly" else (len(ids) == 30 and ids[:10] == e[:10]), (a, ids, e)
+
+
+def test_the_sample_is_the_partitions_first_live_chunks_in_hashtext_order(db: Db) -> None:
+    # the audit fails a list exactly where one of the first dense_audit_rows live chunks by hashtext(chunk_id), a
+    # sample of rows across the partition (not of blocks, whose neighbouring chunks share documents), beats its 10th
+    vecs, queries = _fill(db)
+    k = 300
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        sample = [int(r[0][1:]) for r in admin.execute(
+            "SELECT chunk_id FROM hybrid.chunk WHERE tenant_id = 'acme' AND NOT superseded ORDER BY hashtext(chunk_id) LIMIT %s",
+            (k,)).fetchall()]
+    _set_audit(db, "0")
+    plain = _search(db, queries)
+    predicted, judged = [], []
+    for q, (ids, _) in zip(queries, plain):
+        d10 = 1.0 - float(vecs[ids[9]] @ q)
+        d = 1.0 - vecs[[s for s in sample if s not in ids]] @ q
+        if np.min(np.abs(d - d10)) > 1e-4:  # no sampled chunk within float rounding of the 10th: a clear verdict
+            judged.append(len(predicted))
+        predicted.append(bool(np.any(d < d10)))
+    _set_audit(db, str(k))
+    outcome = [a.startswith("failed") for _, a in _search(db, queries)]
+    assert [outcome[i] for i in judged] == [predicted[i] for i in judged]
+    assert 2 <= sum(predicted[i] for i in judged) < len(judged), (sum(predicted), len(judged))
+
+
+def test_a_missing_sample_index_is_reported_and_comes_back_with_a_reapply(db: Db) -> None:
+    vecs, queries = _fill(db)
+    _set_audit(db, "1000")
+    audited = _search(db, queries[:10])
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("DROP INDEX hybrid.chunk_audit_sample_idx")
+        found = {f.subject: f for f in check(admin)}["index chunk_audit_sample_idx"]
+    assert (found.state, found.problem, found.fix) == ("MISSING", True, "pyhybrid migrate --reapply")
+    assert _search(db, queries[:10]) == audited  # the same sample, sorted from the partition meanwhile
+    migrate.upgrade(db.dsn(), reapply=True)
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        found = {f.subject: f for f in check(admin)}["index chunk_audit_sample_idx"]
+        parts = admin.execute("SELECT count(*) FROM pg_partition_tree('hybrid.chunk_audit_sample_idx')").fetchone()[0]
+        tables = admin.execute("SELECT count(*) FROM pg_partition_tree('hybrid.chunk')").fetchone()[0]
+    assert (found.state, found.problem) == ("present", False)
+    assert parts == tables  # the parent's and one a partition

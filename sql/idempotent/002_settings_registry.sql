@@ -24,7 +24,7 @@ AS $$
         ('exact_threshold', '500',
          'Dense search is exact (a top-N sort) up to this many chunks in scope, or up to dense_audit_rows where that is larger, through the partition''s HNSW index above it (hybrid._dense_plan).'),
         ('hnsw_ef_search', NULL,
-         'The HNSW search breadth; unset: 100 x sqrt(rows / 11,111) of the tenant''s partition, between 100 and 1000 (hybrid._dense_plan).'),
+         'The HNSW search breadth; unset: 100 x sqrt(rows / 11,111) of the tenant''s partition, between 100 and 300 (from 100,000 rows; hybrid._dense_plan).'),
         ('hnsw_m', NULL,
          'The HNSW graph''s m for every partition at hybrid.resume_vector_index''s next build; unset: by hnsw_dense_rows (16 where only hnsw_ef_construction is set).'),
         ('hnsw_ef_construction', NULL,
@@ -32,7 +32,7 @@ AS $$
         ('dense_index_kind', NULL,
          'What the HNSW index holds (vector, halfvec or bit), written only by hybrid.set_dense_index_kind with the index it builds; unset: by the dimension (hybrid._dense_kind).'),
         ('dense_audit_rows', '1000',
-         'How many chunks of the partition (a fixed TABLESAMPLE SYSTEM sample) audit each HNSW list; a visible sampled chunk nearer than the list''s 10th row and not in it has the list searched again at ef_search 1000, then exactly (hybrid.search_dense); a scope of at most this many chunks is searched exactly (hybrid._dense_plan); 0: no audit.'),
+         'How many chunks of the partition audit each HNSW list (its first live chunks in hashtext(chunk_id) order; past 100,000 chunks this many x sqrt(rows / 100,000), at most 4x); a visible sampled chunk nearer than the list''s 10th row and not in it has the list searched again at ef_search 1000, then exactly (hybrid.search_dense); a scope of at most this many chunks is searched exactly (hybrid._dense_plan); 0: no audit.'),
         ('hnsw_dense_rows', '100000',
          'Without hnsw_m and hnsw_ef_construction, partitions of at least this many live chunks get m 24 and ef_construction 128, smaller ones pgvector''s 16 and 64 (hybrid._hnsw_density).')
 $$;

@@ -74,8 +74,9 @@ DECLARE
     -- synthetic benchmark's vectors (bench/FINDINGS.md#exact-scan-against-hnsw-per-partition-size-dense_tuning-dense_exact_topn) recall@10 with (16, 64) was
     -- 0.991 at 100,000 chunks (ef_search 300) but at most 0.967 at 500,000 whatever the ef_search;
     -- (24, 128) reached 0.992 / 0.998 there at ef_search 200 / 400, for 2.2x the build time (on
-    -- the product path at 1M chunks: 0.995 at the ef_search 671 of hybrid._dense_plan,
-    -- bench/FINDINGS.md#hnsw-misses-at-1m-why-the-50-tenant-loses-some-queries-density_ab-density_ab_1m_findings).
+    -- the product path at 1M chunks: 0.995 at ef_search 671,
+    -- bench/FINDINGS.md#hnsw-misses-at-1m-why-the-50-tenant-loses-some-queries-density_ab-density_ab_1m_findings;
+    -- at the 300 of hybrid._dense_plan with the audit, bench/FINDINGS.md#a-wider-list-before-the-exact-scan-breadth_ab).
     v_m text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_m');
     v_efc text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_ef_construction');
     v_dense text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'hnsw_dense_rows');
@@ -421,3 +422,8 @@ REVOKE ALL ON FUNCTION hybrid.vector_index_density() FROM PUBLIC;
 -- at install, and after an upgrade that found it missing, unless a bulk load holds it off
 SELECT hybrid.resume_vector_index()
 WHERE NOT EXISTS (SELECT 1 FROM hybrid.setting WHERE key = 'vector_index_suspended');
+
+-- The dense audit's sample (hybrid.search_dense): the live chunks in hashtext(chunk_id) order, one
+-- index per partition. Revision 0014 creates it; re-created here if it went missing (pyhybrid migrate
+-- --reapply), as without it each audit would sort the whole partition.
+CREATE INDEX IF NOT EXISTS chunk_audit_sample_idx ON hybrid.chunk (hashtext(chunk_id)) WHERE NOT superseded;

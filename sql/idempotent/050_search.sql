@@ -125,20 +125,21 @@ BEGIN
         RETURN 0;
     END IF;
     -- the search breadth: setting hnsw_ef_search, or by default growing with the square root of
-    -- the partition's rows, from 100 (up to ~11,000 chunks) to 1000 (pgvector's limit, from ~1.1M).
-    -- Measured on the synthetic benchmark's clustered vectors (bench/FINDINGS.md#exact-scan-against-hnsw-per-partition-size-dense_tuning-dense_exact_topn, m 16,
+    -- the partition's rows from 100 (up to ~11,000 chunks) to 300 (from 100,000, where partitions get
+    -- the denser graph of hybrid._hnsw_density). Measured on the synthetic benchmark's clustered
+    -- vectors (bench/FINDINGS.md#exact-scan-against-hnsw-per-partition-size-dense_tuning-dense_exact_topn, m 16,
     -- ef_construction 64), recall@10 at ef_search 100 fell from 0.996 (10,000 chunks) to 0.989
     -- (50,000) and 0.976 (100,000); this rule gives 212 at 50,000 (0.999) and 300 at 100,000 (0.991).
-    -- At 500,000 chunks (the denser graph of hybrid._hnsw_density, 300 queries through search_dense,
-    -- bench/FINDINGS.md#hnsw-misses-at-1m-why-the-50-tenant-loses-some-queries-density_ab-density_ab_1m_findings) it gives 671: recall@10 0.995 and no query without its
-    -- true neighbours, where 400 gave 0.988 with 2 queries at 0 (a beam stuck in the wrong cluster),
-    -- for dense p50 x1.26 and hybrid_retrieve p50 x1.13, p95 x1.10. At least 2 x top_k.
-    v_ef := coalesce(v_ef, least(1000, greatest(100, round(100 * sqrt(greatest(coalesce(v_rows, 0), 0) / 11111.0))))::integer);
+    -- Past 100,000 the breadth stays at 300: at 500,000 chunks (24, 128) 300 lost what 671 did not
+    -- only on lists that the audit now finds (a sample of rows growing with the partition) and
+    -- searches again at 1000, for dense p95 x0.68 to x0.69 and hybrid_retrieve p95 x0.75 to x0.77 against 671, which the
+    -- rule gave there before (bench/FINDINGS.md#a-wider-list-before-the-exact-scan-breadth_ab). At least 2 x top_k.
+    v_ef := coalesce(v_ef, least(300, greatest(100, round(100 * sqrt(greatest(coalesce(v_rows, 0), 0) / 11111.0))))::integer);
     RETURN least(1000, greatest(v_ef, top_k * 2));
 END
 $$;
 COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer) IS
-'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (the argument; else the larger of setting exact_threshold, default 500, and setting dense_audit_rows, default 1,000, the audit''s sample; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 1000, at least 2 x top_k and at most 1000 (pgvector''s limit).';
+'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (the argument; else the larger of setting exact_threshold, default 500, and setting dense_audit_rows, default 1,000, the audit''s sample; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 300 (from 100,000 rows), at least 2 x top_k and at most 1000 (pgvector''s limit).';
 
 -- hybrid._dense_statement: the dense branch's ordered scan of an index over halfvec or binary codes
 CREATE OR REPLACE FUNCTION hybrid._dense_statement(kind text, dim integer) RETURNS text
@@ -299,7 +300,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (the argument, else the larger of settings exact_threshold, default 500, and dense_audit_rows, default 1,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (setting dense_audit_rows, default 1,000; 0: off): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it has the index searched again at ef_search 1000 (pgvector''s widest), and a list that fails again makes the search exact; the outcome (passed, failed: widened to ef_search 1000, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports.';
+'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (the argument, else the larger of settings exact_threshold, default 500, and dense_audit_rows, default 1,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (its first live chunks in hashtext(chunk_id) order: setting dense_audit_rows, default 1,000, past 100,000 chunks x sqrt(rows / 100,000), at most 4x; 0: off): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it has the index searched again at ef_search 1000 (pgvector''s widest), and a list that fails again makes the search exact; the outcome (passed, failed: widened to ef_search 1000, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports.';
 
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
