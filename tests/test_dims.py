@@ -122,8 +122,9 @@ def test_wide_dense_search_runs_through_the_hnsw_index_of_the_callers_partition(
                           "ON x.indexrelid = i.inhrelid WHERE i.inhparent = 'hybrid.chunk_embedding_hnsw'::regclass "
                           "AND x.indrelid = 'hybrid.chunk_p1'::regclass)").fetchone()
     assert index is not None
-    # acme is chunk_p1: its index alone (no scan of globex's chunk_p2); within exact_threshold, no index
-    assert scans(0) == {"chunk_p1": 1, index[0]: 1}
+    # acme is chunk_p1: its HNSW index once, and the audit's sample (chunk_audit_sample_idx) once; no scan of
+    # globex's chunk_p2; within exact_threshold, no HNSW index
+    assert scans(0) == {"chunk_p1": 2, index[0]: 1}
     assert index[0] not in scans(1_000_000)
 
 
