@@ -777,9 +777,10 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         if m is None:
             return stmt
         body, fargs, using = m.group(1), top_level(m.group(2)), [u.strip() for u in m.group(3).split(",")]
-        # the score expression: re-scored with <@> (a merged index's scan scores need hybrid.merge_bm25 first)
+        # the score expression: __BM25_SCORE__, the one search_lexical chose for the query (hybrid.bm25_scores:
+        # the scan's own scores on a one-segment index, else re-scored with <@>)
         names = {"v_index": "__BM25_INDEX__", "v_part": "__PARTITION__"}
-        it = iter(names.get(a, "(c.content <@> to_bm25query($1, __BM25_INDEX__))") for a in fargs)
+        it = iter(names.get(a, "__BM25_SCORE__") for a in fargs)
         body = re.sub(r"%[LsI]", lambda _: next(it), body)
         return re.sub(r"\$(\d+)", lambda g: using[int(g.group(1)) - 1], body)
 
@@ -795,23 +796,42 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
                 cur += ch
         return out + [cur.strip()]
 
+    def hydrate_statement(src: str) -> str:
+        # RETURN QUERY EXECUTE format($q$ ... %s ... $q$, CASE WHEN per_document THEN '...' ELSE '...' END)
+        # USING p_key, ...: the plain collapse spliced in, $n as the USING expressions
+        m = re.search(r"EXECUTE format\(\$q\$(.*)\$q\$,.*?ELSE '(.*?)' END\)\s+USING\s+(.*?);", src, re.S)
+        assert m is not None, "hybrid._hydrate changed shape"
+        body, using = m.group(1).replace("%s", m.group(2)), [u.strip() for u in m.group(3).split(",")]
+        return re.sub(r"\$(\d+)", lambda g: using[int(g.group(1)) - 1], body)
+
     dense = [s for s in returned("hybrid.search_dense") if "unnest(v_ids" not in s] + [  # the exact path, then the HNSW one
         m[1] for m in re.finditer(r"INTO v_ids, v_ds\s+FROM (\(SELECT c\.chunk_id.*?LIMIT top_k\) s);", source("hybrid.search_dense"), re.S)]
+    # the audit of each HNSW list: EXECUTE format('...' '...', v_part) INTO v_miss USING ...
+    audit = re.search(r"EXECUTE format\(((?:'[^']*'\s*)+), v_part\)\s+INTO v_miss\s+USING\s+(.*?);",
+                      source("hybrid.search_dense"), re.S)
     lexical = returned("hybrid.search_lexical")
     graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid._graph_walk"), re.S)  # the hop loop
-    assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None, "the branch functions changed shape"
+    assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None and audit is not None, \
+        "the branch functions changed shape"
+    audit_using = [a if not a.startswith("CASE") else "%(d10)s::float8" for a in top_level(audit.group(2))]
+    audit_stmt = re.sub(r"\$(\d+)", lambda g: audit_using[int(g.group(1)) - 1],
+                        "".join(re.findall(r"'([^']*)'", audit.group(1))).replace("%s", "__PARTITION__"))
     hop = re.sub(r"\s+INTO v_next_ids, v_next_pos, v_next_kind[^\n]*", "", graph_hop.group(0))
     return [
-        ("_scope_size (run by search_dense)", bind(source("hybrid._scope_size")), {}),
+        ("_scope_size (run by search_dense with corpus_ids or filter; without, the partition's row estimate)", bind(source("hybrid._scope_size")), {}),
         ("search_dense, exact path (scope <= exact_threshold)", bind(dense[0]), {}),
         ("search_dense, HNSW path (scope > exact_threshold; iterative_scan relaxed_order, ef_search of hybrid._dense_plan)",
          "SELECT s.chunk_id, s.d FROM " + bind(dense[1]), {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "%(ef)s"}),
+        ("search_dense's audit of the HNSW list (its row sample, hybrid.chunk_audit_sample_idx), as hybrid_definer",
+         bind(audit_stmt, {"v_sample_rows": "%(sample)s::integer", "v_ids": "%(d)s::text[]"}), {"role": "hybrid_definer"}),
         ("search_lexical ts_rank (GIN)", bind(lexical[0]), {"enable_sort": "off"}),
         ("search_lexical bm25 (the partition's BM25 index's ordered scan, as hybrid_definer reads it; enable_sort off "
-         "as the function sets it)", bind(unwrap(lexical[1])), {"enable_sort": "off", "role": "hybrid_definer"}),
-        ("search_graph, one hop from the seeds (the loop body)", bind(hop), {}),
-        ("hybrid._hydrate (run by hybrid.retrieve), hydration of the fused ids, as hybrid_definer",
-         bind(returned("hybrid._hydrate")[0], {"top_k": "10"}), {"role": "hybrid_definer"}),
+         "as the function sets it; scores as it chose them for the query, hybrid.bm25_scores)", bind(unwrap(lexical[1])), {"enable_sort": "off", "role": "hybrid_definer"}),
+        # _graph_walk runs as the engine's definer (through search_graph / retrieve): graph_node's RLS
+        # policy, which reads the chunk table and plans every partition, is not part of its statement
+        ("search_graph, one hop from the seeds (the loop body), as hybrid_definer", bind(hop), {"role": "hybrid_definer"}),
+        ("hybrid._hydrate (run by hybrid.retrieve), hydration of the fused ids without per_document, as hybrid_definer",
+         bind(hydrate_statement(source("hybrid._hydrate")), {"top_k": "10"}), {"role": "hybrid_definer"}),
         ("(d) pgvector-python RRF CTE (RLS only, no explicit tenant predicate; session defaults)",
          PGVECTOR_RRF_SQL.replace("%(embedding)s", "%(v)s").replace("%(query)s", "%(t)s").replace("%(k)s", "60"), {})]
 
@@ -841,8 +861,11 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
             v = vector_literal(q.vector)
             with conn.transaction():
                 conn.execute(SET_TENANT, (td.tenant_id,))
-                d = [r[0] for r in conn.execute(DENSE_SQL, (v, PER_SOURCE_K)).fetchall()]
+                dense_rows = conn.execute("SELECT chunk_id, value FROM hybrid.search_dense(%s::vector, %s)",
+                                          (v, PER_SOURCE_K)).fetchall()
+                d = [r[0] for r in dense_rows]
                 lx = [r[0] for r in conn.execute(LEXICAL_SQL, (q.text, PER_SOURCE_K)).fetchall()]
+                bm25_scores = conn.execute("SELECT current_setting('hybrid.bm25_scores', true)").fetchone()[0]
                 g = [r[0] for r in conn.execute(GRAPH_SQL, (q.seeds, PER_SOURCE_K)).fetchall()]
                 # the default of search_dense's exact_threshold (sql/idempotent/050_search.sql)
                 threshold = conn.execute("SELECT coalesce((SELECT value::integer FROM hybrid.setting "
@@ -851,11 +874,16 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                                    (td.tenant_id,)).fetchone()[0]
                 scope = conn.execute("SELECT hybrid._scope_size(%s, NULL, NULL, %s)", (key, threshold)).fetchone()[0]
                 acl = conn.execute("SELECT hybrid._current_acl(), hybrid._acl_all()").fetchone()
+            sample = admin.execute(  # search_dense's v_sample_rows
+                "SELECT round(coalesce((SELECT value::integer FROM hybrid.setting WHERE key = 'dense_audit_rows'), 1000) "
+                "* least(4.0, greatest(1.0, sqrt(greatest(reltuples, 0) / 100000.0))))::integer "
+                "FROM pg_class WHERE oid = hybrid._chunk_partition(%s::integer)", (key,)).fetchone()[0]
             ef, bm25_index, partition = admin.execute(
                 "SELECT greatest(hybrid._dense_plan(%s::integer, NULL, NULL, NULL, %s), 100), "
                 "hybrid._bm25_partition_index(%s::integer), hybrid._chunk_partition(%s::integer)::text",
                 (key, PER_SOURCE_K, key, key)).fetchone()
-            params = {"v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)), "ef": str(ef),
+            params = {"sample": sample, "d10": dense_rows[min(len(dense_rows), 10) - 1][1] if dense_rows else float("inf"),
+                      "v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)), "ef": str(ef),
                       "tenant": td.tenant_id, "key": key, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
                       "threshold": threshold, "k": PER_SOURCE_K, "dv": [0.0] * len(d), "lv": [0.0] * len(lx),
                       "gv": [1] * len(g), "kinds": ["chunk"] * len(q.seeds)}
@@ -866,6 +894,7 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
             out.append(f"query text: {q.text!r}; seeds: {q.seeds}")
             for title, stmt, gucs in engine_statements(conn):
                 role = gucs.pop("role", None)  # a fresh dict each call
+                stmt_before = stmt
                 with conn.transaction():
                     conn.execute(SET_TENANT, (td.tenant_id,))
                     conn.execute("SET LOCAL search_path = pg_catalog, public, ag_catalog, pg_temp")
@@ -876,6 +905,8 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                         with conn.transaction():  # a savepoint: a statement that cannot be bound here fails alone
                             cur = conn.cursor()
                             # engine-made names (regclass text), spliced as the function's format() does
+                            stmt = stmt.replace("__BM25_SCORE__", "bm25_get_current_score()" if bm25_scores == "index scan"
+                                                else "(c.content <@> to_bm25query(%(t)s, __BM25_INDEX__))")
                             stmt = stmt.replace("__BM25_INDEX__", f"'{bm25_index}'").replace("__PARTITION__", str(partition))
                             if role is None:
                                 plan = [r[0] for r in cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()]
@@ -885,6 +916,8 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                     except psycopg.Error as exc:
                         plan = [f"ERROR: {exc}"]
                 text = re.sub(r"'\[[-0-9.,e]+\]'::vector", "'<query vector>'::vector", "\n".join(plan))
+                if "__BM25_SCORE__" in stmt_before:
+                    text = f"hybrid.bm25_scores: {bm25_scores}\n{text}"
                 out += ["", f"== {title}", text]
             out.append("")
     admin.execute("DROP SCHEMA IF EXISTS bench_explain CASCADE")
