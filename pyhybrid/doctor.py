@@ -68,6 +68,9 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                       else "pyhybrid migrate --reapply" if idx == "chunk_audit_sample_idx" else "pyhybrid migrate")
         if idx == "chunk_embedding_hnsw" and present:
             yield _dense_index_kind(conn)
+    audit = _audit_samples(conn)
+    if audit is not None:
+        yield audit
     for rel, on in conn.execute("SELECT c.oid::regclass::text, c.relrowsecurity AND c.relforcerowsecurity "
                                 "FROM pg_class c WHERE c.relnamespace = 'hybrid'::regnamespace AND c.relkind IN ('r', 'p') "
                                 "AND c.relname IN ('chunk', 'corpus', 'graph_node') ORDER BY 1").fetchall():
@@ -126,6 +129,36 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     tenants, chunks = conn.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.chunk)"
                                    ).fetchone() or (0, 0)
     yield Finding("data", f"{tenants} tenants, {chunks} chunks (as seen by this role)")
+
+
+_AUDIT_SQL = """SELECT count(*) FILTER (WHERE p.audited), count(*) FILTER (WHERE p.audited AND p.cached),
+       (SELECT coalesce((SELECT value FROM hybrid.setting WHERE key = 'dense_audit_rows'), '1000'))
+FROM (SELECT hybrid._dense_plan(t.tenant_key, NULL, NULL, NULL, 10) > 0 AS audited,
+             EXISTS (SELECT 1 FROM hybrid.chunk_audit_sample_state s WHERE s.tenant_key = t.tenant_key
+                       AND s.base::text = coalesce((SELECT value FROM hybrid.setting WHERE key = 'dense_audit_rows'), '1000')) AS cached
+      FROM hybrid.tenant t) p"""
+
+
+def _audit_samples(conn: psycopg.Connection[Any]) -> Finding | None:
+    """How many partitions searched through HNSW have their dense audit's sample cached (hybrid.refresh_audit_samples);
+    None where this role may not ask (the audit's tables and hybrid._dense_plan are the engine's)."""
+    if not _one(conn, "SELECT to_regclass('hybrid.chunk_audit_sample_state') IS NOT NULL "
+                      "AND has_table_privilege('hybrid.chunk_audit_sample_state', 'SELECT') "
+                      "AND has_function_privilege('hybrid._dense_plan(integer, text[], jsonb, integer, integer)', 'EXECUTE')"):
+        return None
+    try:
+        with conn.transaction():
+            audited, cached, base = conn.execute(_AUDIT_SQL).fetchone() or (0, 0, "1000")
+    except psycopg.errors.InvalidParameterValue as exc:  # a malformed dense_audit_rows, named by _dense_plan
+        return Finding("dense audit samples", f"BROKEN: {exc.diag.message_primary}", True,
+                       "fix or DELETE the setting in hybrid.setting")
+    if base == "0":
+        return Finding("dense audit samples", "off (setting dense_audit_rows 0)")
+    return Finding("dense audit samples",
+                   f"cached for {cached} of {audited} partitions searched through HNSW"
+                   + ("" if cached == audited else "; the others read theirs from the partition (slower; a write "
+                      "since the last cache)"), False,
+                   None if cached == audited else "SELECT * FROM hybrid.refresh_audit_samples();")
 
 
 _KIND_SQL = """SELECT k.kind, split_part(k.key, ' ', -1) AS due, o.opcname AS built

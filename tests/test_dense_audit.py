@@ -176,3 +176,153 @@ def test_a_missing_sample_index_is_reported_and_comes_back_with_a_reapply(db: Db
         tables = admin.execute("SELECT count(*) FROM pg_partition_tree('hybrid.chunk')").fetchone()[0]
     assert (found.state, found.problem) == ("present", False)
     assert parts == tables  # the parent's and one a partition
+
+
+def _outcomes(db: Db, queries: np.ndarray, role: str = "pyh_acme") -> list[tuple[list[str], str, str]]:
+    """search_dense's top 10 of each query, the audit's outcome and where it read its sample (cached or partition)."""
+    out = []
+    with psycopg.connect(db.dsn(role)) as c:
+        for q in queries:
+            with c.transaction():
+                if role == "pyh_app":
+                    c.execute("SELECT set_config('hybrid.tenant_id', 'acme', true)")
+                ids = [r[0] for r in c.execute("SELECT chunk_id FROM hybrid.search_dense(%s::vector, 10, exact_threshold => 0) "
+                                               "ORDER BY rank", (q.tolist(),)).fetchall()]
+                row = c.execute("SELECT current_setting('hybrid.dense_audit', true), "
+                                "current_setting('hybrid.dense_audit_sample', true)").fetchone()
+                assert row is not None
+                out.append((ids, row[0], row[1]))
+    return out
+
+
+def _cached(admin: psycopg.Connection) -> tuple[int, list[str]] | None:
+    """acme's cached sample: (sample_rows, ids in order), or None where none is current."""
+    state = admin.execute("SELECT s.sample_rows FROM hybrid.chunk_audit_sample_state s JOIN hybrid.tenant t USING (tenant_key) "
+                          "WHERE t.tenant_id = 'acme'").fetchone()
+    if state is None:
+        return None
+    return state[0], [r[0] for r in admin.execute(
+        "SELECT s.chunk_id FROM hybrid.chunk_audit_sample s JOIN hybrid.tenant t USING (tenant_key) "
+        "WHERE t.tenant_id = 'acme' ORDER BY s.ord").fetchall()]
+
+
+def test_the_cached_sample_is_the_partitions_and_gives_the_same_verdicts(db: Db) -> None:
+    # the bulk path's resume_vector_index caches the sample: the same rows the audit reads from the partition,
+    # and the same lists and outcomes as reading them there
+    vecs, queries = _fill(db)
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        cached = _cached(admin)
+        live = [r[0] for r in admin.execute(
+            "SELECT chunk_id FROM hybrid.chunk WHERE tenant_id = 'acme' AND NOT superseded "
+            "ORDER BY hashtext(chunk_id), chunk_id LIMIT 1000").fetchall()]
+    assert cached == (1000, live)
+    from_cache = _outcomes(db, queries)
+    assert {s for _, _, s in from_cache} == {"cached"}
+    verdicts = {a for _, a, _ in from_cache}
+    assert "passed" in verdicts and any(a.startswith("failed") for a in verdicts), f"both verdicts exercised: {verdicts}"
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("DELETE FROM hybrid.chunk_audit_sample_state")
+    from_partition = _outcomes(db, queries)
+    assert {s for _, _, s in from_partition} == {"partition"}
+    assert [(ids, a) for ids, a, _ in from_cache] == [(ids, a) for ids, a, _ in from_partition]
+    # another dense_audit_rows than the cache was made with: the partition's sample of that size
+    _set_audit(db, "999")
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        assert [r.sampled for r in admin.cursor(row_factory=psycopg.rows.namedtuple_row).execute(
+            "SELECT * FROM hybrid.refresh_audit_samples('acme')")] == [999]
+    _set_audit(db, "1000")
+    assert {s for _, _, s in _outcomes(db, queries[:3])} == {"partition"}
+    _set_audit(db, "999")
+    assert {s for _, _, s in _outcomes(db, queries[:3])} == {"cached"}
+
+
+def test_a_write_to_the_tenants_chunks_forgets_its_cached_sample(db: Db) -> None:
+    vecs, queries = _fill(db)
+    admin = psycopg.connect(db.dsn(), autocommit=True)
+    refresh = "SELECT * FROM hybrid.refresh_audit_samples('acme')"
+    assert _cached(admin) is not None
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:  # an ingest
+        t.ingest([Chunk(chunk_id="new-0", document_id="new", content="new chunk", embedding=queries[0])])
+    assert _cached(admin) is None
+    assert {s for _, _, s in _outcomes(db, queries[:2])} == {"partition"}
+    admin.execute(refresh)
+    sample = _cached(admin)
+    assert sample is not None and sample[0] == 1000
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:  # a delete
+        assert t.delete_document("new") == 1
+    assert _cached(admin) is None
+    admin.execute(refresh)
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:  # a prune (supersedes)
+        assert t.prune_documents("default", keep=[f"d{i}" for i in range(1, N // 4)])
+    assert _cached(admin) is None
+    # merge_bm25 caches it again, and a tenant's removal takes its cache along
+    admin.execute("SELECT * FROM hybrid.merge_bm25('acme')")
+    assert _cached(admin) is not None
+    admin.execute("SELECT * FROM hybrid.drop_tenant('acme')")
+    assert admin.execute("SELECT (SELECT count(*) FROM hybrid.chunk_audit_sample), "
+                         "(SELECT count(*) FROM hybrid.chunk_audit_sample_state)").fetchone() == (0, 0)
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="tenant_id 'acme' does not exist"):
+        admin.execute(refresh)
+    admin.close()
+
+
+def test_a_cached_row_the_caller_cannot_see_proves_no_list_wrong(db: Db) -> None:
+    # a sampled chunk behind an ACL label the reader lacks, nearest of all to the query (its own vector): the
+    # reader's list cannot hold it, and it proves that list wrong neither from the cache nor from the partition
+    vecs, queries = _fill(db)
+    admin = psycopg.connect(db.dsn(), autocommit=True)
+    # pgvector's own graph searched at its widest: on 3,000 chunks the lists are right but for the hidden chunk
+    admin.execute("DELETE FROM hybrid.setting WHERE key IN ('hnsw_m', 'hnsw_ef_construction')")
+    admin.execute("UPDATE hybrid.setting SET value = '1000' WHERE key = 'hnsw_ef_search'")
+    admin.execute("SELECT hybrid.suspend_vector_index()")
+    admin.execute("SELECT hybrid.resume_vector_index()")
+    sample = _cached(admin)
+    assert sample is not None
+    hidden = int(sample[1][0][1:])
+    doc = hidden // 4
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:  # the document again, one chunk labelled
+        t.ingest([Chunk(chunk_id=f"c{i}", document_id=f"d{doc}", position=i % 4, content=f"chunk {i}", embedding=vecs[i],
+                        metadata={"g": i % 50}, acl_labels=["hidden"] if i == hidden else [])
+                  for i in range(doc * 4, doc * 4 + 4)])
+    admin.execute("SELECT * FROM hybrid.refresh_audit_samples('acme')")
+    assert f"c{hidden}" in (_cached(admin) or (0, []))[1]
+    q = vecs[hidden][None, :]
+    (ids, audit, where), = _outcomes(db, q)
+    assert (f"c{hidden}" in ids, audit, where) == (False, "passed", "cached")
+    admin.execute("DELETE FROM hybrid.chunk_audit_sample_state")
+    assert _outcomes(db, q) == [(ids, "passed", "partition")]
+    admin.execute("SELECT * FROM hybrid.refresh_audit_samples('acme')")
+    # a caller who sees it gets it first, and the audit passes as well
+    with psycopg.connect(db.dsn("pyh_app")) as c, c.transaction():
+        c.execute("SELECT set_config('hybrid.tenant_id', 'acme', true), set_config('hybrid.acl_labels', '*', true)")
+        first = c.execute("SELECT chunk_id FROM hybrid.search_dense(%s::vector, 10, exact_threshold => 0) ORDER BY rank",
+                          (q[0].tolist(),)).fetchone()
+        assert first == (f"c{hidden}",)
+        assert c.execute("SELECT current_setting('hybrid.dense_audit_sample')").fetchone() == ("cached",)
+    admin.close()
+
+
+@pytest.mark.parametrize("role", ["pyh_acme", "pyh_acme_writer", "pyh_app"])
+def test_no_tenant_or_app_role_reads_the_cached_sample_or_refreshes_it(db: Db, role: str) -> None:
+    _fill(db)
+    with psycopg.connect(db.dsn(role), autocommit=True) as c:
+        for stmt in ("SELECT count(*) FROM hybrid.chunk_audit_sample", "SELECT * FROM hybrid.chunk_audit_sample_state",
+                     "SELECT * FROM hybrid.refresh_audit_samples()", "SELECT hybrid._audit_sample_written(1)",
+                     "DELETE FROM hybrid.chunk_audit_sample_state",
+                     "SELECT hybrid._audit_sample_rows('hybrid.chunk'::regclass, 1000)"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(stmt)
+
+
+def test_doctor_reports_the_partitions_whose_audit_sample_is_cached(db: Db) -> None:
+    vecs, queries = _fill(db)
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        found = {f.subject: f for f in check(admin)}["dense audit samples"]
+        assert (found.state, found.problem, found.fix) == ("cached for 1 of 1 partitions searched through HNSW", False, None)
+        with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+            t.ingest([Chunk(chunk_id="new-0", document_id="new", content="new chunk", embedding=queries[0])])
+        found = {f.subject: f for f in check(admin)}["dense audit samples"]
+        assert found.state.startswith("cached for 0 of 1 partitions") and not found.problem
+        assert found.fix == "SELECT * FROM hybrid.refresh_audit_samples();"
+        admin.execute(found.fix)
+        assert {f.subject: f for f in check(admin)}["dense audit samples"].fix is None

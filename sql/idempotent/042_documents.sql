@@ -148,6 +148,7 @@ BEGIN
             RETURNING c.document_id
         )
         SELECT g.document_id, count(*) FROM gone g GROUP BY g.document_id ORDER BY g.document_id;
+        PERFORM hybrid._audit_sample_written(v_key);
     END IF;
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END

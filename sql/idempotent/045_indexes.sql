@@ -202,11 +202,20 @@ BEGIN
                        (SELECT c.relname FROM pg_class c WHERE c.oid = v_part) || '_embedding_idx');
     END LOOP;
     DELETE FROM hybrid.setting WHERE key = 'vector_index_suspended';
+    -- the end of a bulk load: the dense audit's sample of each partition is cached (not yet defined
+    -- while pyhybrid migrate applies this file: 050_search.sql defines it)
+    BEGIN
+        IF to_regprocedure('hybrid.refresh_audit_samples(text)') IS NOT NULL THEN
+            PERFORM hybrid.refresh_audit_samples();
+        END IF;
+    EXCEPTION WHEN insufficient_privilege THEN
+        NULL;  -- an owner under RLS: the audit reads its sample from the partition, as before
+    END;
     RETURN true;
 END
 $$;
 COMMENT ON FUNCTION hybrid.resume_vector_index() IS
-'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load): one index per partition, as dense as hybrid._hnsw_density gives for its live rows (settings hnsw_m and hnsw_ef_construction for all where present; pgvector''s 16 and 64 below hnsw_dense_rows, default 100,000, and 24 and 128 from there); returns whether it built one. Admin only.';
+'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load): one index per partition, as dense as hybrid._hnsw_density gives for its live rows (settings hnsw_m and hnsw_ef_construction for all where present; pgvector''s 16 and 64 below hnsw_dense_rows, default 100,000, and 24 and 128 from there), then caches the dense audit''s samples (hybrid.refresh_audit_samples, where its owner bypasses RLS); returns whether it built one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.resume_vector_index() FROM PUBLIC;
 
 -- hybrid.suspend_vector_index: drop the HNSW index for a bulk load (admin)

@@ -413,10 +413,11 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     DELETE FROM hybrid.bm25_merged m WHERE m.index_oid = to_regclass(hybrid._bm25_partition_index(_bm25_written.tenant_key));
+    PERFORM hybrid._audit_sample_written(_bm25_written.tenant_key);  -- and the dense audit's cached sample
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_written(integer) IS
-'Called by every writer of a tenant''s chunks (hybrid.finish_ingest, hybrid.delete_document): its partition''s BM25 index may have new segments or documents in memory, so the lexical branch re-scores until the next hybrid.merge_bm25.';
+'Called by every writer of a tenant''s chunks (hybrid.finish_ingest, hybrid.delete_document): its partition''s BM25 index may have new segments or documents in memory, so the lexical branch re-scores until the next hybrid.merge_bm25; and the dense audit''s cached sample is forgotten (hybrid._audit_sample_written).';
 REVOKE ALL ON FUNCTION hybrid._bm25_written(integer) FROM PUBLIC;
 
 -- hybrid._bm25_scan_exact: whether an index scan's own scores equal <@>'s
@@ -452,6 +453,12 @@ BEGIN
     IF merge_bm25.tenant_id IS NOT NULL AND v_key IS NULL THEN
         RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(merge_bm25.tenant_id) USING ERRCODE = '22023';
     END IF;
+    -- after the loads a merge follows, the dense audit's sample is cached too
+    BEGIN
+        PERFORM hybrid.refresh_audit_samples(merge_bm25.tenant_id);
+    EXCEPTION WHEN insufficient_privilege THEN
+        NULL;  -- an owner under RLS: the audit reads its sample from the partition, as before
+    END;
     IF v_schema IS NULL THEN
         RETURN;
     END IF;
@@ -506,7 +513,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.merge_bm25(text) IS
-'Leaves each tenant''s BM25 index (or one tenant''s) with one segment and nothing in memory, and records it in hybrid.bm25_merged: the lexical branch then takes the index scan''s own scores there until the next write, where pg_textsearch before 1.3.1 re-scores every fetched row. Before 1.3.1 a serial REINDEX does it (searches of that tenant wait for it); from 1.3.1 a spill and a force merge. Holds writes to each partition off while it runs. Run after bulk loads (pyhybrid.maintenance.merge_bm25: one transaction per tenant). Admin only.';
+'Leaves each tenant''s BM25 index (or one tenant''s) with one segment and nothing in memory, and records it in hybrid.bm25_merged: the lexical branch then takes the index scan''s own scores there until the next write, where pg_textsearch before 1.3.1 re-scores every fetched row. Before 1.3.1 a serial REINDEX does it (searches of that tenant wait for it); from 1.3.1 a spill and a force merge. Holds writes to each partition off while it runs. Also caches the dense audit''s samples of those tenants (hybrid.refresh_audit_samples, where its owner bypasses RLS). Run after bulk loads (pyhybrid.maintenance.merge_bm25: one transaction per tenant). Admin only.';
 REVOKE ALL ON FUNCTION hybrid.merge_bm25(text) FROM PUBLIC;
 
 DO $sentinel$

@@ -141,6 +141,90 @@ $$;
 COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer) IS
 'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (the argument; else the larger of setting exact_threshold, default 500, and setting dense_audit_rows, default 1,000, the audit''s sample; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 300 (from 100,000 rows), at least 2 x top_k and at most 1000 (pgvector''s limit).';
 
+-- hybrid._audit_sample_rows: how many rows the dense audit samples in a partition
+CREATE OR REPLACE FUNCTION hybrid._audit_sample_rows(part regclass, base integer) RETURNS integer
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- base (setting dense_audit_rows) up to 100,000 rows, growing with the square root of the partition past
+    -- them (as the breadth did up to 100,000 chunks), to 4 x base: a topic cluster at risk holds a few hundred
+    -- chunks whatever the partition's size, so its share of a larger partition is smaller
+    SELECT coalesce((SELECT round(base * least(4.0, greatest(1.0, sqrt(greatest(c.reltuples, 0) / 100000.0))))
+                     FROM pg_class c WHERE c.oid = part)::integer, base)
+$$;
+COMMENT ON FUNCTION hybrid._audit_sample_rows(regclass, integer) IS
+'The dense audit''s sample size for a partition: base (setting dense_audit_rows) up to 100,000 rows (its row estimate), base x sqrt(rows / 100,000) past them, at most 4 x base.';
+
+-- hybrid._audit_sample_written: a write to a tenant's chunks forgets its cached audit sample
+CREATE OR REPLACE FUNCTION hybrid._audit_sample_written(tenant_key integer) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM hybrid.chunk_audit_sample_state s WHERE s.tenant_key = _audit_sample_written.tenant_key;
+    DELETE FROM hybrid.chunk_audit_sample s WHERE s.tenant_key = _audit_sample_written.tenant_key;
+$$;
+COMMENT ON FUNCTION hybrid._audit_sample_written(integer) IS
+'Called by every writer of a tenant''s chunks (through hybrid._bm25_written: hybrid.finish_ingest, hybrid.delete_document; and hybrid.prune_documents): the dense audit reads the partition''s sample from the partition again until hybrid.refresh_audit_samples caches it anew.';
+REVOKE ALL ON FUNCTION hybrid._audit_sample_written(integer) FROM PUBLIC;
+
+-- hybrid.refresh_audit_samples: cache the dense audit's sample of each partition searched through HNSW (admin)
+CREATE OR REPLACE FUNCTION hybrid.refresh_audit_samples(tenant_id text DEFAULT NULL)
+RETURNS TABLE (tenant text, sampled integer)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_audit text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_audit_rows');
+    v_base integer;
+    v_part regclass;
+    v_n integer;
+    r record;
+BEGIN
+    IF v_audit IS NOT NULL AND v_audit !~ '^[0-9]{1,9}$' THEN
+        RAISE EXCEPTION 'setting dense_audit_rows must be a non-negative integer, got %', quote_literal(v_audit)
+            USING ERRCODE = '22023';
+    END IF;
+    IF refresh_audit_samples.tenant_id IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = refresh_audit_samples.tenant_id) THEN
+        RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(refresh_audit_samples.tenant_id) USING ERRCODE = '22023';
+    END IF;
+    -- the partitions force RLS: only an owner that bypasses it reads every live chunk of the sample
+    IF NOT (SELECT rl.rolsuper OR rl.rolbypassrls FROM pg_roles rl WHERE rl.rolname = current_user) THEN
+        RAISE EXCEPTION 'hybrid.refresh_audit_samples must be owned by a superuser or a BYPASSRLS role, not %', current_user
+            USING ERRCODE = '42501', HINT = 'ALTER FUNCTION hybrid.refresh_audit_samples(text) OWNER TO a role that bypasses RLS.';
+    END IF;
+    v_base := coalesce(v_audit, '1000')::integer;
+    FOR r IN SELECT t.tenant_id AS tid, t.tenant_key AS k FROM hybrid.tenant t
+             WHERE refresh_audit_samples.tenant_id IS NULL OR t.tenant_id = refresh_audit_samples.tenant_id
+             ORDER BY t.tenant_key LOOP
+        v_part := hybrid._chunk_partition(r.k);
+        v_n := 0;
+        IF v_part IS NOT NULL THEN
+            -- no writer of the tenant commits between the sample's read and its record (a writer's
+            -- ROW EXCLUSIVE waits; one that committed before is in the statement's snapshot)
+            EXECUTE format('LOCK TABLE %s IN SHARE MODE', v_part);
+            PERFORM hybrid._audit_sample_written(r.k);
+            -- only partitions the dense branch searches through HNSW are audited (hybrid._dense_plan)
+            IF v_base > 0 AND hybrid._dense_plan(r.k, NULL, NULL, NULL, 10) > 0 THEN
+                EXECUTE format('INSERT INTO hybrid.chunk_audit_sample (tenant_key, ord, chunk_id, embedding) '
+                               'SELECT $1, row_number() OVER (ORDER BY s.h, s.chunk_id)::integer, s.chunk_id, s.embedding '
+                               'FROM (SELECT c.chunk_id, c.embedding, hashtext(c.chunk_id) AS h FROM %s c '
+                               'WHERE NOT c.superseded ORDER BY hashtext(c.chunk_id) LIMIT $2) s', v_part)
+                    USING r.k, hybrid._audit_sample_rows(v_part, v_base);
+                GET DIAGNOSTICS v_n = ROW_COUNT;
+                INSERT INTO hybrid.chunk_audit_sample_state (tenant_key, base, sample_rows) VALUES (r.k, v_base, v_n);
+            END IF;
+        END IF;
+        tenant := r.tid;
+        sampled := v_n;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION hybrid.refresh_audit_samples(text) IS
+'Caches the dense audit''s sample of each tenant''s partition (or one tenant''s) that the dense branch searches through HNSW: the ids and vectors of its first live chunks in hashtext(chunk_id) order (hybrid._audit_sample_rows of them), in hybrid.chunk_audit_sample, which the audit reads instead of the scattered rows until the next write to that tenant''s chunks. hybrid.resume_vector_index (the end of a bulk load) and hybrid.merge_bm25 call it. Returns the rows cached per tenant. Admin only; its owner must bypass RLS.';
+REVOKE ALL ON FUNCTION hybrid.refresh_audit_samples(text) FROM PUBLIC;
+
 -- hybrid._dense_statement: the dense branch's ordered scan of an index over halfvec or binary codes
 CREATE OR REPLACE FUNCTION hybrid._dense_statement(kind text, dim integer) RETURNS text
 LANGUAGE sql IMMUTABLE
@@ -192,6 +276,8 @@ DECLARE
     v_sample_rows integer;
     v_miss boolean;
     v_widened boolean := false;
+    v_cached boolean;
+    v_d10 double precision;
 BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
@@ -251,24 +337,39 @@ BEGIN
             v_miss := false;
             IF v_sample > 0 THEN
                 v_part := coalesce(v_part, hybrid._chunk_partition(v_key));
-                -- the sample grows with the square root of the partition (as the breadth did up to
-                -- 100,000 chunks), to 4 x dense_audit_rows: a topic cluster at risk holds a few hundred
-                -- chunks whatever the partition's size, so its share of a larger partition is smaller
-                v_sample_rows := coalesce(v_sample_rows, (SELECT round(v_sample * least(4.0, greatest(1.0, sqrt(greatest(c.reltuples, 0) / 100000.0))))
-                                            FROM pg_class c WHERE c.oid = v_part)::integer, v_sample);
-                -- the partition by name (planning the parent's scan cost 0.6 ms at 100 partitions, this
-                -- 0.15): its first live chunks in hashtext(chunk_id) order (hybrid.chunk_audit_sample_idx),
-                -- a sample of rows across the partition; TABLESAMPLE SYSTEM took whole blocks, whose
-                -- chunks share documents and topics, and passed 6 of 27 lists at recall 0 that this
-                -- sample of 2,000 rows failed (bench/FINDINGS.md#the-dense-audits-sample-by-row-audit_eval)
-                EXECUTE format('SELECT EXISTS (SELECT 1 FROM (SELECT c.chunk_id, c.embedding, c.tenant_id, c.superseded, '
-                    'c.acl_labels, c.corpus_id, c.metadata FROM %s c WHERE NOT c.superseded ORDER BY hashtext(c.chunk_id) '
-                    'LIMIT $1) c WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4) '
-                    'AND ($5::text[] IS NULL OR c.corpus_id = ANY ($5)) AND ($6::jsonb IS NULL OR c.metadata @> $6) '
-                    'AND (c.embedding <=> $7) < $8 AND c.chunk_id <> ALL ($9))', v_part)
-                INTO v_miss
-                USING v_sample_rows, v_tenant, v_acl, v_all, corpus_ids, filter, query_embedding,
-                      CASE WHEN cardinality(v_ids) < top_k THEN 'Infinity'::float8 ELSE v_ds[least(cardinality(v_ds), 10)] END, v_ids;
+                v_sample_rows := coalesce(v_sample_rows, hybrid._audit_sample_rows(v_part, v_sample));
+                v_d10 := CASE WHEN cardinality(v_ids) < top_k THEN 'Infinity'::float8 ELSE v_ds[least(cardinality(v_ds), 10)] END;
+                -- the sample cached with the same setting and no write since (hybrid.refresh_audit_samples):
+                -- its rows together (2,236 rows in 448 pages at 500,000 chunks, where read from the partition
+                -- each was a page of its own: 1.9 against 7.5 ms); its nearer rows outside the list are then
+                -- asked of the partition, which says whether the caller sees them (ACL, corpus, filter)
+                v_cached := coalesce(v_cached, EXISTS (SELECT 1 FROM hybrid.chunk_audit_sample_state st
+                                                       WHERE st.tenant_key = v_key AND st.base = v_sample));
+                IF v_cached THEN
+                    v_miss := EXISTS (
+                        SELECT 1 FROM hybrid.chunk c
+                        WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant
+                          AND c.chunk_id = ANY (ARRAY(SELECT s.chunk_id FROM hybrid.chunk_audit_sample s
+                                                      WHERE s.tenant_key = v_key AND (s.embedding <=> query_embedding) < v_d10
+                                                        AND s.chunk_id <> ALL (v_ids)))
+                          AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
+                          AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+                          AND (filter IS NULL OR c.metadata @> filter)
+                          AND (c.embedding <=> query_embedding) < v_d10);
+                ELSE
+                    -- the partition by name (planning the parent's scan cost 0.6 ms at 100 partitions, this
+                    -- 0.15): its first live chunks in hashtext(chunk_id) order (hybrid.chunk_audit_sample_idx),
+                    -- a sample of rows across the partition; TABLESAMPLE SYSTEM took whole blocks, whose
+                    -- chunks share documents and topics, and passed 6 of 27 lists at recall 0 that this
+                    -- sample of 2,000 rows failed (bench/FINDINGS.md#the-dense-audits-sample-by-row-audit_eval)
+                    EXECUTE format('SELECT EXISTS (SELECT 1 FROM (SELECT c.chunk_id, c.embedding, c.tenant_id, c.superseded, '
+                        'c.acl_labels, c.corpus_id, c.metadata FROM %s c WHERE NOT c.superseded ORDER BY hashtext(c.chunk_id) '
+                        'LIMIT $1) c WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4) '
+                        'AND ($5::text[] IS NULL OR c.corpus_id = ANY ($5)) AND ($6::jsonb IS NULL OR c.metadata @> $6) '
+                        'AND (c.embedding <=> $7) < $8 AND c.chunk_id <> ALL ($9))', v_part)
+                    INTO v_miss
+                    USING v_sample_rows, v_tenant, v_acl, v_all, corpus_ids, filter, query_embedding, v_d10, v_ids;
+                END IF;
             END IF;
             EXIT WHEN NOT v_miss OR v_ef >= 1000;
             v_ef := 1000;
@@ -276,6 +377,8 @@ BEGIN
         END LOOP;
         PERFORM set_config('hybrid.dense_audit', CASE WHEN v_sample = 0 THEN 'off' WHEN v_miss THEN 'failed: searched exactly'
                                                       WHEN v_widened THEN 'failed: widened to ef_search 1000' ELSE 'passed' END, true);
+        PERFORM set_config('hybrid.dense_audit_sample', CASE WHEN v_sample = 0 THEN 'off' WHEN v_cached THEN 'cached'
+                                                             ELSE 'partition' END, true);
         IF NOT v_miss THEN
             RETURN QUERY SELECT u.id, u.ord::integer, u.d FROM unnest(v_ids, v_ds) WITH ORDINALITY u (id, d, ord);
             RETURN;
@@ -300,7 +403,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (the argument, else the larger of settings exact_threshold, default 500, and dense_audit_rows, default 1,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (its first live chunks in hashtext(chunk_id) order: setting dense_audit_rows, default 1,000, past 100,000 chunks x sqrt(rows / 100,000), at most 4x; 0: off): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it has the index searched again at ef_search 1000 (pgvector''s widest), and a list that fails again makes the search exact; the outcome (passed, failed: widened to ef_search 1000, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports.';
+'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (the argument, else the larger of settings exact_threshold, default 500, and dense_audit_rows, default 1,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (its first live chunks in hashtext(chunk_id) order: setting dense_audit_rows, default 1,000, past 100,000 chunks x sqrt(rows / 100,000), at most 4x; 0: off; read from the copy hybrid.refresh_audit_samples made, where no write came since, else from the partition): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it has the index searched again at ef_search 1000 (pgvector''s widest), and a list that fails again makes the search exact; the outcome (passed, failed: widened to ef_search 1000, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports, and where the sample was read (cached, partition, off) in hybrid.dense_audit_sample.';
 
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery

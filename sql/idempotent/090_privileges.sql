@@ -70,6 +70,7 @@ GRANT SELECT ON hybrid.setting, hybrid.tenant, hybrid.tenant_grant TO hybrid_def
 GRANT UPDATE (abstain_floor) ON hybrid.tenant TO hybrid_definer;  -- hybrid.calibrate_abstention
 GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_definer;
 GRANT SELECT, INSERT ON hybrid.edge_type TO hybrid_definer;
+GRANT SELECT ON hybrid.chunk_audit_sample, hybrid.chunk_audit_sample_state TO hybrid_definer;  -- hybrid.search_dense's audit
 GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._only_tenant(), hybrid._current_acl(), hybrid._acl_all(),
     hybrid._with_all_labels(), hybrid._edge_label(text, boolean), hybrid._may_write(), hybrid._check_writer(), hybrid._edge_types_seen(text[]),
     hybrid._entities_seen(integer, text[], text, text[], boolean), hybrid._entity_seen(text, text, text[], boolean),
@@ -78,7 +79,8 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._scope_size(integer, text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
     hybrid._tenant_key(text), hybrid._chunk_partition(integer), hybrid._analyze_partition(integer, bigint),
     hybrid._visible_chunk_ids(integer, text[], text[], jsonb, text, text[], boolean),
-    hybrid._bm25_ready(regclass), hybrid._bm25_partition_index(integer), hybrid._bm25_scan_exact(regclass), hybrid._bm25_written(integer), hybrid._visible(text, boolean, text[], text, text[], boolean),
+    hybrid._bm25_ready(regclass), hybrid._bm25_partition_index(integer), hybrid._bm25_scan_exact(regclass), hybrid._bm25_written(integer), hybrid._audit_sample_written(integer), hybrid._audit_sample_rows(regclass, integer),
+    hybrid._visible(text, boolean, text[], text, text[], boolean),
     hybrid._rrf_term(double precision, double precision, integer), hybrid.rrf_fuse(jsonb, double precision[], double precision, integer),
     hybrid._check_range(text, integer, integer, integer, text), hybrid._check_number(text, double precision, boolean),
     hybrid._check_flag(text, boolean), hybrid.graph_context(text[]),
