@@ -427,8 +427,12 @@ CREATE OR REPLACE FUNCTION hybrid._bm25_partition_index(tenant_key integer) RETU
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT i.inhrelid::regclass::text FROM pg_inherits i JOIN pg_index x ON x.indexrelid = i.inhrelid
-    WHERE i.inhparent = to_regclass('hybrid.chunk_content_bm25') AND x.indrelid = hybrid._chunk_partition(tenant_key)
+    -- from the partition's few indexes to their parents (the parent's hundred partitions hashed cost every
+    -- lexical search 0.2 ms, measured at 100 tenants)
+    SELECT x.indexrelid::regclass::text FROM pg_index x
+    WHERE x.indrelid = hybrid._chunk_partition(tenant_key)
+      AND EXISTS (SELECT 1 FROM pg_inherits i
+                  WHERE i.inhrelid = x.indexrelid AND i.inhparent = to_regclass('hybrid.chunk_content_bm25'))
 $$;
 COMMENT ON FUNCTION hybrid._bm25_partition_index(integer) IS
 'The name of the BM25 index of the partition of a tenant key (its partition of hybrid.chunk_content_bm25), NULL without one.';

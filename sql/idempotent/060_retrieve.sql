@@ -196,10 +196,11 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- p_key a constant: one partition planned
 AS $$
 BEGIN
-    -- one statement, planned for this call (p_key a constant), with only the collapse it needs: planning
-    -- the per_document branch beside the plain one doubled the planning (1.3 against 0.6 ms at the 50%
-    -- tenant of a 1M install). $1 p_key, $2 p_tenant, $3 p_acl, $4 p_all, $5 to $12 the candidates' arrays,
-    -- $13 top_k, $14 skip, $15 siblings, $16 with_graph_context
+    -- one statement, planned for this call (p_key a constant), with only the collapse and the columns it
+    -- needs: planning the per_document branch beside the plain one doubled the planning (1.3 against 0.6 ms
+    -- at the 50% tenant of a 1M install), and the siblings' two reads of hybrid.chunk and the graph context
+    -- are planned only when asked for (NULL columns otherwise). $1 p_key, $2 p_tenant, $3 p_acl, $4 p_all,
+    -- $5 to $12 the candidates' arrays, $13 top_k, $14 skip, $15 siblings
     RETURN QUERY EXECUTE format($q$
     WITH fused AS (
         SELECT * FROM unnest($5, $6, $7, $8, $9, $10, $11, $12) AS f(id, score, dr, lr, gr, dv, lv, gv)
@@ -223,33 +224,33 @@ BEGIN
         SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id OFFSET $14 LIMIT $13
     )
     SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
-           t.content, t.metadata, t.acl_labels, t.position,
-           CASE WHEN $16
-                THEN (SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc) END,
-           CASE WHEN $15 > 0 THEN (
-                -- the nearest visible chunks of the same document before and after the hit, by position
-                SELECT coalesce(jsonb_agg(jsonb_build_object('chunk_id', x.chunk_id, 'position', x.position,
-                                                             'content', x.content) ORDER BY x.position, x.chunk_id), '[]')
-                FROM ((SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
-                       WHERE s.tenant_key = $1 AND s.tenant_id = $2 AND s.corpus_id = t.corpus_id
-                         AND s.document_id = t.document_id AND s.position < t.position
-                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, $2, $3, $4)
-                       ORDER BY s.position DESC, s.chunk_id DESC LIMIT $15)
-                      UNION ALL
-                      (SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
-                       WHERE s.tenant_key = $1 AND s.tenant_id = $2 AND s.corpus_id = t.corpus_id
-                         AND s.document_id = t.document_id AND s.position > t.position
-                         AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, $2, $3, $4)
-                       ORDER BY s.position, s.chunk_id LIMIT $15)) x) END
+           t.content, t.metadata, t.acl_labels, t.position, %s, %s
     FROM top t
     ORDER BY t.score DESC, t.chunk_id
     $q$, CASE WHEN per_document
               -- every candidate, the best of each document (the collapse needs each one's document)
               THEN 'SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
                     ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id'
-              ELSE 'SELECT * FROM hydrated h ORDER BY h.score DESC, h.chunk_id LIMIT $14 + $13' END)
-    USING p_key, p_tenant, p_acl, p_all, ids, scores, drs, lrs, grs, dvs, lvs, gvs, top_k, skip, siblings,
-          with_graph_context;
+              ELSE 'SELECT * FROM hydrated h ORDER BY h.score DESC, h.chunk_id LIMIT $14 + $13' END,
+         CASE WHEN with_graph_context
+              THEN '(SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc)' ELSE 'NULL::jsonb' END,
+         CASE WHEN siblings > 0
+              -- the nearest visible chunks of the same document before and after the hit, by position
+              THEN $s$(SELECT coalesce(jsonb_agg(jsonb_build_object('chunk_id', x.chunk_id, 'position', x.position,
+                                                                 'content', x.content) ORDER BY x.position, x.chunk_id), '[]')
+                    FROM ((SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
+                           WHERE s.tenant_key = $1 AND s.tenant_id = $2 AND s.corpus_id = t.corpus_id
+                             AND s.document_id = t.document_id AND s.position < t.position
+                             AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, $2, $3, $4)
+                           ORDER BY s.position DESC, s.chunk_id DESC LIMIT $15)
+                          UNION ALL
+                          (SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
+                           WHERE s.tenant_key = $1 AND s.tenant_id = $2 AND s.corpus_id = t.corpus_id
+                             AND s.document_id = t.document_id AND s.position > t.position
+                             AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, $2, $3, $4)
+                           ORDER BY s.position, s.chunk_id LIMIT $15)) x)$s$
+              ELSE 'NULL::jsonb' END)
+    USING p_key, p_tenant, p_acl, p_all, ids, scores, drs, lrs, grs, dvs, lvs, gvs, top_k, skip, siblings;
 END
 $$;
 COMMENT ON FUNCTION hybrid._hydrate(integer, text, text[], boolean, text[], double precision[], integer[], integer[],
