@@ -499,27 +499,44 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
     return out
 
 
-def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query], kinds: list[str]) -> dict[str, Any]:
+def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query], kinds: list[str],
+                ivfflat_probes: int | None = None) -> dict[str, Any]:
     """--index-kinds: the dense index kinds of hybrid._dense_kind side by side on td's partition, each built there
-    (the engine's HNSW set aside) and searched by the engine's statement for it (hybrid._dense_statement) as the
-    app role, kinds interleaved per query; recall@10 against exact numpy search."""
+    (the engine's HNSW set aside; the HNSW kinds as dense as hybrid._hnsw_density gives the partition) and searched
+    by the engine's statement for it (hybrid._dense_statement) as the app role, without the dense audit, kinds
+    interleaved per query; recall@10 against exact numpy search."""
     out: dict[str, Any] = {}
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         key, part, ef = conn.execute("SELECT k, hybrid._chunk_partition(k)::text, hybrid._dense_plan(k, NULL, NULL, NULL, %s) "
                                      "FROM hybrid._tenant_key(%s) k", (PER_SOURCE_K, td.tenant_id)).fetchone()
+        rows, m, efc = conn.execute(f"SELECT n, d.m, d.ef_construction FROM (SELECT count(*) AS n FROM {part} "
+                                    "WHERE NOT superseded) c, hybrid._hnsw_density(c.n) d").fetchone()
+        lists = max(1, round(rows / 1000 if rows <= 1000000 else math.sqrt(rows)))  # pgvector's guidance
+        probes = ivfflat_probes or max(1, round(math.sqrt(lists)))  # and sqrt(lists) probes to start with
         conn.execute("SELECT hybrid.suspend_vector_index()")
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
+                     (f"{conn.execute('SELECT hybrid._hnsw_build_memory(%s, %s)', (rows, m)).fetchone()[0] // 1024}kB",))
         # diskann: vectorscale's StreamingDiskANN on l2_normalize() (the same order; an index the vector kind cannot
-        # pick), its SBQ candidates re-ranked by the statement as bit's are (rescoring from an expression panics in 0.9)
+        # pick), its SBQ candidates re-ranked by the statement as bit's are (rescoring from an expression panics in 0.9).
+        # ivfflat: pgvector's IVFFlat, not a kind of the engine's: the same normalized vectors by inner product (the
+        # cosine order again, under an operator no other kind's index serves), probes lists scanned, iteratively
         for k in kinds:
-            base = "vector" if k == "diskann" else k
+            base = "vector" if k in ("diskann", "ivfflat") else k
             key_sql, stmt = conn.execute("SELECT hybrid._dense_index_key(%s, %s), hybrid._dense_statement(%s, %s)", (DIM, base, base, DIM)).fetchone()
+            method, params, built_with = "hnsw", f"WITH (m = {m}, ef_construction = {efc})", f"m {m}, ef_construction {efc}"
             if k == "diskann":
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vectorscale")
                 key_sql, stmt = f"(l2_normalize(embedding)::vector({DIM})) vector_cosine_ops", stmt.replace(
                     "BY c.embedding <=>", f"BY l2_normalize(c.embedding)::vector({DIM}) <=>")
+                method, params, built_with = "diskann", "", "vectorscale defaults"
+            elif k == "ivfflat":
+                key_sql, stmt = f"(l2_normalize(embedding)::vector({DIM})) vector_ip_ops", stmt.replace(
+                    "BY c.embedding <=>", f"BY l2_normalize(c.embedding)::vector({DIM}) <#>")
+                method, params, built_with = "ivfflat", f"WITH (lists = {lists})", f"lists {lists}, probes {probes}"
             t0 = time.perf_counter()
-            conn.execute(f"CREATE INDEX bench_{k} ON {part} USING {'diskann' if k == 'diskann' else 'hnsw'} ({key_sql}) WHERE NOT superseded")
+            conn.execute(f"CREATE INDEX bench_{k} ON {part} USING {method} ({key_sql}) {params} WHERE NOT superseded")
             out[k] = {"build_s": round(time.perf_counter() - t0, 1), "ms": [], "recall": [], "ef_search": ef, "statement": stmt,
+                      "built_with": built_with, "rows": rows,
                       "size_mb": round(conn.execute(f"SELECT pg_relation_size('hybrid.bench_{k}') / 1048576.0::float8").fetchone()[0], 1)}
     with psycopg.connect(app_dsn) as conn:
         for i, q in enumerate(queries):
@@ -529,8 +546,9 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
                 with conn.transaction():
                     conn.execute("SELECT set_config('hybrid.tenant_id', %s, true), set_config('hnsw.ef_search', %s, true), "
                                  "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true), "
-                                 "set_config('diskann.query_search_list_size', %s, true), set_config('diskann.query_rescore', %s, true)",
-                                 (td.tenant_id, str(ef), str(ef), "0"))
+                                 "set_config('diskann.query_search_list_size', %s, true), set_config('diskann.query_rescore', %s, true), "
+                                 "set_config('ivfflat.probes', %s, true), set_config('ivfflat.iterative_scan', 'relaxed_order', true)",
+                                 (td.tenant_id, str(ef), str(ef), "0", str(probes)))
                     got = [r[0] for r in conn.execute(re.sub(r"\$(\d)", r"%(p\1)s", out[k]["statement"]), dict(  # search_dense's values
                         p1=vector_literal(q.vector), p2=key, p3=td.tenant_id, p4=[], p5=True, p6=None, p7=None, p8=PER_SOURCE_K,
                         p9=PER_SOURCE_K if k not in ("bit", "diskann") else max(ef, 4 * PER_SOURCE_K))).fetchall()]
@@ -713,7 +731,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         if args.index_kinds:
             mem.phase = "index_kinds"
             res["index_kinds"] = index_kinds(db_dsn, app_dsn, picks[-1][1], make_queries(world, picks[-1][1], args.queries, qrng),
-                                             args.index_kinds)
+                                             args.index_kinds, args.ivfflat_probes)
         if args.explain:
             mem.phase = "explain"
             res["explain_file"] = str(write_explain(args, size, app_dsn, db_dsn, picks, world))
@@ -797,11 +815,14 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         return out + [cur.strip()]
 
     def hydrate_statement(src: str) -> str:
-        # RETURN QUERY EXECUTE format($q$ ... %s ... $q$, CASE WHEN per_document THEN '...' ELSE '...' END)
-        # USING p_key, ...: the plain collapse spliced in, $n as the USING expressions
-        m = re.search(r"EXECUTE format\(\$q\$(.*)\$q\$,.*?ELSE '(.*?)' END\)\s+USING\s+(.*?);", src, re.S)
-        assert m is not None, "hybrid._hydrate changed shape"
-        body, using = m.group(1).replace("%s", m.group(2)), [u.strip() for u in m.group(3).split(",")]
+        # RETURN QUERY EXECUTE format($q$ ... %s ... %s, %s ... $q$, CASE WHEN per_document THEN '...' ELSE '...' END,
+        # <graph context>, <siblings>) USING p_key, ...: the plain collapse spliced in, no graph context and no
+        # siblings (the defaults: NULL columns), $n as the USING expressions
+        m = re.search(r"EXECUTE format\(\$q\$(.*)\$q\$,\s*CASE WHEN per_document.*?ELSE '(.*?)' END,.*?\)\s+USING\s+(.*?);",
+                      src, re.S)
+        assert m is not None and m.group(1).count("%s") == 3, "hybrid._hydrate changed shape"
+        parts = iter([m.group(2), "NULL::jsonb", "NULL::jsonb"])
+        body, using = re.sub("%s", lambda _: next(parts), m.group(1)), [u.strip() for u in m.group(3).split(",")]
         return re.sub(r"\$(\d+)", lambda g: using[int(g.group(1)) - 1], body)
 
     dense = [s for s in returned("hybrid.search_dense") if "unnest(v_ids" not in s] + [  # the exact path, then the HNSW one
@@ -809,21 +830,27 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
     # the audit of each HNSW list: EXECUTE format('...' '...', v_part) INTO v_miss USING ...
     audit = re.search(r"EXECUTE format\(((?:'[^']*'\s*)+), v_part\)\s+INTO v_miss\s+USING\s+(.*?);",
                       source("hybrid.search_dense"), re.S)
+    # and the audit from the sample hybrid.refresh_audit_samples cached: v_miss := EXISTS (...) where it is current
+    cached = re.search(r"v_miss := (EXISTS \(.*?\));\s*ELSE", source("hybrid.search_dense"), re.S)
     lexical = returned("hybrid.search_lexical")
     graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid._graph_walk"), re.S)  # the hop loop
-    assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None and audit is not None, \
-        "the branch functions changed shape"
-    audit_using = [a if not a.startswith("CASE") else "%(d10)s::float8" for a in top_level(audit.group(2))]
+    assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None and audit is not None \
+        and cached is not None, "the branch functions changed shape"
+    audit_using = top_level(audit.group(2))
     audit_stmt = re.sub(r"\$(\d+)", lambda g: audit_using[int(g.group(1)) - 1],
                         "".join(re.findall(r"'([^']*)'", audit.group(1))).replace("%s", "__PARTITION__"))
+    audit_vars = {"v_sample_rows": "%(sample)s::integer", "v_ids": "%(d)s::text[]", "v_d10": "%(d10)s::float8"}
     hop = re.sub(r"\s+INTO v_next_ids, v_next_pos, v_next_kind[^\n]*", "", graph_hop.group(0))
     return [
         ("_scope_size (run by search_dense with corpus_ids or filter; without, the partition's row estimate)", bind(source("hybrid._scope_size")), {}),
         ("search_dense, exact path (scope <= exact_threshold)", bind(dense[0]), {}),
         ("search_dense, HNSW path (scope > exact_threshold; iterative_scan relaxed_order, ef_search of hybrid._dense_plan)",
          "SELECT s.chunk_id, s.d FROM " + bind(dense[1]), {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "%(ef)s"}),
-        ("search_dense's audit of the HNSW list (its row sample, hybrid.chunk_audit_sample_idx), as hybrid_definer",
-         bind(audit_stmt, {"v_sample_rows": "%(sample)s::integer", "v_ids": "%(d)s::text[]"}), {"role": "hybrid_definer"}),
+        ("search_dense's audit of the HNSW list from its cached sample (hybrid.chunk_audit_sample, where no write came "
+         "since hybrid.refresh_audit_samples), as hybrid_definer", "SELECT " + bind(cached.group(1), audit_vars),
+         {"role": "hybrid_definer"}),
+        ("search_dense's audit of the HNSW list from the partition (its row sample, hybrid.chunk_audit_sample_idx; "
+         "where the cache is not current), as hybrid_definer", bind(audit_stmt, audit_vars), {"role": "hybrid_definer"}),
         ("search_lexical ts_rank (GIN)", bind(lexical[0]), {"enable_sort": "off"}),
         ("search_lexical bm25 (the partition's BM25 index's ordered scan, as hybrid_definer reads it; enable_sort off "
          "as the function sets it; scores as it chose them for the query, hybrid.bm25_scores)", bind(unwrap(lexical[1])), {"enable_sort": "off", "role": "hybrid_definer"}),
@@ -975,8 +1002,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--picks", type=float, nargs="+", default=[0.5, 0.01],
                     help="row shares: the tenant nearest each is measured (labelled e.g. 50pct, 1pct, 0.1pct)")
     ap.add_argument("--parallel", action="store_true", help="also time pyhybrid.aio's read-only one call and parallel=True")
-    ap.add_argument("--index-kinds", nargs="+", choices=["vector", "halfvec", "bit", "diskann"], default=[],
-                    help="also compare these dense index kinds (hybrid._dense_kind) on the largest tenant measured")
+    ap.add_argument("--index-kinds", nargs="+", choices=["vector", "halfvec", "bit", "diskann", "ivfflat"], default=[],
+                    help="also compare these dense index kinds (hybrid._dense_kind; diskann and ivfflat beside them) on the "
+                         "largest tenant measured")
+    ap.add_argument("--ivfflat-probes", type=int, default=None,
+                    help="--index-kinds ivfflat: lists scanned per query (default sqrt(lists), pgvector's starting point)")
     ap.add_argument("--bulk-above", type=int, default=0,
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time lexical_bm25 (the "
