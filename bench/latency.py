@@ -288,6 +288,83 @@ class MemorySampler:
                 "by_phase_pss_mb": {k: round(v / mb, 1) for k, v in self.peak_pss.items()}}
 
 
+class BuildMonitor:
+    """What a bulk load's index rebuild is made of: polls pg_stat_progress_create_index and /proc/stat in a
+    thread and gives each interval's wall time and CPU to what was building then. The text indexes are one
+    CREATE INDEX on the parent each (GIN, then BM25: hybrid.resume_text_indexes), counted by
+    partitions_done starting over; the HNSW indexes one per partition (hybrid.resume_vector_index)."""
+
+    def __init__(self, db_dsn: str, interval: float = 0.5) -> None:
+        self.db_dsn, self.interval = db_dsn, interval
+        self.wall: dict[str, float] = {}
+        self.busy: dict[str, float] = {}  # core-seconds not idle nor waiting on I/O
+        self.counting = threading.Event()  # set while the rebuild runs
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _cpu() -> tuple[float, float]:
+        with open("/proc/stat") as f:
+            v = [float(x) for x in f.readline().split()[1:]]
+        tick = os.sysconf("SC_CLK_TCK")
+        return sum(v) / tick, (v[3] + v[4]) / tick  # total, idle + iowait
+
+    def _run(self) -> None:
+        text_builds, last_done = 0, -1
+        with psycopg.connect(self.db_dsn, autocommit=True) as conn:
+            t_prev, (tot_prev, idle_prev) = time.perf_counter(), self._cpu()
+            while not self._stop.wait(self.interval):
+                label = "other (attach, BM25 segments, audit samples)"
+                with suppress(psycopg.Error):
+                    row = conn.execute(
+                        "SELECT a.query, p.relid::regclass::text, p.partitions_done FROM pg_stat_activity a "
+                        "LEFT JOIN pg_stat_progress_create_index p ON p.pid = a.pid "
+                        "WHERE a.state = 'active' AND a.query ~ 'hybrid\\.resume_(text_indexes|vector_index)' "
+                        "AND a.pid <> pg_backend_pid() LIMIT 1").fetchone()
+                    if row is not None and row[1] is not None:
+                        if "resume_text" in row[0]:
+                            if row[2] < last_done or text_builds == 0:
+                                text_builds += 1
+                            last_done = row[2]
+                            label = {1: "gin", 2: "bm25"}.get(text_builds, f"text index {text_builds}")
+                        else:
+                            label = "hnsw " + row[1].removeprefix("hybrid.")
+                t, (tot, idle) = time.perf_counter(), self._cpu()
+                if not self.counting.is_set():
+                    label = ""
+                self.wall[label] = self.wall.get(label, 0.0) + t - t_prev
+                self.busy[label] = self.busy.get(label, 0.0) + max(0.0, (tot - tot_prev) - (idle - idle_prev))
+                t_prev, tot_prev, idle_prev = t, tot, idle
+
+    def __enter__(self) -> BuildMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def report(self) -> dict[str, Any]:
+        """Seconds and CPU use (share of all cores) per part: gin, bm25, the largest partition's HNSW, the
+        other partitions' HNSW, the rest."""
+        self.wall.pop("", None), self.busy.pop("", None)  # the load, before the rebuild
+        hnsw = {k: v for k, v in self.wall.items() if k.startswith("hnsw ")}
+        largest = max(hnsw, key=hnsw.__getitem__, default=None)
+        parts: dict[str, list[str]] = {"gin": ["gin"], "bm25": ["bm25"],
+                                       "hnsw_largest_partition": [largest] if largest else [],
+                                       "hnsw_other_partitions": [k for k in hnsw if k != largest],
+                                       "other": [k for k in self.wall if not k.startswith("hnsw ") and k not in ("gin", "bm25")]}
+        cores = os.cpu_count() or 1
+        out: dict[str, Any] = {}
+        for name, keys in parts.items():
+            wall = sum(self.wall.get(k, 0.0) for k in keys)
+            busy = sum(self.busy.get(k, 0.0) for k in keys)
+            out[name] = {"s": round(wall, 1), "cpu_busy_pct": round(100 * busy / (wall * cores), 1) if wall else None}
+        out["hnsw_largest_partition"]["partition"] = largest and largest.removeprefix("hnsw ")
+        out["sampled_every_s"] = self.interval  # a build shorter than that may count toward its neighbour
+        return out
+
+
 def machine_info(admin_dsn: str) -> dict[str, Any]:
     """The host (as _common.machine_info) with the server's version, extensions and settings."""
     with psycopg.connect(admin_dsn) as conn:
@@ -589,7 +666,7 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
     """Every tenant's chunks through TenantSession.ingest as the app role, batches cut at document
     boundaries; with bulk, inside HybridClient(admin).bulk_load() (HNSW, GIN, BM25 dropped, rebuilt on exit)."""
     hnsw_check = "SELECT to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL AS present"
-    with (connect(db_dsn) if bulk else nullcontext()) as admin:
+    with (connect(db_dsn) if bulk else nullcontext()) as admin, (BuildMonitor(db_dsn) if bulk else nullcontext()) as builds:
         t0 = time.perf_counter()
         with (admin.bulk_load() if bulk else nullcontext()):
             if bulk:
@@ -608,12 +685,15 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
             if bulk:
                 mem.phase = "hnsw_rebuild"
                 print(f"{size}: loaded in {t_loaded - t0:.1f} s; rebuilding the indexes", file=sys.stderr)
+                builds.counting.set()  # until bulk_load() has rebuilt them, on leaving its block
         t_built = time.perf_counter()
         if bulk:
+            builds.counting.clear()
             with admin.connection() as c, c.transaction():
                 res["hnsw_present_after_load"] = c.execute(hnsw_check).fetchone()["present"]
     timings["ingest_s"] = t_loaded - t0
     if bulk:
+        res["index_builds"] = builds.report()
         timings["index_rebuild_s"] = t_built - t_loaded
         timings["bulk_load_total_s"] = t_built - t0
         print(f"{size}: HNSW, GIN and BM25 rebuilt in {t_built - t_loaded:.1f} s", file=sys.stderr)
@@ -688,7 +768,8 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 res["ingest"].update(hnsw_present_after_load=res.pop("hnsw_present_after_load", None),
                                      load_only_chunks_per_s=res["ingest"]["chunks_per_s"],
                                      index_rebuild_s=round(timings["index_rebuild_s"], 2),
-                                     load_plus_rebuild_chunks_per_s=round(size / timings["bulk_load_total_s"], 1))
+                                     load_plus_rebuild_chunks_per_s=round(size / timings["bulk_load_total_s"], 1),
+                                     index_builds=res.pop("index_builds"))
 
         mem.phase = "analyze"
         t0 = time.perf_counter()
