@@ -233,6 +233,20 @@ def test_the_dense_plan_grows_its_search_breadth_with_the_partition(db: Db) -> N
             [0, 0, 100, 100, 212, 300, 300, 300, 300]
         assert plan_at(100_000, top_k=450) == 900  # at least 2 x top_k
         assert plan_at(100_000, top_k=5000) == 1000  # pgvector's limit
+        # the partition's index rebuilt as the denser graph (24, 128) that hnsw_dense_rows gives: at most 150
+        idx = admin.execute("SELECT x.indexrelid::regclass::text FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+                            "JOIN pg_am a ON a.oid = i.relam WHERE x.indrelid = %s::regclass AND a.amname = 'hnsw'",
+                            (part,)).fetchone()[0]  # type: ignore[index]
+        for options, dense in (("m = 24, ef_construction = 100", False), ("m = 24, ef_construction = 128", True),
+                               ("m = 32, ef_construction = 200", True)):
+            admin.execute(f"ALTER INDEX {idx} SET ({options})")
+            admin.execute(f"REINDEX INDEX {idx}")
+            assert [plan_at(n) for n in (11_111, 22_222, 100_000, 500_000)] == \
+                ([100, 141, 150, 150] if dense else [100, 141, 300, 300]), options
+            assert plan_at(500_000, top_k=100) == (200 if dense else 300)  # at least 2 x top_k
+        admin.execute(f"ALTER INDEX {idx} RESET (m, ef_construction)")
+        admin.execute(f"REINDEX INDEX {idx}")
+        assert plan_at(500_000) == 300
         admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('dense_audit_rows', '2000')")
         assert plan_at(2000) == 0 and plan_at(2001) == 100  # the audit's sample, where larger than exact_threshold
         admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_ef_search', '150'), ('exact_threshold', '10')")

@@ -24,7 +24,7 @@ AS $$
         ('exact_threshold', '500',
          'Dense search is exact (a top-N sort) up to this many chunks in scope, or up to dense_audit_rows where that is larger, through the partition''s HNSW index above it (hybrid._dense_plan).'),
         ('hnsw_ef_search', NULL,
-         'The HNSW search breadth; unset: 100 x sqrt(rows / 11,111) of the tenant''s partition, between 100 and 300 (from 100,000 rows; hybrid._dense_plan).'),
+         'The HNSW search breadth; unset: 100 x sqrt(rows / 11,111) of the tenant''s partition, between 100 and 300 (from 100,000 rows), at most 150 where the partition''s index holds the vectors in a graph of m >= 24 and ef_construction >= 128 (hybrid._dense_plan).'),
         ('hnsw_m', NULL,
          'The HNSW graph''s m for every partition at hybrid.resume_vector_index''s next build; unset: by hnsw_dense_rows (16 where only hnsw_ef_construction is set).'),
         ('hnsw_ef_construction', NULL,

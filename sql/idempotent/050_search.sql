@@ -85,6 +85,24 @@ $$;
 COMMENT ON FUNCTION hybrid._check_flag(text, boolean) IS 'Raises 22023 "<name> must be true or false" for NULL.';
 
 -- hybrid.search_dense: the dense branch
+-- hybrid._hnsw_dense_vectors: whether a partition's HNSW index holds the vectors in the denser graph
+CREATE OR REPLACE FUNCTION hybrid._hnsw_dense_vectors(part regclass) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- the partition's HNSW index on the embedding column itself (no expression: kind vector), built with
+    -- m >= 24 and ef_construction >= 128 (hybrid._hnsw_density from hnsw_dense_rows; pgvector: 16 and 64)
+    SELECT coalesce((SELECT coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(i.reloptions) o WHERE o LIKE 'm=%'), 16) >= 24
+                        AND coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(i.reloptions) o
+                                      WHERE o LIKE 'ef\_construction=%'), 64) >= 128
+                     FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
+                     WHERE x.indrelid = part AND a.amname = 'hnsw' AND x.indexprs IS NULL
+                     LIMIT 1), false)
+$$;
+COMMENT ON FUNCTION hybrid._hnsw_dense_vectors(regclass) IS
+'True when the partition''s HNSW index is on the embedding column itself (kind vector) and built with m >= 24 and ef_construction >= 128 (the graph hybrid._hnsw_density gives from hnsw_dense_rows), where hybrid._dense_plan searches at ef_search 150 at most.';
+REVOKE ALL ON FUNCTION hybrid._hnsw_dense_vectors(regclass) FROM PUBLIC;
+
 -- hybrid._dense_plan: how the dense branch searches: 0 (an exact scan) or the HNSW ef_search to use
 DROP FUNCTION IF EXISTS hybrid._dense_exact(integer, text[], jsonb, integer);
 CREATE OR REPLACE FUNCTION hybrid._dense_plan(tenant_key integer, corpus_ids text[], filter jsonb,
@@ -133,13 +151,22 @@ BEGIN
     -- Past 100,000 the breadth stays at 300: at 500,000 chunks (24, 128) 300 lost what 671 did not
     -- only on lists that the audit now finds (a sample of rows growing with the partition) and
     -- searches again at 1000, for dense p95 x0.68 to x0.69 and hybrid_retrieve p95 x0.75 to x0.77 against 671, which the
-    -- rule gave there before (bench/FINDINGS.md#a-wider-list-before-the-exact-scan-breadth_ab). At least 2 x top_k.
-    v_ef := coalesce(v_ef, least(300, greatest(100, round(100 * sqrt(greatest(coalesce(v_rows, 0), 0) / 11111.0))))::integer);
+    -- rule gave there before (bench/FINDINGS.md#a-wider-list-before-the-exact-scan-breadth_ab). Where the partition's
+    -- index holds the vectors (kind vector) in a graph at least as dense as (24, 128), at most 150: at 500,000 chunks
+    -- over 4 builds x 300 queries recall@10 at 150 equalled 300's on every build, for dense p50 x0.74 to x0.86 and
+    -- hybrid_retrieve p95 x0.84 to x0.91 (bench/FINDINGS.md#a-lower-breadth-on-the-denser-graph-breadth_ab-again).
+    -- At least 2 x top_k.
+    IF v_ef IS NULL THEN
+        v_ef := least(300, greatest(100, round(100 * sqrt(greatest(coalesce(v_rows, 0), 0) / 11111.0))))::integer;
+        IF hybrid._hnsw_dense_vectors(hybrid._chunk_partition(tenant_key)) THEN
+            v_ef := least(v_ef, 150);
+        END IF;
+    END IF;
     RETURN least(1000, greatest(v_ef, top_k * 2));
 END
 $$;
 COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer) IS
-'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (the argument; else the larger of setting exact_threshold, default 500, and setting dense_audit_rows, default 1,000, the audit''s sample; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 300 (from 100,000 rows), at least 2 x top_k and at most 1000 (pgvector''s limit).';
+'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (the argument; else the larger of setting exact_threshold, default 500, and setting dense_audit_rows, default 1,000, the audit''s sample; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 300 (from 100,000 rows), at most 150 where the index holds the vectors in a graph of m >= 24 and ef_construction >= 128 (hybrid._hnsw_dense_vectors), at least 2 x top_k and at most 1000 (pgvector''s limit).';
 
 -- hybrid._audit_sample_rows: how many rows the dense audit samples in a partition
 CREATE OR REPLACE FUNCTION hybrid._audit_sample_rows(part regclass, base integer) RETURNS integer
