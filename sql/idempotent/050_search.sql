@@ -153,8 +153,8 @@ BEGIN
     -- searches again at 1000, for dense p95 x0.68 to x0.69 and hybrid_retrieve p95 x0.75 to x0.77 against 671, which the
     -- rule gave there before (bench/FINDINGS.md#a-wider-list-before-the-exact-scan-breadth_ab). Where the partition's
     -- index holds the vectors (kind vector) in a graph at least as dense as (24, 128), at most 150: at 500,000 chunks
-    -- over 4 builds x 300 queries recall@10 at 150 equalled 300's on every build, for dense p50 x0.74 to x0.86 and
-    -- hybrid_retrieve p95 x0.84 to x0.91 (bench/FINDINGS.md#a-lower-breadth-on-the-denser-graph-breadth_ab-again).
+    -- over 3 builds x 300 queries recall@10 at 150 equalled 300's on every build, for dense p50 x0.74 to x0.86 and
+    -- hybrid_retrieve p95 x0.80 to x0.91 (bench/FINDINGS.md#a-lower-breadth-on-the-denser-graph-breadth_ab-again).
     -- At least 2 x top_k.
     IF v_ef IS NULL THEN
         v_ef := least(300, greatest(100, round(100 * sqrt(greatest(coalesce(v_rows, 0), 0) / 11111.0))))::integer;
