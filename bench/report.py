@@ -138,6 +138,12 @@ def latency(d: dict[str, Any]) -> list[str]:
             rows.append(["ingest (TenantSession.ingest)", f"{ing['chunks_per_s']:,} chunks/s, " + (f"inside bulk_load() ({held} dropped, rebuilt after)" if ing.get("bulk_load") else "HNSW present")])
             if ing.get("bulk_load"):
                 rows.append([f"{held} rebuild; load + rebuild", f"{ing.get('index_rebuild_s', ing.get('hnsw_rebuild_s'))} s; {ing['load_plus_rebuild_chunks_per_s']:,} chunks/s"])
+            if ing.get("index_builds"):  # since c4dec50
+                b = ing["index_builds"]
+                names = {"gin": "GIN", "bm25": "BM25", "hnsw_largest_partition": f"HNSW of {b['hnsw_largest_partition'].get('partition')}",
+                         "hnsw_other_partitions": "the other partitions' HNSW", "other": "the rest"}
+                rows.append(["the rebuild by part (s, CPU busy)", "; ".join(f"{n} {b[k]['s']} s, {b[k]['cpu_busy_pct']}%"
+                                                                           for k, n in names.items() if b.get(k, {}).get("s"))])
             if ing.get("edges_per_s"):
                 rows.append(["add_edges", f"{ing['edges_per_s']:,} edges/s ({ing['edges_submitted']:,} edges)"])
         if st:
