@@ -244,6 +244,14 @@ def test_the_dense_plan_grows_its_search_breadth_with_the_partition(db: Db) -> N
             assert [plan_at(n) for n in (11_111, 22_222, 100_000, 500_000)] == \
                 ([100, 141, 150, 150] if dense else [100, 141, 300, 300]), options
             assert plan_at(500_000, top_k=100) == (200 if dense else 300)  # at least 2 x top_k
+        # doctor --densify sets the options, then REINDEX CONCURRENTLY builds an invalid copy until the swap:
+        # the sparser graph still serves, at 300
+        admin.execute(f"CREATE INDEX pyh_ccnew ON {part} USING hnsw (embedding vector_cosine_ops) "
+                      "WITH (m = 24, ef_construction = 128) WHERE NOT superseded")
+        admin.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'hybrid.pyh_ccnew'::regclass")
+        assert plan_at(500_000) == 300
+        admin.execute("DROP INDEX hybrid.pyh_ccnew")
+        assert plan_at(500_000) == 150
         admin.execute(f"ALTER INDEX {idx} RESET (m, ef_construction)")
         admin.execute(f"REINDEX INDEX {idx}")
         assert plan_at(500_000) == 300

@@ -90,17 +90,18 @@ CREATE OR REPLACE FUNCTION hybrid._hnsw_dense_vectors(part regclass) RETURNS boo
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    -- the partition's HNSW index on the embedding column itself (no expression: kind vector), built with
-    -- m >= 24 and ef_construction >= 128 (hybrid._hnsw_density from hnsw_dense_rows; pgvector: 16 and 64)
-    SELECT coalesce((SELECT coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(i.reloptions) o WHERE o LIKE 'm=%'), 16) >= 24
-                        AND coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(i.reloptions) o
-                                      WHERE o LIKE 'ef\_construction=%'), 64) >= 128
+    -- the partition's HNSW indexes on the embedding column itself (no expression: kind vector), every one
+    -- valid and built with m >= 24 and ef_construction >= 128 (hybrid._hnsw_density from hnsw_dense_rows;
+    -- pgvector: 16 and 64). pyhybrid doctor --densify sets the old index's options before its REINDEX
+    -- CONCURRENTLY, whose copy stays invalid until the swap: meanwhile the old, sparser graph serves, at 300
+    SELECT coalesce((SELECT bool_and(x.indisvalid AND coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(i.reloptions) o WHERE o LIKE 'm=%'), 16) >= 24
+                                     AND coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(i.reloptions) o
+                                                   WHERE o LIKE 'ef\_construction=%'), 64) >= 128)
                      FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
-                     WHERE x.indrelid = part AND a.amname = 'hnsw' AND x.indexprs IS NULL
-                     LIMIT 1), false)
+                     WHERE x.indrelid = part AND a.amname = 'hnsw' AND x.indexprs IS NULL), false)
 $$;
 COMMENT ON FUNCTION hybrid._hnsw_dense_vectors(regclass) IS
-'True when the partition''s HNSW index is on the embedding column itself (kind vector) and built with m >= 24 and ef_construction >= 128 (the graph hybrid._hnsw_density gives from hnsw_dense_rows), where hybrid._dense_plan searches at ef_search 150 at most.';
+'True when the partition''s HNSW indexes on the embedding column itself (kind vector) are all valid and built with m >= 24 and ef_construction >= 128 (the graph hybrid._hnsw_density gives from hnsw_dense_rows; not while pyhybrid doctor --densify rebuilds one), where hybrid._dense_plan searches at ef_search 150 at most.';
 REVOKE ALL ON FUNCTION hybrid._hnsw_dense_vectors(regclass) FROM PUBLIC;
 
 -- hybrid._dense_plan: how the dense branch searches: 0 (an exact scan) or the HNSW ef_search to use
