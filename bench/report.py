@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -116,6 +117,13 @@ def latency(d: dict[str, Any]) -> list[str]:
         out += md_table(["method", *(f"{lb} {s}" for lb in labels for s in ("p50", "p95", "p99"))],
                         [[METHODS[m], *(r["latency"][lb][m][s] for lb in labels for s in ("p50_ms", "p95_ms", "p99_ms"))]
                          for m in METHODS if m in r["latency"][labels[0]]])
+        paired = {lb: raw for lb in labels if (raw := r["latency"][lb].get("_raw_ms", {})).get("client_fusion")
+                  and raw.get("hybrid_retrieve")}
+        if paired:  # the same queries, methods in a random order per query: each query's own ratio
+            out += ["`hybrid_retrieve` over client-side fusion, query by query: "
+                    + "; ".join(f"{lb} median x{statistics.median(h / c for h, c in zip(raw['hybrid_retrieve'], raw['client_fusion'])):.2f}, "
+                                f"faster on {sum(h < c for h, c in zip(raw['hybrid_retrieve'], raw['client_fusion']))} of "
+                                f"{len(raw['client_fusion'])} queries" for lb, raw in paired.items()) + ".", ""]
         out += md_table(["tenant", "search_dense recall@10", "min", "queries at 0", "plain ORDER BY <=> under RLS"],
                         [[lb, x["search_dense_mean"], x["search_dense_min"], x["search_dense_zero_recall_queries"],
                           x["naive_hnsw_under_rls_mean"]] for lb in labels for x in [r["latency"][lb]["recall_at_10"]]])
