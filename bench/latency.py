@@ -249,15 +249,33 @@ def configure_server(data_dir: Path, admin_dsn: str) -> str:
     return admin_dsn
 
 
-class MemorySampler:
+class _Sampler:
+    """A thread running _run from entering the block to leaving it; _run polls until _stop is set."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class MemorySampler(_Sampler):
     """Samples the summed RSS (and PSS) of the server's postgres processes in a thread."""
 
     def __init__(self, data_dir: Path, interval: float = 0.25) -> None:
+        super().__init__()
         self.data_dir, self.interval, self.phase = data_dir, interval, "setup"
         self.peak_rss: dict[str, int] = {}
         self.peak_pss: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -272,14 +290,6 @@ class MemorySampler:
                 self.peak_pss[ph] = max(self.peak_pss.get(ph, 0), pss)
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
     def report(self) -> dict[str, Any]:
         mb = 1024 * 1024
         return {"peak_rss_mb": round(max(self.peak_rss.values(), default=0) / mb, 1),
@@ -288,19 +298,18 @@ class MemorySampler:
                 "by_phase_pss_mb": {k: round(v / mb, 1) for k, v in self.peak_pss.items()}}
 
 
-class BuildMonitor:
+class BuildMonitor(_Sampler):
     """What a bulk load's index rebuild is made of: polls pg_stat_progress_create_index and /proc/stat in a
     thread and gives each interval's wall time and CPU to what was building then. The text indexes are one
     CREATE INDEX on the parent each (GIN, then BM25: hybrid.resume_text_indexes), counted by
     partitions_done starting over; the HNSW indexes one per partition (hybrid.resume_vector_index)."""
 
     def __init__(self, db_dsn: str, interval: float = 0.5) -> None:
+        super().__init__()
         self.db_dsn, self.interval = db_dsn, interval
         self.wall: dict[str, float] = {}
         self.busy: dict[str, float] = {}  # core-seconds not idle nor waiting on I/O
         self.counting = threading.Event()  # set while the rebuild runs
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     @staticmethod
     def _cpu() -> tuple[float, float]:
@@ -335,14 +344,6 @@ class BuildMonitor:
                 self.wall[label] = self.wall.get(label, 0.0) + t - t_prev
                 self.busy[label] = self.busy.get(label, 0.0) + max(0.0, (tot - tot_prev) - (idle - idle_prev))
                 t_prev, tot_prev, idle_prev = t, tot, idle
-
-    def __enter__(self) -> BuildMonitor:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def report(self) -> dict[str, Any]:
         """Seconds and CPU use (share of all cores) per part: gin, bm25, the largest partition's HNSW, the

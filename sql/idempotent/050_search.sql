@@ -119,6 +119,7 @@ DECLARE
     v_threshold integer := coalesce(exact_threshold,
         (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 500);
     v_audit text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_audit_rows');
+    v_part regclass := hybrid._chunk_partition(tenant_key);
     v_rows double precision;
     v_scope double precision;
     v_ef integer := (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search');
@@ -135,7 +136,7 @@ BEGIN
     -- the partition's size from its statistics (no scan); with corpus or filter, the visible rows
     -- are counted up to the threshold instead (counting a large tenant on every call cost +2 ms at
     -- 100k chunks, measured)
-    v_rows := (SELECT c.reltuples FROM pg_class c WHERE c.oid = hybrid._chunk_partition(tenant_key));
+    v_rows := (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_part);
     v_scope := v_rows;
     IF corpus_ids IS NOT NULL OR filter IS NOT NULL OR v_rows IS NULL OR v_rows < 0 THEN
         v_scope := hybrid._scope_size(tenant_key, corpus_ids, filter, v_threshold);
@@ -159,7 +160,7 @@ BEGIN
     -- At least 2 x top_k.
     IF v_ef IS NULL THEN
         v_ef := least(300, greatest(100, round(100 * sqrt(greatest(coalesce(v_rows, 0), 0) / 11111.0))))::integer;
-        IF hybrid._hnsw_dense_vectors(hybrid._chunk_partition(tenant_key)) THEN
+        IF hybrid._hnsw_dense_vectors(v_part) THEN
             v_ef := least(v_ef, 150);
         END IF;
     END IF;
