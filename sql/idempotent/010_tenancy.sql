@@ -142,6 +142,7 @@ COMMENT ON FUNCTION hybrid._with_all_labels() IS
 CREATE OR REPLACE FUNCTION hybrid._tenant_key(tenant_id text) RETURNS integer
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan  -- one btree lookup, planned once a session (hybrid._hnsw_dense_vectors)
 AS $$ SELECT t.tenant_key FROM hybrid.tenant t WHERE t.tenant_id = _tenant_key.tenant_id $$;
 COMMENT ON FUNCTION hybrid._tenant_key(text) IS
 'The opaque integer that keys a tenant''s partition of hybrid.chunk (NULL for no such tenant). Statements on hybrid.chunk carry it as a constant (custom plans), so that the planner prunes to that one partition and locks nothing else.';

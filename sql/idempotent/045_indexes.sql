@@ -37,6 +37,7 @@ REVOKE ALL ON FUNCTION hybrid._default_dense_kind(integer) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION hybrid._dense_kind(dim integer) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan  -- a setting's read, planned once a session (hybrid._hnsw_dense_vectors)
 -- the setting dense_index_kind is written only by hybrid.set_dense_index_kind, in the transaction that
 -- builds the index of that kind, so the kind read here is always the one the index holds
 AS $$

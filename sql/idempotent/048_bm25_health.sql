@@ -117,6 +117,7 @@ REVOKE ALL ON FUNCTION hybrid._bm25_sentinel_reset(boolean) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION hybrid._bm25_generation() RETURNS bigint
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan  -- no chunk read, planned once a session (hybrid._hnsw_dense_vectors)
 AS $$ SELECT coalesce(max(g.generation), 0) FROM hybrid.bm25_generation g $$;
 COMMENT ON FUNCTION hybrid._bm25_generation() IS
 'The current BM25 generation: 0 at install, one more at each pg_textsearch shared-memory reset (restart or crash) the sentinel revealed. Admin only.';
@@ -323,6 +324,8 @@ DROP FUNCTION IF EXISTS hybrid._bm25_ready();
 CREATE OR REPLACE FUNCTION hybrid._bm25_ready(index_name regclass) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- its statements and the health functions it calls read no chunk: planned once a session (hybrid._hnsw_dense_vectors)
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_read_only boolean := current_setting('transaction_read_only') = 'on';
@@ -424,6 +427,7 @@ REVOKE ALL ON FUNCTION hybrid._bm25_written(integer) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION hybrid._bm25_scan_exact(index_name regclass) RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan  -- no chunk read, planned once a session (hybrid._hnsw_dense_vectors)
 AS $$
     -- before 1.2.0 a segment's multi-term scan can leave a term out of a row's score
     -- (timescale/pg_textsearch#365) and before 1.3.1 a scan can return a row twice with two scores

@@ -89,6 +89,11 @@ COMMENT ON FUNCTION hybrid._check_flag(text, boolean) IS 'Raises 22023 "<name> m
 CREATE OR REPLACE FUNCTION hybrid._hnsw_dense_vectors(part regclass) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
+-- its statement reads the catalogs only: planned once a session. The branches that call it and the helpers
+-- below run under force_custom_plan (for their reads of hybrid.chunk), which planned these catalog and
+-- settings reads anew on every call: 0.55 ms of a 1% tenant's 7.6 ms call at 1M chunks went to them
+-- (pg_stat_user_functions; bench/FINDINGS.md#catalog-reads-planned-once-a-session-plan_mode_ab)
+SET plan_cache_mode = force_generic_plan
 AS $$
     -- the partition's HNSW indexes on the embedding column itself (no expression: kind vector), every one
     -- valid and built with m >= 24 and ef_construction >= 128 (hybrid._hnsw_density from hnsw_dense_rows;
@@ -111,6 +116,9 @@ CREATE OR REPLACE FUNCTION hybrid._dense_plan(tenant_key integer, corpus_ids tex
 RETURNS integer
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
+-- settings and catalogs only, planned once a session (hybrid._hnsw_dense_vectors); hybrid._scope_size,
+-- which counts chunks, plans its own statement for the tenant's partition
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     -- Exact search up to exact_threshold chunks in scope (setting exact_threshold, default 500:
@@ -174,6 +182,7 @@ COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer)
 CREATE OR REPLACE FUNCTION hybrid._audit_sample_rows(part regclass, base integer) RETURNS integer
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan  -- the catalogs only, planned once a session (hybrid._hnsw_dense_vectors)
 AS $$
     -- base (setting dense_audit_rows) up to 100,000 rows, growing with the square root of the partition past
     -- them (as the breadth did up to 100,000 chunks), to 4 x base: a topic cluster at risk holds a few hundred
@@ -455,6 +464,7 @@ COMMENT ON FUNCTION hybrid.bm25_available() IS 'True when the pg_textsearch BM25
 CREATE OR REPLACE FUNCTION hybrid._bm25_partition_index(tenant_key integer) RETURNS text
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan  -- the catalogs only, planned once a session (hybrid._hnsw_dense_vectors)
 AS $$
     -- from the partition's few indexes to their parents (the parent's hundred partitions hashed cost every
     -- lexical search 0.2 ms, measured at 100 tenants)
