@@ -78,14 +78,15 @@ def test_by_default_the_one_word_lexical_list_weighs_half_and_the_dense_hit_rank
     assert lexical.score == plain["lexical-hit"] * lexical_strength(4, 1) == plain["lexical-hit"] * 0.5
 
 
-def test_a_lexical_hit_holding_two_query_terms_keeps_the_list_at_full_weight(api: Api) -> None:
+@pytest.mark.parametrize("lexical", ["bm25", "ts_rank"])  # the branch counts the terms in each method's statement
+def test_a_lexical_hit_holding_two_query_terms_keeps_the_list_at_full_weight(api: Api, lexical: str) -> None:
     _disagreement_corpus(api)
     api.ingest("acme", [Chunk(chunk_id="two-terms", document_id="T", embedding=near(-unit(1), 40, 0.3),
                               content="Pump housings are replaced yearly.")], corpus_id="qms")
-    plain = {r.chunk_id: r.score for r in _retrieve(api, "convex", term_coverage=1)}
-    assert {r.chunk_id: r.score for r in _retrieve(api, "convex")} == plain
+    plain = {r.chunk_id: r.score for r in _retrieve(api, "convex", term_coverage=1, lexical=lexical)}
+    assert {r.chunk_id: r.score for r in _retrieve(api, "convex", lexical=lexical)} == plain
     # asking for three of the four terms: the best hit holds two, so the list weighs two thirds
-    three = {r.chunk_id: r.score for r in _retrieve(api, "convex", term_coverage=3)}
+    three = {r.chunk_id: r.score for r in _retrieve(api, "convex", term_coverage=3, lexical=lexical)}
     assert three["two-terms"] == plain["two-terms"] * (2 / 3)
 
 

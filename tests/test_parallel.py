@@ -79,7 +79,11 @@ PARALLEL_CASES = [c for c in CASES if not _graph(c)] + [
     {"min_vector_score": 0.5, "min_keyword_score": 0.1},
     # a weak lexical list (every hit holds one of the three terms) at half weight, and term_coverage's ends
     {"query_text": "pump zyzzyva quokka"}, {"query_text": "pump zyzzyva quokka", "term_coverage": 1},
-    {"term_coverage": 3}, {"term_coverage": 32}]
+    {"term_coverage": 3}, {"term_coverage": 32},
+    # the one call counts the terms in the lexical branch's own statement, for each method (the parallel path
+    # asks hybrid.lexical_strength); a floor keeps a prefix of the list
+    {"lexical": "ts_rank", "term_coverage": 3}, {"lexical": "ts_rank", "query_text": "pump zyzzyva quokka"},
+    {"lexical": "bm25", "term_coverage": 3, "min_keyword_score": 0.5}]
 
 
 def _query(**kw: Any) -> dict[str, Any]:

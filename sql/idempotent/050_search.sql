@@ -477,12 +477,13 @@ COMMENT ON FUNCTION hybrid._bm25_partition_index(integer) IS
 'The name of the BM25 index of the partition of a tenant key (its partition of hybrid.chunk_content_bm25), NULL without one.';
 REVOKE ALL ON FUNCTION hybrid._bm25_partition_index(integer) FROM PUBLIC;
 
--- hybrid.search_lexical: the lexical branch (BM25 or ts_rank)
-CREATE OR REPLACE FUNCTION hybrid.search_lexical(
-    query_text text, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
-    lexical text DEFAULT NULL)
-RETURNS SETOF hybrid.branch_hit
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- the first BM25 search after a restart may rebuild the index
+-- hybrid._lexical_hits: the lexical branch (BM25 or ts_rank), with the terms its three best hits hold
+CREATE OR REPLACE FUNCTION hybrid._lexical_hits(
+    query_text text, top_k integer, corpus_ids text[], filter jsonb, lexical text, terms text[])
+RETURNS TABLE (chunk_id text, rank integer, value double precision, terms_held integer)
+-- invoker rights: only hybrid.search_lexical and hybrid.retrieve (both run as hybrid_definer) call it.
+-- Volatile: the first BM25 search after a restart may rebuild the index
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 SET enable_sort = off  -- keeps the planner on the BM25 index's ordered scan (see below)
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
@@ -526,8 +527,9 @@ BEGIN
             RETURN;
         END IF;
         RETURN QUERY
-        SELECT s.chunk_id, (row_number() OVER (ORDER BY s.r DESC, s.chunk_id))::integer, s.r
-        FROM (SELECT c.chunk_id, ts_rank(c.tsv, v_query)::double precision AS r
+        SELECT s.chunk_id, (row_number() OVER w)::integer, s.r,
+               CASE WHEN terms IS NOT NULL AND row_number() OVER w <= 3 THEN length(s.tsv) - length(ts_delete(s.tsv, terms)) END
+        FROM (SELECT c.chunk_id, ts_rank(c.tsv, v_query)::double precision AS r, c.tsv
               FROM hybrid.chunk c
               WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
                 AND c.tsv @@ v_query
@@ -535,6 +537,7 @@ BEGIN
                 AND (filter IS NULL OR c.metadata @> filter)
               ORDER BY 2 DESC, 1
               LIMIT top_k) s
+        WINDOW w AS (ORDER BY s.r DESC, s.chunk_id)
         ORDER BY s.r DESC, s.chunk_id;
         RETURN;
     END IF;
@@ -578,24 +581,47 @@ BEGIN
                                   FROM pg_class k, unnest(k.reloptions) o
                                   WHERE k.oid = v_index::regclass AND o LIKE 'text_config=%'), query_text)) t), true);
     PERFORM set_config('hybrid.bm25_scores', CASE WHEN v_scan THEN 'index scan' ELSE 're-scored' END, true);
+    -- the terms a hit holds (for hybrid.retrieve's term coverage): its lexemes less those left once the
+    -- query's terms are deleted (the stored tsv is to_tsvector('english', content)), read by the primary key
+    -- for the three best hits only, in this statement (a statement of its own cost a call 0.44 ms, mostly
+    -- planning: bench/FINDINGS.md#catalog-reads-planned-once-a-session-plan_mode_ab)
     RETURN QUERY EXECUTE format($sql$
-    SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer, s.sc
+    SELECT r.chunk_id, r.rank, r.sc,
+           CASE WHEN $8 IS NOT NULL AND r.rank <= 3
+                THEN (SELECT length(t.tsv) - length(ts_delete(t.tsv, $8)) FROM %2$s t
+                      WHERE t.tenant_id = $2 AND t.chunk_id = r.chunk_id) END
+    FROM (SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer AS rank, s.sc
     FROM (SELECT x.chunk_id, max(-x.raw) AS sc
-          FROM (SELECT c.chunk_id, %s::double precision AS raw
-                FROM %s c
+          FROM (SELECT c.chunk_id, %1$s::double precision AS raw
+                FROM %2$s c
                 WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4)
                   AND ($5 IS NULL OR c.corpus_id = ANY ($5))
                   AND ($6 IS NULL OR c.metadata @> $6)
-                ORDER BY c.content <@> to_bm25query($1, %L)
+                ORDER BY c.content <@> to_bm25query($1, %3$L)
                 LIMIT $7 + greatest(5, $7 / 5)) x
           WHERE x.raw < 0
           GROUP BY x.chunk_id
           ORDER BY 2 DESC, 1
-          LIMIT $7) s
-    ORDER BY s.sc DESC, s.chunk_id
+          LIMIT $7) s) r
+    ORDER BY r.rank
     $sql$, CASE WHEN v_scan THEN 'bm25_get_current_score()' ELSE format('(c.content <@> to_bm25query($1, %L))', v_index) END,
-           v_part, v_index) USING query_text, v_tenant, v_acl, v_all, corpus_ids, filter, top_k;
+           v_part, v_index) USING query_text, v_tenant, v_acl, v_all, corpus_ids, filter, top_k, terms;
 END
+$$;
+COMMENT ON FUNCTION hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]) IS
+'hybrid.search_lexical''s branch, each hit with terms_held: for the three best, how many of terms (the query''s distinct lexemes, to_tsvector(''english'', query_text); NULL: not counted) it holds, else NULL. hybrid.retrieve calls it for its term coverage.';
+REVOKE ALL ON FUNCTION hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]) FROM PUBLIC;
+
+-- hybrid.search_lexical: the lexical branch (BM25 or ts_rank)
+CREATE OR REPLACE FUNCTION hybrid.search_lexical(
+    query_text text, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
+    lexical text DEFAULT NULL)
+RETURNS SETOF hybrid.branch_hit
+LANGUAGE sql VOLATILE SECURITY DEFINER  -- the first BM25 search after a restart may rebuild the index
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT h.chunk_id, h.rank, h.value FROM hybrid._lexical_hits(query_text, top_k, corpus_ids, filter, lexical, NULL) h
+    ORDER BY h.rank
 $$;
 COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text) IS
 'Lexical branch: the caller''s top_k best live chunks for query_text by BM25 (pg_textsearch; the default where installed) or ts_rank over the GIN index (lexical => ''ts_rank''); value = the score, higher is better (BM25''s sign flipped). User text never raises a syntax error. A BM25 index left stale by a server restart is rebuilt first, or, where it cannot be (read-only), ts_rank ranks instead with a WARNING.';

@@ -195,43 +195,35 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- p_key a constant: one partition planned
 AS $$
-BEGIN
-    -- one statement, planned for this call (p_key a constant), with only the collapse and the columns it
-    -- needs: planning the per_document branch beside the plain one doubled the planning (1.3 against 0.6 ms
-    -- at the 50% tenant of a 1M install), and the siblings' two reads of hybrid.chunk and the graph context
-    -- are planned only when asked for (NULL columns otherwise). $1 p_key, $2 p_tenant, $3 p_acl, $4 p_all,
-    -- $5 to $12 the candidates' arrays, $13 top_k, $14 skip, $15 siblings
-    RETURN QUERY EXECUTE format($q$
-    WITH fused AS (
-        SELECT * FROM unnest($5, $6, $7, $8, $9, $10, $11, $12) AS f(id, score, dr, lr, gr, dv, lv, gv)
-    ), hydrated AS NOT MATERIALIZED (
-        -- the candidates best first, each read by the primary key (LIMIT 1 keeps it a nested loop, which
-        -- keeps that order): without per_document the read stops at skip + top_k visible ones (~skip +
-        -- top_k heap reads, not one a candidate: ~70 at the defaults, which the largest tenant of a 1M
-        -- install reads from disk)
+DECLARE
+    -- the candidates best first, each read by the primary key (LIMIT 1 keeps it a nested loop, which keeps
+    -- that order): without per_document the read stops at skip + top_k visible ones (~skip + top_k heap
+    -- reads, not one a candidate: ~70 at the defaults, which the largest tenant of a 1M install reads from disk)
+    v_read constant text := $r$
         SELECT f.id AS chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
                c.content, c.metadata, c.acl_labels, c.position
-        FROM (SELECT * FROM fused ORDER BY fused.score DESC, fused.id) f
+        FROM (SELECT * FROM unnest($5, $6, $7, $8, $9, $10, $11, $12) AS f(id, score, dr, lr, gr, dv, lv, gv)
+              ORDER BY f.score DESC, f.id) f
         CROSS JOIN LATERAL (
             SELECT c.document_id, c.corpus_id, c.tenant_id, c.content, c.metadata, c.acl_labels, c.position
             FROM hybrid.chunk c
             WHERE c.tenant_key = $1 AND c.tenant_id = $2 AND c.chunk_id = f.id
               AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4)
-            LIMIT 1) c
-    ), collapsed AS (
-        %s
-    ), top AS (
-        SELECT * FROM collapsed ORDER BY collapsed.score DESC, collapsed.chunk_id OFFSET $14 LIMIT $13
-    )
+            LIMIT 1) c$r$;
+BEGIN
+    -- one statement, planned for this call (p_key a constant), with only the collapse and the columns it
+    -- needs: planning the per_document branch beside the plain one doubled the planning (1.3 against 0.6 ms
+    -- at the 50% tenant of a 1M install), and the siblings' two reads of hybrid.chunk and the graph context
+    -- are planned only when asked for (NULL columns otherwise). Without per_document, one level of query
+    -- around the read (the chain of CTEs it had took 0.35 ms to plan at the 1M install, this 0.23:
+    -- bench/FINDINGS.md#catalog-reads-planned-once-a-session-plan_mode_ab). $1 p_key, $2 p_tenant, $3 p_acl,
+    -- $4 p_all, $5 to $12 the candidates' arrays, $13 top_k, $14 skip, $15 siblings
+    RETURN QUERY EXECUTE format($q$
     SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
            t.content, t.metadata, t.acl_labels, t.position, %s, %s
-    FROM top t
+    FROM (%s OFFSET $14 LIMIT $13) t
     ORDER BY t.score DESC, t.chunk_id
-    $q$, CASE WHEN per_document
-              -- every candidate, the best of each document (the collapse needs each one's document)
-              THEN 'SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM hydrated h
-                    ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id'
-              ELSE 'SELECT * FROM hydrated h ORDER BY h.score DESC, h.chunk_id LIMIT $14 + $13' END,
+    $q$,
          CASE WHEN with_graph_context
               THEN '(SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc)' ELSE 'NULL::jsonb' END,
          CASE WHEN siblings > 0
@@ -249,7 +241,12 @@ BEGIN
                              AND s.document_id = t.document_id AND s.position > t.position
                              AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, $2, $3, $4)
                            ORDER BY s.position, s.chunk_id LIMIT $15)) x)$s$
-              ELSE 'NULL::jsonb' END)
+              ELSE 'NULL::jsonb' END,
+         CASE WHEN per_document
+              -- every candidate, the best of each document (the collapse needs each one's document)
+              THEN 'SELECT * FROM (SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM (' || v_read || ') h
+                    ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id) d ORDER BY d.score DESC, d.chunk_id'
+              ELSE v_read || ' ORDER BY f.score DESC, f.id' END)
     USING p_key, p_tenant, p_acl, p_all, ids, scores, drs, lrs, grs, dvs, lvs, gvs, top_k, skip, siblings;
 END
 $$;
@@ -294,7 +291,7 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
--- no plan_cache_mode of its own: its statements read no chunk (the branches, hybrid._term_match_in and
+-- no plan_cache_mode of its own: its statements read no chunk (the branches and
 -- hybrid._hydrate plan theirs for the tenant's partition), so they and hybrid._fuse_branches keep cached
 -- plans; planned anew for each call they cost 0.9 ms more a call (the 50% tenant of a 1M install,
 -- pg_stat_user_functions)
@@ -324,6 +321,8 @@ DECLARE
     h_gv integer[]; h_sc double precision[];
     v_kw double precision := keyword_weight;  -- keyword_weight * the lexical list's strength
     v_match integer[];
+    v_terms text[];  -- the query's distinct terms, for the lexical branch's term coverage
+    v_held integer;
     v_floor double precision;
     v_seeds text[] := graph_seeds;
     v_state text; v_msg text;
@@ -440,14 +439,18 @@ BEGIN
         v_active := v_active + 1;
         v_t := clock_timestamp();
         BEGIN
-            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank)
-            INTO l_ids, l_scores
-            FROM hybrid.search_lexical(query_text, v_k, corpus_ids, filter, lexical) s
-            WHERE min_keyword_score IS NULL OR hybrid._branch_score('lexical', s.value) >= min_keyword_score;
             -- a weak list (none of its three best hits holds term_coverage of the query's terms) weighs less: min-max would
-            -- otherwise lift its best hit to 1 beside the dense list's
-            IF (term_coverage > 1 OR abstain) AND cardinality(l_ids) > 0 THEN
-                v_match := hybrid._term_match_in(v_key, v_tenant, v_acl, v_all, query_text, l_ids);
+            -- otherwise lift its best hit to 1 beside the dense list's. The branch counts the terms its three best
+            -- hits hold (hybrid._term_match_in's rule) in its own statement; a floor keeps a prefix of the list
+            IF term_coverage > 1 OR abstain THEN
+                v_terms := tsvector_to_array(to_tsvector('english'::regconfig, query_text));
+            END IF;
+            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank), max(s.terms_held)
+            INTO l_ids, l_scores, v_held
+            FROM hybrid._lexical_hits(query_text, v_k, corpus_ids, filter, lexical, nullif(v_terms, '{}')) s
+            WHERE min_keyword_score IS NULL OR hybrid._branch_score('lexical', s.value) >= min_keyword_score;
+            IF v_terms IS NOT NULL AND cardinality(l_ids) > 0 THEN
+                v_match := ARRAY[cardinality(v_terms), coalesce(v_held, 0)];
                 v_kw := keyword_weight * hybrid._lexical_strength(v_match[1], v_match[2], term_coverage);
             END IF;
             IF v_explain THEN
