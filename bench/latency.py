@@ -816,7 +816,11 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                                              args.index_kinds, args.ivfflat_probes)
         if args.explain:
             mem.phase = "explain"
-            res["explain_file"] = str(write_explain(args, size, app_dsn, db_dsn, picks, world))
+            try:  # a report that cannot be written (the engine's statements changed shape) keeps the run's figures
+                res["explain_file"] = str(write_explain(args, size, app_dsn, db_dsn, picks, world))
+            except Exception as exc:
+                traceback.print_exc()
+                res["explain_error"] = f"{type(exc).__name__}: {exc}"
 
         # index build times (after the queries, which ran on the incrementally built index)
         if not args.skip_reindex:
@@ -851,7 +855,9 @@ ENGINE_VARIABLES = {
     "fusion": "'convex'::text", "skip": "0", "siblings": "0", "v_kind": "%(kinds)s::text[]", "graph_decay": "0.4::float8",
     "ids": "%(f)s::text[]", "drs": "%(fdr)s::integer[]", "lrs": "%(flr)s::integer[]", "grs": "NULL::integer[]",
     "gvs": "NULL::integer[]", **dict.fromkeys(["scores", "dvs", "lvs"], "%(fv)s::float8[]"), "p_key": "%(key)s::integer",
-    "p_tenant": "%(tenant)s", "p_acl": "%(acl)s::text[]", "p_all": "%(all)s"}
+    "p_tenant": "%(tenant)s", "p_acl": "%(acl)s::text[]", "p_all": "%(all)s",
+    # hybrid._lexical_hits's term count for hybrid.retrieve: the query's distinct terms
+    "terms": "tsvector_to_array(to_tsvector('english'::regconfig, %(t)s))"}
 
 
 def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dict[str, str]]]:
@@ -880,8 +886,9 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         # the score expression: __BM25_SCORE__, the one search_lexical chose for the query (hybrid.bm25_scores:
         # the scan's own scores on a one-segment index, else re-scored with <@>)
         names = {"v_index": "__BM25_INDEX__", "v_part": "__PARTITION__"}
-        it = iter(names.get(a, "__BM25_SCORE__") for a in fargs)
-        body = re.sub(r"%[LsI]", lambda _: next(it), body)
+        subs = [names.get(a, "__BM25_SCORE__") for a in fargs]
+        it = iter(subs)  # %s in order, or %n$s for the n-th argument
+        body = re.sub(r"%(?:(\d+)\$)?[LsI]", lambda g: subs[int(g.group(1)) - 1] if g.group(1) else next(it), body)
         return re.sub(r"\$(\d+)", lambda g: using[int(g.group(1)) - 1], body)
 
     def top_level(args: str) -> list[str]:
@@ -897,13 +904,15 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         return out + [cur.strip()]
 
     def hydrate_statement(src: str) -> str:
-        # RETURN QUERY EXECUTE format($q$ ... %s ... %s, %s ... $q$, CASE WHEN per_document THEN '...' ELSE '...' END,
-        # <graph context>, <siblings>) USING p_key, ...: the plain collapse spliced in, no graph context and no
-        # siblings (the defaults: NULL columns), $n as the USING expressions
-        m = re.search(r"EXECUTE format\(\$q\$(.*)\$q\$,\s*CASE WHEN per_document.*?ELSE '(.*?)' END,.*?\)\s+USING\s+(.*?);",
+        # v_read constant text := $r$ <the read> $r$; ... RETURN QUERY EXECUTE format($q$ ... %s, %s ... (%s ...) ...
+        # $q$, <graph context>, <siblings>, CASE WHEN per_document THEN ... ELSE v_read || '<order>' END) USING p_key,
+        # ...: no graph context and no siblings (the defaults: NULL columns), the plain read spliced in, $n as the
+        # USING expressions
+        read = re.search(r"v_read constant text := \$r\$(.*?)\$r\$;", src, re.S)
+        m = re.search(r"EXECUTE format\(\$q\$(.*)\$q\$,.*?CASE WHEN per_document.*?ELSE v_read \|\| '(.*?)' END\)\s+USING\s+(.*?);",
                       src, re.S)
-        assert m is not None and m.group(1).count("%s") == 3, "hybrid._hydrate changed shape"
-        parts = iter([m.group(2), "NULL::jsonb", "NULL::jsonb"])
+        assert read is not None and m is not None and m.group(1).count("%s") == 3, "hybrid._hydrate changed shape"
+        parts = iter(["NULL::jsonb", "NULL::jsonb", read.group(1) + m.group(2)])
         body, using = re.sub("%s", lambda _: next(parts), m.group(1)), [u.strip() for u in m.group(3).split(",")]
         return re.sub(r"\$(\d+)", lambda g: using[int(g.group(1)) - 1], body)
 
@@ -914,7 +923,7 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
                       source("hybrid.search_dense"), re.S)
     # and the audit from the sample hybrid.refresh_audit_samples cached: v_miss := EXISTS (...) where it is current
     cached = re.search(r"v_miss := (EXISTS \(.*?\));\s*ELSE", source("hybrid.search_dense"), re.S)
-    lexical = returned("hybrid.search_lexical")
+    lexical = returned("hybrid._lexical_hits")  # hybrid.search_lexical wraps it
     graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid._graph_walk"), re.S)  # the hop loop
     assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None and audit is not None \
         and cached is not None, "the branch functions changed shape"
