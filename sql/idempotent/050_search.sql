@@ -584,7 +584,7 @@ BEGIN
     -- the terms a hit holds (for hybrid.retrieve's term coverage): its lexemes less those left once the
     -- query's terms are deleted (the stored tsv is to_tsvector('english', content)), read by the primary key
     -- for the three best hits only, in this statement (a statement of its own cost a call 0.44 ms, mostly
-    -- planning: bench/FINDINGS.md#catalog-reads-planned-once-a-session-plan_mode_ab)
+    -- planning: bench/FINDINGS.md#the-one-calls-own-statements-fewer-and-flatter-engine_ab)
     RETURN QUERY EXECUTE format($sql$
     SELECT r.chunk_id, r.rank, r.sc,
            CASE WHEN $8 IS NOT NULL AND r.rank <= 3

@@ -215,8 +215,8 @@ BEGIN
     -- needs: planning the per_document branch beside the plain one doubled the planning (1.3 against 0.6 ms
     -- at the 50% tenant of a 1M install), and the siblings' two reads of hybrid.chunk and the graph context
     -- are planned only when asked for (NULL columns otherwise). Without per_document, one level of query
-    -- around the read (the chain of CTEs it had took 0.35 ms to plan at the 1M install, this 0.23:
-    -- bench/FINDINGS.md#catalog-reads-planned-once-a-session-plan_mode_ab). $1 p_key, $2 p_tenant, $3 p_acl,
+    -- around the read (the chain of CTEs it had took 0.34 ms to plan at the 1M install, this 0.24:
+    -- bench/FINDINGS.md#the-one-calls-own-statements-fewer-and-flatter-engine_ab). $1 p_key, $2 p_tenant, $3 p_acl,
     -- $4 p_all, $5 to $12 the candidates' arrays, $13 top_k, $14 skip, $15 siblings
     RETURN QUERY EXECUTE format($q$
     SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
