@@ -477,6 +477,15 @@ COMMENT ON FUNCTION hybrid._bm25_partition_index(integer) IS
 'The name of the BM25 index of the partition of a tenant key (its partition of hybrid.chunk_content_bm25), NULL without one.';
 REVOKE ALL ON FUNCTION hybrid._bm25_partition_index(integer) FROM PUBLIC;
 
+-- hybrid._terms_held: how many of a query's terms a chunk holds, written once
+CREATE OR REPLACE FUNCTION hybrid._terms_held(tsv tsvector, terms text[]) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- no SET clause: the planner inlines it into the statements that count (hybrid._lexical_hits, _term_match_in)
+AS $$ SELECT pg_catalog.length(tsv) - pg_catalog.length(pg_catalog.ts_delete(tsv, terms)) $$;
+COMMENT ON FUNCTION hybrid._terms_held(tsvector, text[]) IS
+'How many of terms (a query''s distinct lexemes) the chunk whose stored tsv (to_tsvector(''english'', content)) this is holds: its lexemes less those left once terms are deleted. The term coverage of hybrid.retrieve and hybrid.lexical_strength counts with it.';
+REVOKE ALL ON FUNCTION hybrid._terms_held(tsvector, text[]) FROM PUBLIC;
+
 -- hybrid._lexical_hits: the lexical branch (BM25 or ts_rank), with the terms its three best hits hold
 CREATE OR REPLACE FUNCTION hybrid._lexical_hits(
     query_text text, top_k integer, corpus_ids text[], filter jsonb, lexical text, terms text[])
@@ -528,7 +537,7 @@ BEGIN
         END IF;
         RETURN QUERY
         SELECT s.chunk_id, (row_number() OVER w)::integer, s.r,
-               CASE WHEN terms IS NOT NULL AND row_number() OVER w <= 3 THEN length(s.tsv) - length(ts_delete(s.tsv, terms)) END
+               CASE WHEN terms IS NOT NULL AND row_number() OVER w <= 3 THEN hybrid._terms_held(s.tsv, terms) END
         FROM (SELECT c.chunk_id, ts_rank(c.tsv, v_query)::double precision AS r, c.tsv
               FROM hybrid.chunk c
               WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
@@ -581,14 +590,13 @@ BEGIN
                                   FROM pg_class k, unnest(k.reloptions) o
                                   WHERE k.oid = v_index::regclass AND o LIKE 'text_config=%'), query_text)) t), true);
     PERFORM set_config('hybrid.bm25_scores', CASE WHEN v_scan THEN 'index scan' ELSE 're-scored' END, true);
-    -- the terms a hit holds (for hybrid.retrieve's term coverage): its lexemes less those left once the
-    -- query's terms are deleted (the stored tsv is to_tsvector('english', content)), read by the primary key
+    -- the terms a hit holds (for hybrid.retrieve's term coverage: hybrid._terms_held), read by the primary key
     -- for the three best hits only, in this statement (a statement of its own cost a call 0.44 ms, mostly
     -- planning: bench/FINDINGS.md#the-one-calls-own-statements-fewer-and-flatter-engine_ab)
     RETURN QUERY EXECUTE format($sql$
     SELECT r.chunk_id, r.rank, r.sc,
            CASE WHEN $8 IS NOT NULL AND r.rank <= 3
-                THEN (SELECT length(t.tsv) - length(ts_delete(t.tsv, $8)) FROM %2$s t
+                THEN (SELECT hybrid._terms_held(t.tsv, $8) FROM %2$s t
                       WHERE t.tenant_id = $2 AND t.chunk_id = r.chunk_id) END
     FROM (SELECT s.chunk_id, (row_number() OVER (ORDER BY s.sc DESC, s.chunk_id))::integer AS rank, s.sc
     FROM (SELECT x.chunk_id, max(-x.raw) AS sc
@@ -884,7 +892,7 @@ BEGIN
     -- is to_tsvector('english', content)); a chunk the caller cannot see counts as absent. The three best
     -- hits only: on the four shared collections the whole list gives the same rankings (docs/searching.md),
     -- and each hit read costs its tsvector
-    SELECT max(length(c.tsv) - length(ts_delete(c.tsv, v_terms))) INTO v_best
+    SELECT max(hybrid._terms_held(c.tsv, v_terms)) INTO v_best
     FROM hybrid.chunk c
     WHERE c.tenant_key = _term_match_in.tenant_key AND c.tenant_id = _term_match_in.tenant
       AND c.chunk_id = ANY (chunk_ids[1:3])

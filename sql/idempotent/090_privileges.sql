@@ -85,7 +85,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._check_range(text, integer, integer, integer, text), hybrid._check_number(text, double precision, boolean),
     hybrid._check_flag(text, boolean), hybrid.graph_context(text[]),
     hybrid.search_dense(vector, integer, text[], jsonb, integer), hybrid.search_lexical(text, integer, text[], jsonb, text),
-    hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]),
+    hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]), hybrid._terms_held(tsvector, text[]),
     hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]), hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[]),
     hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision),
     hybrid._check_fusion(text), hybrid._branch_score(text, double precision), hybrid._blend_score(text, double precision),
