@@ -116,12 +116,14 @@ def test_a_malformed_audit_setting_is_refused_by_name(db: Db) -> None:
 def test_a_list_shorter_than_top_k_is_audited_against_any_visible_chunk_outside_it(db: Db) -> None:
     # a selective filter on an HNSW scan that may stop early (hnsw.max_scan_tuples, 20,000 by default: here 1, so
     # the scan ends with the candidates its first search visited) comes back short; one chunk in fifty matches
+    # 24 queries: each widened list comes back full now and then (the graph's levels are random at every build);
+    # with 8, a build where all eight did failed the last check below once
     vecs, queries = _fill(db)
     match = np.arange(N) % 50 == 3
-    exact = [[int(j) for j in np.argsort(-(vecs @ q), kind="stable") if match[j]][:30] for q in queries[:8]]
+    exact = [[int(j) for j in np.argsort(-(vecs @ q), kind="stable") if match[j]][:30] for q in queries[:24]]
 
     def top30() -> list[tuple[list[int], str]]:
-        return _search(db, queries[:8], k=30, filter='{"g": 3}', max_scan_tuples=1)
+        return _search(db, queries[:24], k=30, filter='{"g": 3}', max_scan_tuples=1)
 
     _set_audit(db, "0")
     short = top30()
