@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from functools import partial
@@ -300,15 +301,16 @@ class MemorySampler(_Sampler):
 
 class BuildMonitor(_Sampler):
     """What a bulk load's index rebuild is made of: polls pg_stat_progress_create_index and /proc/stat in a
-    thread and gives each interval's wall time and CPU to what was building then. The text indexes are one
-    CREATE INDEX on the parent each (GIN, then BM25: hybrid.resume_text_indexes), counted by
-    partitions_done starting over; the HNSW indexes one per partition (hybrid.resume_vector_index)."""
+    thread and gives each interval's wall time and CPU to every index building then, by its access method
+    (gin, bm25, and hnsw by partition). Builds on several connections (bulk_load(build_workers=N)) overlap,
+    so the parts' seconds may add up to more than the rebuild's."""
 
     def __init__(self, db_dsn: str, interval: float = 0.5) -> None:
         super().__init__()
         self.db_dsn, self.interval = db_dsn, interval
         self.wall: dict[str, float] = {}
         self.busy: dict[str, float] = {}  # core-seconds not idle nor waiting on I/O
+        self.total_wall = self.total_busy = 0.0
         self.counting = threading.Event()  # set while the rebuild runs
 
     @staticmethod
@@ -323,32 +325,39 @@ class BuildMonitor(_Sampler):
         with psycopg.connect(self.db_dsn, autocommit=True) as conn:
             t_prev, (tot_prev, idle_prev) = time.perf_counter(), self._cpu()
             while not self._stop.wait(self.interval):
-                label = "other (attach, BM25 segments, audit samples)"
+                labels: set[str] = set()
                 with suppress(psycopg.Error):
-                    row = conn.execute(
-                        "SELECT a.query, p.relid::regclass::text, p.partitions_done FROM pg_stat_activity a "
-                        "LEFT JOIN pg_stat_progress_create_index p ON p.pid = a.pid "
-                        "WHERE a.state = 'active' AND a.query ~ 'hybrid\\.resume_(text_indexes|vector_index)' "
-                        "AND a.pid <> pg_backend_pid() LIMIT 1").fetchone()
-                    if row is not None and row[1] is not None:
-                        if "resume_text" in row[0]:
-                            if row[2] < last_done or text_builds == 0:
+                    # a build's progress row does not name its index (index_relid stays 0): bulk_load's build
+                    # workers name their job in application_name ("pyhybrid build <kind> <partition>"); the
+                    # resume calls build the text indexes on the parent (GIN, then BM25: partitions_done
+                    # starts over) and the HNSW ones a partition at a time
+                    for app, query, rel, done in conn.execute(
+                            "SELECT a.application_name, a.query, p.relid::regclass::text, p.partitions_done "
+                            "FROM pg_stat_progress_create_index p JOIN pg_stat_activity a ON a.pid = p.pid "
+                            "WHERE p.datid = (SELECT oid FROM pg_database WHERE datname = current_database())"):
+                        if app.startswith("pyhybrid build "):
+                            kind, part = app.split()[2:4]
+                            labels.add("hnsw " + part.removeprefix("hybrid.") if kind == "hnsw" else kind)
+                        elif "resume_text" in query:
+                            if done < last_done or text_builds == 0:
                                 text_builds += 1
-                            last_done = row[2]
-                            label = {1: "gin", 2: "bm25"}.get(text_builds, f"text index {text_builds}")
-                        else:
-                            label = "hnsw " + row[1].removeprefix("hybrid.")
+                            last_done = done
+                            labels.add({1: "gin", 2: "bm25"}.get(text_builds, f"text index {text_builds}"))
+                        elif "resume_vector" in query:
+                            labels.add("hnsw " + rel.removeprefix("hybrid."))
                 t, (tot, idle) = time.perf_counter(), self._cpu()
-                if not self.counting.is_set():
-                    label = ""
-                self.wall[label] = self.wall.get(label, 0.0) + t - t_prev
-                self.busy[label] = self.busy.get(label, 0.0) + max(0.0, (tot - tot_prev) - (idle - idle_prev))
+                dt, busy = t - t_prev, max(0.0, (tot - tot_prev) - (idle - idle_prev))
                 t_prev, tot_prev, idle_prev = t, tot, idle
+                if not self.counting.is_set():
+                    continue  # the load, before the rebuild
+                self.total_wall, self.total_busy = self.total_wall + dt, self.total_busy + busy
+                for label in labels or {"other (attach, BM25 segments, audit samples)"}:
+                    self.wall[label] = self.wall.get(label, 0.0) + dt
+                    self.busy[label] = self.busy.get(label, 0.0) + busy
 
     def report(self) -> dict[str, Any]:
-        """Seconds and CPU use (share of all cores) per part: gin, bm25, the largest partition's HNSW, the
-        other partitions' HNSW, the rest."""
-        self.wall.pop("", None), self.busy.pop("", None)  # the load, before the rebuild
+        """Seconds and CPU use (share of all cores, of every build running then) per part: gin, bm25, the
+        largest partition's HNSW, the other partitions' HNSW, the rest; and the whole rebuild's."""
         hnsw = {k: v for k, v in self.wall.items() if k.startswith("hnsw ")}
         largest = max(hnsw, key=hnsw.__getitem__, default=None)
         parts: dict[str, list[str]] = {"gin": ["gin"], "bm25": ["bm25"],
@@ -362,7 +371,10 @@ class BuildMonitor(_Sampler):
             busy = sum(self.busy.get(k, 0.0) for k in keys)
             out[name] = {"s": round(wall, 1), "cpu_busy_pct": round(100 * busy / (wall * cores), 1) if wall else None}
         out["hnsw_largest_partition"]["partition"] = largest and largest.removeprefix("hnsw ")
+        out["all"] = {"s": round(self.total_wall, 1),
+                      "cpu_busy_pct": round(100 * self.total_busy / (self.total_wall * cores), 1) if self.total_wall else None}
         out["sampled_every_s"] = self.interval  # a build shorter than that may count toward its neighbour
+        out["overlapping"] = "parts' seconds overlap where builds ran at once (build_workers > 1)"
         return out
 
 
@@ -380,6 +392,8 @@ def machine_info(admin_dsn: str) -> dict[str, Any]:
 
 
 WRITERS = 1  # --writers
+LOAD_STREAMS = 1  # --load-streams
+BUILD_WORKERS = 2  # --build-workers
 EF_SEARCH: int | None = None  # --ef-search: hybrid.setting hnsw_ef_search for the run (None: the engine's default)
 
 
@@ -669,12 +683,12 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
     hnsw_check = "SELECT to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL AS present"
     with (connect(db_dsn) if bulk else nullcontext()) as admin, (BuildMonitor(db_dsn) if bulk else nullcontext()) as builds:
         t0 = time.perf_counter()
-        with (admin.bulk_load() if bulk else nullcontext()):
+        with (admin.bulk_load(build_workers=BUILD_WORKERS) if bulk else nullcontext()):
             if bulk:
                 with admin.connection() as c, c.transaction():  # not left open: resume would be a savepoint in it
                     res["hnsw_present_during_load"] = c.execute(hnsw_check).fetchone()["present"]
             with tqdm(total=size, desc=f"{size}: ingest", unit="chunk", leave=False) as bar:
-                for td in tenants:  # pyhybrid ingest's path for pre-embedded records (--writers at once)
+                def load(td: TenantData) -> None:  # pyhybrid ingest's path for pre-embedded records (--writers at once)
                     recs = ({"chunk_id": td.chunk_ids[j], "document_id": td.doc_ids[j], "content": td.texts[j],
                              "embedding": td.vectors[j], "position": int(td.positions[j]), "metadata": {
                                  "title": f"{td.doc_ids[j]} part {int(td.positions[j])}", "topic": int(td.clusters[j])}}
@@ -682,6 +696,12 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
                     r = ingest_records(client.dsn, td.tenant_id, "main", recs, batch_size=batch, quiet=True, writers=WRITERS)
                     assert r["inserted"] == len(td.chunk_ids) and r["superseded"] == 0, r
                     bar.update(len(td.chunk_ids))
+
+                # --load-streams tenants at once (one ingest each, as separate `pyhybrid ingest` runs would),
+                # the largest first: a small tenant is one batch, which --writers alone cannot spread
+                with ThreadPoolExecutor(LOAD_STREAMS) as pool:
+                    for f in [pool.submit(load, td) for td in tenants]:
+                        f.result()
             t_loaded = time.perf_counter()
             if bulk:
                 mem.phase = "hnsw_rebuild"
@@ -1103,12 +1123,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time lexical_bm25 (the "
                     "index scan's scores) against lexical_bm25_rescored (re-scored with <@>), interleaved")
     ap.add_argument("--writers", type=int, default=1, help="ingest_records(writers=N): batches written at once")
+    ap.add_argument("--load-streams", type=int, default=1, help="tenants loaded at once (an ingest_records call each)")
+    ap.add_argument("--build-workers", type=int, default=2,
+                    help="bulk_load(build_workers=N): partition indexes built at once after a bulk load")
     args = ap.parse_args(argv)
     args.sizes = args.sizes or args.resume or [100000]  # --resume N alone measures N, not a fresh 100k as well
-    global EF_SEARCH, N_TENANTS, PICKS, METHODS, WRITERS
+    global EF_SEARCH, N_TENANTS, PICKS, METHODS, WRITERS, LOAD_STREAMS, BUILD_WORKERS
     METHODS = METHODS[:2] + (["lexical_bm25_rescored"] if args.bm25_ab else []) + METHODS[2:] \
         + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
     EF_SEARCH, N_TENANTS, PICKS, WRITERS = args.ef_search, args.tenants, list(args.picks), args.writers
+    LOAD_STREAMS, BUILD_WORKERS = args.load_streams, args.build_workers
     if args.tenants < len(args.picks):
         ap.error("--tenants must be at least the number of --picks")
     if args.queries < 1:
@@ -1121,7 +1145,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     report: dict[str, Any] = {
         "machine": machine_info(admin_dsn),
-        "config": {"queries": args.queries, "warmup": args.warmup, "batch": args.batch, "writers": args.writers, "seed": args.seed,
+        "config": {"queries": args.queries, "warmup": args.warmup, "batch": args.batch, "writers": args.writers, "load_streams": args.load_streams, "build_workers": args.build_workers, "seed": args.seed,
                    "per_source_k": PER_SOURCE_K, "top_k": TOP_K, "weights": [WEIGHTS.vector, WEIGHTS.keyword, WEIGHTS.graph],
                    "rrf_k": RRF_K, "tenants": N_TENANTS, "picks": PICKS, "dim": DIM, "clusters": N_CLUSTERS, "vocab": VOCAB},
         "runs": []}

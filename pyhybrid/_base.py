@@ -255,3 +255,13 @@ def check_flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise InvalidParameterError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+MAX_BUILD_WORKERS = 16
+
+
+def check_workers(name: str, value: Any, most: int = MAX_BUILD_WORKERS) -> int:
+    """A count of connections to work on at once: an integer from 1 to most."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise InvalidParameterError(f"{name} must be an integer from 1 to {most}, got {value!r}")
+    return value

@@ -331,16 +331,17 @@ class AsyncHybridClient:
         await self._scalar(_sql.GRANT_APP_SQL, (role_name,))
 
     @asynccontextmanager
-    async def bulk_load(self, text_indexes: bool = True) -> AsyncIterator[None]:
+    async def bulk_load(self, text_indexes: bool = True, build_workers: int = 2) -> AsyncIterator[None]:
         """Drop the HNSW index (and, with text_indexes, the GIN and BM25 ones) for a large load and rebuild
         them afterwards, even on error (admin only).
 
         Meanwhile search stays correct but slow on large tenants: dense search exact, lexical search by
         ts_rank over the whole partition (lexical='bm25' asked for explicitly raises 55000). Each index is
         dropped and rebuilt in a transaction of its own; the BM25 ones are rebuilt as one segment each,
-        so the load needs no merge_bm25 afterwards.
+        so the load needs no merge_bm25 afterwards. build_workers: as HybridClient.bulk_load's.
         """
         _base.check_flag("text_indexes", text_indexes)
+        _base.check_workers("build_workers", build_workers)
         await self._scalar(_sql.SUSPEND_INDEX_SQL, ())
         try:
             if text_indexes:
@@ -348,10 +349,40 @@ class AsyncHybridClient:
             yield
         finally:
             try:
-                if text_indexes:
-                    await self._scalar(_sql.RESUME_TEXT_SQL, ())
+                await self._build_partition_indexes(build_workers)
             finally:
-                await self._scalar(_sql.RESUME_INDEX_SQL, ())
+                try:
+                    if text_indexes:
+                        await self._scalar(_sql.RESUME_TEXT_SQL, ())
+                finally:
+                    await self._scalar(_sql.RESUME_INDEX_SQL, ())
+
+    async def _build_partition_indexes(self, workers: int) -> None:
+        """hybrid.bulk_index_jobs on workers connections at once (nothing with one: the resume calls build)."""
+        if workers == 1:
+            return
+        async with self.connection() as conn:
+            with _base.translate_errors():
+                async with conn.transaction():
+                    jobs = [(r["part"], r["kind"]) for r in await (await conn.execute(_sql.BULK_INDEX_JOBS_SQL)).fetchall()]
+        jobs.reverse()  # popped from the end: the largest first
+        failed: list[BaseException] = []
+
+        async def work() -> None:
+            async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as wconn:
+                while jobs and not failed:
+                    job = jobs.pop()
+                    try:
+                        await wconn.execute(_sql.BUILD_JOB_NAME_SQL, (job[1], job[0]))
+                        await wconn.execute(_sql.BUILD_PARTITION_INDEX_SQL, job)
+                    except BaseException as exc:
+                        failed.append(exc)
+                        return
+
+        await asyncio.gather(*(work() for _ in range(min(workers, len(jobs)))))
+        if failed:
+            with _base.translate_errors():
+                raise failed[0]
 
     async def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
         async with self.connection() as conn:

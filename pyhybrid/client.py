@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from queue import Empty, Queue
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -306,7 +308,7 @@ class HybridClient:
         self._scalar(_sql.GRANT_APP_SQL, (role_name,))
 
     @contextmanager
-    def bulk_load(self, text_indexes: bool = True) -> Iterator[None]:
+    def bulk_load(self, text_indexes: bool = True, build_workers: int = 2) -> Iterator[None]:
         """Drop the HNSW index (and, with text_indexes, the GIN and BM25 ones) for a large load and rebuild
         them afterwards, even on error (admin only).
 
@@ -314,8 +316,15 @@ class HybridClient:
         ts_rank over the whole partition (lexical='bm25' asked for explicitly raises 55000). Each index is
         dropped and rebuilt in a transaction of its own; the BM25 ones are rebuilt as one segment each,
         so the load needs no merge_bm25 afterwards.
+
+        build_workers: how many partition indexes are built at once, each on a connection of its own
+        (hybrid.bulk_index_jobs, largest first; 1 to 16). A BM25 build uses one core, so on a server with
+        cores to spare more workers finish sooner, for up to that many builds' maintenance_work_mem at
+        once; 1 builds them one after the other in the resume calls. Whatever a worker has not built (an
+        error stops the others) the resume calls build.
         """
         _base.check_flag("text_indexes", text_indexes)
+        _base.check_workers("build_workers", build_workers)
         self._scalar(_sql.SUSPEND_INDEX_SQL, ())
         try:
             if text_indexes:
@@ -323,10 +332,47 @@ class HybridClient:
             yield
         finally:
             try:
-                if text_indexes:
-                    self._scalar(_sql.RESUME_TEXT_SQL, ())
+                self._build_partition_indexes(build_workers)
             finally:
-                self._scalar(_sql.RESUME_INDEX_SQL, ())
+                try:
+                    if text_indexes:
+                        self._scalar(_sql.RESUME_TEXT_SQL, ())
+                finally:
+                    self._scalar(_sql.RESUME_INDEX_SQL, ())
+
+    def _build_partition_indexes(self, workers: int) -> None:
+        """hybrid.bulk_index_jobs on workers connections at once (nothing with one: the resume calls build)."""
+        if workers == 1:
+            return
+        jobs: Queue[tuple[int, str]] = Queue()
+        with self.connection() as conn, _base.translate_errors(), conn.transaction():
+            for row in conn.execute(_sql.BULK_INDEX_JOBS_SQL).fetchall():
+                jobs.put((row["part"], row["kind"]))
+        failed: list[BaseException] = []
+
+        def work() -> None:
+            with psycopg.connect(self.dsn, autocommit=True) as wconn:
+                while not failed:
+                    try:
+                        job = jobs.get_nowait()
+                    except Empty:
+                        return
+                    try:
+                        wconn.execute(_sql.BUILD_JOB_NAME_SQL, (job[1], job[0]))
+                        wconn.execute(_sql.BUILD_PARTITION_INDEX_SQL, job)
+                    except BaseException as exc:
+                        failed.append(exc)
+                        return
+
+        threads = [threading.Thread(target=work, name=f"pyhybrid-build-{i}")
+                   for i in range(min(workers, jobs.qsize()))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failed:
+            with _base.translate_errors():
+                raise failed[0]
 
     def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
         with self.connection() as conn, _base.translate_errors(), conn.transaction():

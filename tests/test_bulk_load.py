@@ -132,3 +132,97 @@ def test_tenant_and_app_roles_cannot_hold_the_text_indexes_off(db: Db, role: str
             c.execute(call)
     assert all(_present(db).values()) and _suspended(db) == set()
 
+
+
+# each partition index of the kinds a bulk load holds off, by name, with its oid and the parent it is attached to
+_ATTACHED_SQL = """
+SELECT i.relname, i.oid, pi.relname
+FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
+LEFT JOIN pg_inherits h ON h.inhrelid = i.oid LEFT JOIN pg_class pi ON pi.oid = h.inhparent
+WHERE i.relnamespace = 'hybrid'::regnamespace AND a.amname IN ('gin', 'bm25', 'hnsw')
+  AND x.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass)
+ORDER BY 1"""
+
+
+def test_partition_indexes_built_beforehand_on_other_connections_are_attached_not_built_again(db: Db) -> None:
+    # what bulk_load(build_workers=N) does on exit: hybrid.bulk_index_jobs, each job on a connection of its
+    # own, then the resume calls attach what those built (the same index, not a second build)
+    before = _admin(db, _DEFS_SQL)
+    density = _admin(db, "SELECT index_name, m, ef_construction FROM hybrid.vector_index_density() ORDER BY 1")
+    assert _admin(db, "SELECT count(*) FROM hybrid.bulk_index_jobs()") == [(0,)]  # nothing held off
+    for sql in ("SELECT hybrid.suspend_vector_index()", "SELECT hybrid.suspend_text_indexes()"):
+        assert _admin(db, sql) == [(True,)]
+    _ingest(db, 200, 2)
+    jobs = _admin(db, "SELECT part::text, kind FROM hybrid.bulk_index_jobs()")
+    parts = {p for p, _ in jobs}
+    assert len(parts) == 2 and sorted(jobs) == sorted((p, k) for p in parts for k in ("hnsw", "bm25", "gin"))
+    built: list[str] = []
+    for part, kind in jobs:
+        with psycopg.connect(db.dsn(), autocommit=True) as c:
+            built.append(c.execute("SELECT hybrid.build_partition_index(%s::regclass, %s)", (part, kind)).fetchone()[0])
+    assert len(set(built)) == 6 and None not in built
+    assert _admin(db, "SELECT count(*) FROM hybrid.bulk_index_jobs()") == [(0,)]  # nothing left to build
+    assert _admin(db, "SELECT hybrid.build_partition_index(%s::regclass, 'bm25')", jobs[0][0]) == [(None,)]
+    prebuilt = {name: oid for name, oid, parent in _admin(db, _ATTACHED_SQL)}
+    assert set(prebuilt) == set(built) and not any(p for _, _, p in _admin(db, _ATTACHED_SQL))  # none attached yet
+    assert _admin(db, "SELECT hybrid.resume_text_indexes()") == [(True,)]
+    assert _admin(db, "SELECT hybrid.resume_vector_index()") == [(True,)]
+    after = _admin(db, _ATTACHED_SQL)
+    assert {name: oid for name, oid, _ in after} == prebuilt  # attached as they were
+    assert {(name.rsplit("_", 2)[-2], parent) for name, _, parent in after} == {
+        ("embedding", "chunk_embedding_hnsw"), ("content", "chunk_content_bm25"), ("tsv", "chunk_tsv_gin")}
+    assert all(_present(db).values()) and _suspended(db) == set()
+    assert _admin(db, _DEFS_SQL) == before
+    assert _admin(db, "SELECT index_name, m, ef_construction FROM hybrid.vector_index_density() ORDER BY 1") == density
+    # each BM25 index one segment, recorded: the scan's own scores, the exact top
+    assert _admin(db, "SELECT count(*) FROM hybrid.bm25_merged") == [(2,)]
+    for q in QUERIES:
+        rows, how = _search(db, q, top_k=20)
+        assert how == "index scan" and len(rows) == 20
+        _is_exact_top(rows, _exact(db, q))
+
+
+def test_bulk_load_builds_on_several_connections_and_rebuilds_a_prebuilt_index_that_no_longer_matches(db: Db) -> None:
+    with HybridClient(db.dsn()) as admin, admin.bulk_load(build_workers=3):
+        _ingest(db, 200, 2)
+        part = _admin(db, "SELECT part::text FROM hybrid.bulk_index_jobs() WHERE kind = 'hnsw' LIMIT 1")[0][0]
+        # an index under the name the HNSW build uses, but not one of the parent's key: rebuilt, not attached
+        _admin(db, f"CREATE INDEX {part.split('.')[-1]}_embedding_idx ON {part} (chunk_id)")
+        assert _admin(db, "SELECT count(*) FROM hybrid.bulk_index_jobs() WHERE kind = 'hnsw'") == [(1,)]
+    assert all(_present(db).values()) and _suspended(db) == set()
+    kinds = _admin(db, "SELECT a.amname, count(*) FROM pg_inherits h JOIN pg_class i ON i.oid = h.inhrelid "
+                       "JOIN pg_am a ON a.oid = i.relam WHERE h.inhparent IN ('hybrid.chunk_embedding_hnsw'::regclass, "
+                       "'hybrid.chunk_content_bm25'::regclass, 'hybrid.chunk_tsv_gin'::regclass) GROUP BY 1 ORDER BY 1")
+    assert kinds == [("bm25", 2), ("gin", 2), ("hnsw", 2)]
+    for q in QUERIES:
+        rows, how = _search(db, q, top_k=20)
+        assert how == "index scan" and len(rows) == 20
+
+
+def test_build_partition_index_names_the_parameter_it_refuses(db: Db) -> None:
+    for args, message in (((None, "bm25"), "part must be a partition of hybrid.chunk, got NULL"),
+                          (("hybrid.tenant", "bm25"), "part must be a partition of hybrid.chunk, got hybrid.tenant"),
+                          (("hybrid.chunk", "gin"), "part must be a partition of hybrid.chunk"),
+                          (None, "kind must be hnsw, bm25 or gin, got 'btree'"),
+                          ("null-kind", "kind must be hnsw, bm25 or gin, got NULL")):
+        if args is None:
+            args = (_admin(db, "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass LIMIT 1")[0][0], "btree")
+        elif args == "null-kind":
+            args = ("hybrid.tenant", None)
+        with psycopg.connect(db.dsn()) as c, pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+            c.execute("SELECT hybrid.build_partition_index(%s::regclass, %s)", args)
+    with HybridClient(db.dsn()) as admin:
+        for bad in (0, 17, True, "2", None):
+            with pytest.raises(InvalidParameterError, match="build_workers must be an integer from 1 to 16"):
+                with admin.bulk_load(build_workers=bad):  # type: ignore[arg-type]
+                    pass
+    assert all(_present(db).values()) and _suspended(db) == set()
+
+
+@pytest.mark.parametrize("role", ["pyh_acme", "pyh_app"])
+def test_tenant_and_app_roles_cannot_list_or_build_partition_indexes(db: Db, role: str) -> None:
+    part = _admin(db, "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass LIMIT 1")[0][0]
+    for call, args in (("SELECT * FROM hybrid.bulk_index_jobs()", ()),
+                       ("SELECT hybrid.build_partition_index(%s::regclass, 'gin')", (part,))):
+        with psycopg.connect(db.dsn(role)) as c, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute(call, args)

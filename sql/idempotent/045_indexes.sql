@@ -189,6 +189,9 @@ AS $$
 DECLARE
     v_base record;
     v_part regclass;
+    v_rel text;
+    v_pre regclass;
+    v_opc text := split_part(hybrid._dense_index_key(hybrid.embedding_dim()), ' ', -1);
 BEGIN
     SELECT * INTO v_base FROM hybrid._hnsw_density(0);  -- raises for malformed settings before anything is built
     IF to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL THEN
@@ -196,11 +199,22 @@ BEGIN
     END IF;
     -- each existing partition gets its own index, as dense as its rows call for, attached to it
     PERFORM hybrid._create_parent_hnsw();
-    FOR v_part IN SELECT i.inhrelid::regclass FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk'::regclass
-                  ORDER BY i.inhrelid LOOP
-        PERFORM hybrid._build_partition_hnsw(v_part, (SELECT c.relname FROM pg_class c WHERE c.oid = v_part) || '_embedding_idx');
-        EXECUTE format('ALTER INDEX hybrid.chunk_embedding_hnsw ATTACH PARTITION hybrid.%I',
-                       (SELECT c.relname FROM pg_class c WHERE c.oid = v_part) || '_embedding_idx');
+    FOR v_part, v_rel IN SELECT i.inhrelid::regclass, c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                         WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY i.inhrelid LOOP
+        -- one hybrid.build_partition_index built beforehand (on another connection) is attached as it is
+        -- if it is a valid index of this partition with the parent's key; anything else there is rebuilt
+        v_pre := to_regclass(format('hybrid.%I', v_rel || '_embedding_idx'));
+        IF v_pre IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0]
+                WHERE x.indexrelid = v_pre AND x.indrelid = v_part AND x.indisvalid AND x.indisready
+                  AND o.opcname = v_opc AND x.indpred IS NOT NULL) THEN
+            EXECUTE format('DROP INDEX %s', v_pre);
+            v_pre := NULL;
+        END IF;
+        IF v_pre IS NULL THEN
+            PERFORM hybrid._build_partition_hnsw(v_part, v_rel || '_embedding_idx');
+        END IF;
+        EXECUTE format('ALTER INDEX hybrid.chunk_embedding_hnsw ATTACH PARTITION hybrid.%I', v_rel || '_embedding_idx');
     END LOOP;
     DELETE FROM hybrid.setting WHERE key = 'vector_index_suspended';
     -- the end of a bulk load: the dense audit's sample of each partition is cached (not yet defined
@@ -216,7 +230,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.resume_vector_index() IS
-'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load): one index per partition, as dense as hybrid._hnsw_density gives for its live rows (settings hnsw_m and hnsw_ef_construction for all where present; pgvector''s 16 and 64 below hnsw_dense_rows, default 100,000, and 24 and 128 from there), then caches the dense audit''s samples (hybrid.refresh_audit_samples, where its owner bypasses RLS); returns whether it built one. Admin only.';
+'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load): one index per partition (attaching the valid ones hybrid.build_partition_index built beforehand), as dense as hybrid._hnsw_density gives for its live rows (settings hnsw_m and hnsw_ef_construction for all where present; pgvector''s 16 and 64 below hnsw_dense_rows, default 100,000, and 24 and 128 from there), then caches the dense audit''s samples (hybrid.refresh_audit_samples, where its owner bypasses RLS); returns whether it built one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.resume_vector_index() FROM PUBLIC;
 
 -- hybrid.suspend_vector_index: drop the HNSW index for a bulk load (admin)
@@ -280,6 +294,23 @@ COMMENT ON FUNCTION hybrid.suspend_text_indexes() IS
 'Drops the GIN (hybrid.chunk_tsv_gin) and BM25 (hybrid.chunk_content_bm25) indexes for a bulk load, and records it (setting text_indexes_suspended); rebuild them with hybrid.resume_text_indexes in a later transaction. Meanwhile lexical search ranks by ts_rank, correct but reading the whole partition. Call it as a transaction of its own: a rollback after it can crash the backends that used the BM25 index (pg_textsearch 1.0, timescale/pg_textsearch#506). Returns whether it dropped one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.suspend_text_indexes() FROM PUBLIC;
 
+-- hybrid._text_index_sql: the CREATE INDEX of a text index on hybrid.chunk or one partition of it (admin)
+CREATE OR REPLACE FUNCTION hybrid._text_index_sql(kind text, rel regclass, index_name text) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+-- the definitions of sql/incremental/0004_tenant_partitions.sql (GIN) and sql/optional/bm25_index.sql
+-- (BM25), written once: a partition's index built beforehand is attached to the parent's only if it
+-- matches it
+AS $$
+    SELECT CASE kind
+           WHEN 'gin' THEN format('CREATE INDEX %I ON %s USING gin (tsv) WHERE NOT superseded', index_name, rel)
+           WHEN 'bm25' THEN format('CREATE INDEX %I ON %s USING bm25 (content) WITH (text_config = ''english'')',
+                                   index_name, rel) END
+$$;
+COMMENT ON FUNCTION hybrid._text_index_sql(text, regclass, text) IS
+'The CREATE INDEX statement of the text index kind (gin: hybrid.chunk_tsv_gin''s, bm25: hybrid.chunk_content_bm25''s) named index_name on rel, hybrid.chunk or one of its partitions. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._text_index_sql(text, regclass, text) FROM PUBLIC;
+
 -- hybrid.resume_text_indexes: build the GIN and BM25 indexes if missing (admin)
 CREATE OR REPLACE FUNCTION hybrid.resume_text_indexes() RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -289,16 +320,16 @@ AS $$
 DECLARE
     v_built boolean := false;
     v_workers text := current_setting('max_parallel_maintenance_workers');
-    -- the definition of sql/optional/bm25_index.sql
-    v_bm25 constant text := 'CREATE INDEX chunk_content_bm25 ON hybrid.chunk USING bm25 (content) WITH (text_config = ''english'')';
+    v_bm25 constant text := hybrid._text_index_sql('bm25', 'hybrid.chunk', 'chunk_content_bm25');
     v_part regclass;
 BEGIN
     IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
         PERFORM set_config('maintenance_work_mem', '1GB', true);
     END IF;
     IF to_regclass('hybrid.chunk_tsv_gin') IS NULL THEN
-        -- the definition of sql/incremental/0004_tenant_partitions.sql; each partition's index with it
-        CREATE INDEX chunk_tsv_gin ON hybrid.chunk USING gin (tsv) WHERE NOT superseded;
+        -- each partition's index with it: built here, or attached where hybrid.build_partition_index
+        -- built it beforehand (PostgreSQL attaches a partition's matching index instead of building one)
+        EXECUTE hybrid._text_index_sql('gin', 'hybrid.chunk', 'chunk_tsv_gin');
         v_built := true;
     END IF;
     IF to_regclass('hybrid.chunk_content_bm25') IS NULL
@@ -336,8 +367,97 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.resume_text_indexes() IS
-'Creates the GIN and BM25 indexes on chunk content if they are missing (after hybrid.suspend_text_indexes and a bulk load), one per partition: the BM25 ones serially before pg_textsearch 1.3.1, so each is one segment recorded in hybrid.bm25_merged (what hybrid.merge_bm25 would leave); with maintenance_work_mem at least 1GB. Not the BM25 index in the transaction that dropped it (a WARNING; call it again after the commit). Returns whether it built one. Admin only.';
+'Creates the GIN and BM25 indexes on chunk content if they are missing (after hybrid.suspend_text_indexes and a bulk load), one per partition, attaching those hybrid.build_partition_index built beforehand: the BM25 ones serially before pg_textsearch 1.3.1, so each is one segment recorded in hybrid.bm25_merged (what hybrid.merge_bm25 would leave); with maintenance_work_mem at least 1GB. Not the BM25 index in the transaction that dropped it (a WARNING; call it again after the commit). Returns whether it built one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.resume_text_indexes() FROM PUBLIC;
+
+-- hybrid.bulk_index_jobs: the partition indexes a bulk load's rebuild builds, largest first (admin)
+CREATE OR REPLACE FUNCTION hybrid.bulk_index_jobs()
+RETURNS TABLE (part regclass, kind text, bytes bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- Each index held off by hybrid.suspend_vector_index / suspend_text_indexes is one index a partition
+    -- once rebuilt. hybrid.build_partition_index builds them one at a time, so a client can build them on
+    -- several connections at once (pyhybrid's bulk_load does), and resume_* then attaches them. Largest
+    -- first, by the partition's size times about what a chunk of it costs to index (at 1M chunks on 2
+    -- cores, in core-ms a chunk: HNSW 0.3 at m 16 and 1.1 at m 24, BM25 0.11, GIN 0.07), so the longest
+    -- builds start first and the short ones fill the connections at the end.
+    SELECT i.inhrelid::regclass, k.kind, pg_relation_size(i.inhrelid)
+    FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    CROSS JOIN (VALUES ('hnsw', 'chunk_embedding_hnsw', '_embedding_idx', 'vector_index_suspended', 3),
+                       ('bm25', 'chunk_content_bm25', '_content_idx', 'text_indexes_suspended', 1),
+                       ('gin', 'chunk_tsv_gin', '_tsv_idx', 'text_indexes_suspended', 0.7)) k(kind, parent, suffix, flag, weight)
+    WHERE i.inhparent = 'hybrid.chunk'::regclass
+      AND to_regclass('hybrid.' || k.parent) IS NULL
+      AND EXISTS (SELECT 1 FROM hybrid.setting s WHERE s.key = k.flag)
+      AND (k.kind <> 'bm25' OR EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'pg_textsearch'))
+      AND to_regclass(format('hybrid.%I', c.relname || k.suffix)) IS NULL
+    ORDER BY pg_relation_size(i.inhrelid) * k.weight DESC, 1, 2
+$$;
+COMMENT ON FUNCTION hybrid.bulk_index_jobs() IS
+'The partition indexes that hybrid.resume_vector_index and hybrid.resume_text_indexes would build after a bulk load (those held off and not yet built beforehand): each partition and kind (hnsw, bm25, gin) with the partition''s size in bytes, the longest build first. Build each with hybrid.build_partition_index, on several connections at once if the server has the cores. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.bulk_index_jobs() FROM PUBLIC;
+
+-- hybrid.build_partition_index: one partition's index of a kind held off by a bulk load (admin)
+CREATE OR REPLACE FUNCTION hybrid.build_partition_index(part regclass, kind text) RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    v_rel text;
+    v_name text;
+BEGIN
+    IF kind IS NULL OR kind NOT IN ('hnsw', 'bm25', 'gin') THEN
+        RAISE EXCEPTION 'kind must be hnsw, bm25 or gin, got %', coalesce(quote_literal(kind), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF part IS NULL OR NOT EXISTS (SELECT 1 FROM pg_inherits i
+                                   WHERE i.inhrelid = part AND i.inhparent = 'hybrid.chunk'::regclass) THEN
+        RAISE EXCEPTION 'part must be a partition of hybrid.chunk, got %', coalesce(part::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM hybrid.bulk_index_jobs() j WHERE j.part = build_partition_index.part
+                                                            AND j.kind = build_partition_index.kind) THEN
+        RETURN NULL;  -- not held off, or built already
+    END IF;
+    SELECT c.relname INTO v_rel FROM pg_class c WHERE c.oid = part;
+    -- the names PostgreSQL gives a partition's index when the parent's is created (the GIN on tsv, the
+    -- BM25 on content), and the one hybrid.resume_vector_index gives the HNSW's
+    v_name := v_rel || CASE kind WHEN 'hnsw' THEN '_embedding_idx' WHEN 'bm25' THEN '_content_idx' ELSE '_tsv_idx' END;
+    IF kind = 'hnsw' THEN
+        PERFORM hybrid._build_partition_hnsw(part, v_name);
+        RETURN v_name;
+    END IF;
+    IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
+        PERFORM set_config('maintenance_work_mem', '1GB', true);
+    END IF;
+    IF kind = 'bm25' THEN
+        IF (SELECT s.value FROM hybrid.setting s WHERE s.key = 'text_indexes_suspended') = now()::text THEN
+            -- as in hybrid.resume_text_indexes: not in the transaction that dropped the BM25 index
+            RAISE EXCEPTION 'hybrid.build_partition_index: the BM25 index was dropped in this transaction'
+                USING ERRCODE = '55000', HINT = 'Commit, then build it in a later transaction.';
+        END IF;
+        -- one segment, as hybrid.resume_text_indexes builds it (serial before pg_textsearch 1.3.1)
+        IF NOT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false) THEN
+            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
+        END IF;
+        BEGIN
+            EXECUTE hybrid._text_index_sql(kind, part, v_name);
+        EXCEPTION WHEN SQLSTATE '53000' THEN
+            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
+            EXECUTE hybrid._text_index_sql(kind, part, v_name);
+        END;
+    ELSE
+        EXECUTE hybrid._text_index_sql(kind, part, v_name);
+    END IF;
+    RETURN v_name;
+END
+$$;
+COMMENT ON FUNCTION hybrid.build_partition_index(regclass, text) IS
+'Builds the index of kind (hnsw, bm25 or gin) of part, a partition of hybrid.chunk, while a bulk load holds that index off (hybrid.bulk_index_jobs lists them), as hybrid.resume_vector_index / resume_text_indexes would build it; those attach it when they run. Each call is one build in its own transaction, so a client can run several on separate connections at once. Returns the index''s name, or NULL if there is nothing to build. Raises 22023 for a kind or part it does not know. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.build_partition_index(regclass, text) FROM PUBLIC;
 
 -- hybrid.set_dense_index_kind: change what the HNSW index holds (admin)
 CREATE OR REPLACE FUNCTION hybrid.set_dense_index_kind(kind text) RETURNS text
