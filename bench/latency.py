@@ -699,10 +699,15 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
 
                 # --load-streams tenants at once (one ingest each, as separate `pyhybrid ingest` runs would),
                 # the largest first: a small tenant is one batch, which --writers alone cannot spread
+                cpu0 = BuildMonitor._cpu()
                 with ThreadPoolExecutor(LOAD_STREAMS) as pool:
                     for f in [pool.submit(load, td) for td in tenants]:
                         f.result()
+                cpu1 = BuildMonitor._cpu()
             t_loaded = time.perf_counter()
+            # the load's CPU use, as a share of all cores (not idle nor waiting on I/O; client and server)
+            res["load_cpu_busy_pct"] = round(100 * ((cpu1[0] - cpu0[0]) - (cpu1[1] - cpu0[1])) /
+                                             ((cpu1[0] - cpu0[0]) or 1), 1)
             if bulk:
                 mem.phase = "hnsw_rebuild"
                 print(f"{size}: loaded in {t_loaded - t0:.1f} s; rebuilding the indexes", file=sys.stderr)
@@ -784,7 +789,8 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 "chunks": size, "batches": n_batches, "chunks_per_s": round(size / timings["ingest_s"], 1),
                 "edges_submitted": submitted, "edges_generated": n_edges, "edges_added": added,
                 "edges_per_s": round(submitted / timings["edges_s"], 1) if timings["edges_s"] > 0 else None,
-                "bulk_load": bulk, "hnsw_present_during_load": res.pop("hnsw_present_during_load", True)}
+                "bulk_load": bulk, "hnsw_present_during_load": res.pop("hnsw_present_during_load", True),
+                "load_cpu_busy_pct": res.pop("load_cpu_busy_pct", None)}
             if bulk:
                 res["ingest"].update(hnsw_present_after_load=res.pop("hnsw_present_after_load", None),
                                      load_only_chunks_per_s=res["ingest"]["chunks_per_s"],

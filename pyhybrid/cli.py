@@ -555,7 +555,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     totals: dict[str, int] = {}
     with _tenant_hint(args):
         if records and args.bulk and not args.dry_run:
-            with HybridClient(target.admin) as admin, admin.bulk_load():
+            with HybridClient(target.admin) as admin, admin.bulk_load(build_workers=args.build_workers):
                 totals = load()
         elif records:
             totals = load()
@@ -832,6 +832,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--writers", type=_positive("--writers"), default=1,
                    help="batches written at once, each on a connection of its own (1 to 16; for pre-embedded loads "
                         "on a server with cores to spare: docs/ingesting.md#speed)")
+    s.add_argument("--build-workers", type=_positive("--build-workers"), default=2,
+                   help="with --bulk: partition indexes built at once after the load, each on a connection of its own "
+                        "(1 to 16; default 2; each takes up to its own maintenance_work_mem)")
     s.add_argument("--quiet", action="store_true",
                    help="no progress bar, no line about files of unsupported types (files that could not be read are "
                         "still named)")

@@ -101,7 +101,7 @@ def test_a_pre_embedded_bulk_load_with_several_writers(db: Db, tmp_path: Path,
                                      "embedding": (vecs[i] / np.linalg.norm(vecs[i])).tolist()}) + "\n"
                          for i in range(120)))
     assert main(["--dsn", db.dsn(), "ingest", str(f), "--tenant", "acme", "--quiet", "--bulk", "--writers", "3",
-                 "--batch", "10"]) == 0
+                 "--batch", "10", "--build-workers", "3"]) == 0
     got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert got["inserted"] == 120 and got["embedded"] == 0
     with psycopg.connect(db.dsn()) as c:
@@ -111,6 +111,12 @@ def test_a_pre_embedded_bulk_load_with_several_writers(db: Db, tmp_path: Path,
         main(["--dsn", db.dsn(), "ingest", str(f), "--tenant", "acme", "--writers", "0"])
     assert exit_.value.code == 2
     assert "--writers must be at least 1, got 0" in capsys.readouterr().err
+    # more build workers than bulk_load takes: refused before any index is dropped
+    assert main(["--dsn", db.dsn(), "ingest", str(f), "--tenant", "acme", "--quiet", "--bulk",
+                 "--build-workers", "17"]) == 2
+    assert "build_workers must be an integer from 1 to 16, got 17" in capsys.readouterr().err
+    with psycopg.connect(db.dsn()) as c:
+        assert c.execute("SELECT to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL").fetchone() == (True,)
 
 
 def test_doctor_reports_extensions_indexes_and_rls(db: Db, capsys: pytest.CaptureFixture[str]) -> None:
