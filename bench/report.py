@@ -151,7 +151,8 @@ def latency(d: dict[str, Any]) -> list[str]:
                 names = {"gin": "GIN", "bm25": "BM25", "hnsw_largest_partition": f"HNSW of {b['hnsw_largest_partition'].get('partition')}",
                          "hnsw_other_partitions": "the other partitions' HNSW", "other": "the rest",
                          "all": "the whole rebuild"}
-                rows.append(["the rebuild by part (s, CPU busy)", "; ".join(f"{n} {b[k]['s']} s, {b[k]['cpu_busy_pct']}%"
+                rows.append(["the rebuild by part (s, CPU busy)" if "overlapping" not in b else
+                             "the rebuild by part (s while one ran: builds on several connections overlap; CPU busy)", "; ".join(f"{n} {b[k]['s']} s, {b[k]['cpu_busy_pct']}%"
                                                                            for k, n in names.items() if b.get(k, {}).get("s"))])
             if ing.get("edges_per_s"):
                 rows.append(["add_edges", f"{ing['edges_per_s']:,} edges/s ({ing['edges_submitted']:,} edges)"])

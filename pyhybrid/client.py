@@ -368,8 +368,14 @@ class HybridClient:
                    for i in range(min(workers, jobs.qsize()))]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException as exc:  # an interrupt: no new job; the resume calls wait for the builds running
+            failed.append(exc)
+            for t in threads:
+                t.join()
+            raise
         if failed:
             with _base.translate_errors():
                 raise failed[0]

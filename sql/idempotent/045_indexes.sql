@@ -435,9 +435,11 @@ BEGIN
     END IF;
     IF kind = 'bm25' THEN
         IF (SELECT s.value FROM hybrid.setting s WHERE s.key = 'text_indexes_suspended') = now()::text THEN
-            -- as in hybrid.resume_text_indexes: not in the transaction that dropped the BM25 index
-            RAISE EXCEPTION 'hybrid.build_partition_index: the BM25 index was dropped in this transaction'
-                USING ERRCODE = '55000', HINT = 'Commit, then build it in a later transaction.';
+            -- as hybrid.resume_text_indexes: not in the transaction that dropped the BM25 index (and no
+            -- error either: a rollback after that drop can crash the backends that used the index)
+            RAISE WARNING 'hybrid.build_partition_index: the BM25 index was dropped in this transaction; it is built only in a later one'
+                USING HINT = 'Commit, then call it again.';
+            RETURN NULL;
         END IF;
         -- one segment, as hybrid.resume_text_indexes builds it (serial before pg_textsearch 1.3.1)
         IF NOT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false) THEN
@@ -456,7 +458,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.build_partition_index(regclass, text) IS
-'Builds the index of kind (hnsw, bm25 or gin) of part, a partition of hybrid.chunk, while a bulk load holds that index off (hybrid.bulk_index_jobs lists them), as hybrid.resume_vector_index / resume_text_indexes would build it; those attach it when they run. Each call is one build in its own transaction, so a client can run several on separate connections at once. Returns the index''s name, or NULL if there is nothing to build. Raises 22023 for a kind or part it does not know. Admin only.';
+'Builds the index of kind (hnsw, bm25 or gin) of part, a partition of hybrid.chunk, while a bulk load holds that index off (hybrid.bulk_index_jobs lists them), as hybrid.resume_vector_index / resume_text_indexes would build it; those attach it when they run. Each call is one build in its own transaction, so a client can run several on separate connections at once. Returns the index''s name, or NULL if there is nothing to build (or, with a WARNING, for a BM25 index in the transaction that dropped the BM25 indexes). Raises 22023 for a kind or part it does not know. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.build_partition_index(regclass, text) FROM PUBLIC;
 
 -- hybrid.set_dense_index_kind: change what the HNSW index holds (admin)
