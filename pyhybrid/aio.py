@@ -369,15 +369,14 @@ class AsyncHybridClient:
         failed: list[BaseException] = []
 
         async def work() -> None:
-            async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as wconn:
-                while jobs and not failed:
-                    job = jobs.pop()
-                    try:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as wconn:
+                    while jobs and not failed:
+                        job = jobs.pop()
                         await wconn.execute(_sql.BUILD_JOB_NAME_SQL, (job[1], job[0]))
                         await wconn.execute(_sql.BUILD_PARTITION_INDEX_SQL, job)
-                    except BaseException as exc:
-                        failed.append(exc)
-                        return
+            except Exception as exc:  # a failed connection or build: the others take no new job
+                failed.append(exc)
 
         await asyncio.gather(*(work() for _ in range(min(workers, len(jobs)))))
         if failed:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from queue import Empty, Queue
 from contextlib import contextmanager
+from queue import Empty, Queue
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import psycopg
@@ -351,18 +351,17 @@ class HybridClient:
         failed: list[BaseException] = []
 
         def work() -> None:
-            with psycopg.connect(self.dsn, autocommit=True) as wconn:
-                while not failed:
-                    try:
-                        job = jobs.get_nowait()
-                    except Empty:
-                        return
-                    try:
+            try:
+                with psycopg.connect(self.dsn, autocommit=True) as wconn:
+                    while not failed:
+                        try:
+                            job = jobs.get_nowait()
+                        except Empty:
+                            return
                         wconn.execute(_sql.BUILD_JOB_NAME_SQL, (job[1], job[0]))
                         wconn.execute(_sql.BUILD_PARTITION_INDEX_SQL, job)
-                    except BaseException as exc:
-                        failed.append(exc)
-                        return
+            except BaseException as exc:  # a failed connection or build: the others take no new job
+                failed.append(exc)
 
         threads = [threading.Thread(target=work, name=f"pyhybrid-build-{i}")
                    for i in range(min(workers, jobs.qsize()))]

@@ -237,3 +237,17 @@ def test_tenant_and_app_roles_cannot_list_or_build_partition_indexes(db: Db, rol
                        ("SELECT hybrid.build_partition_index(%s::regclass, 'gin')", (part,))):
         with psycopg.connect(db.dsn(role)) as c, pytest.raises(psycopg.errors.InsufficientPrivilege):
             c.execute(call, args)
+
+
+def test_a_build_that_fails_on_a_worker_connection_is_raised_and_the_rest_still_resumed(db: Db) -> None:
+    # a malformed setting fails every HNSW build (hybrid._hnsw_density); the text indexes still come back,
+    # the HNSW index stays suspended, and once the setting is fixed the resume call builds it
+    with pytest.raises(InvalidParameterError, match="setting hnsw_m must be an integer between 2 and 100"):
+        with HybridClient(db.dsn()) as admin, admin.bulk_load(build_workers=2):
+            _ingest(db, 200, 1)
+            _admin(db, "INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_m', 'many')")
+    assert _present(db) == {"chunk_embedding_hnsw": False, "chunk_tsv_gin": True, "chunk_content_bm25": True}
+    assert _suspended(db) == {"vector_index_suspended"}
+    _admin(db, "DELETE FROM hybrid.setting WHERE key = 'hnsw_m'")
+    assert _admin(db, "SELECT hybrid.resume_vector_index()") == [(True,)]
+    assert all(_present(db).values()) and _suspended(db) == set()
