@@ -285,6 +285,14 @@ def engine_state() -> dict[str, Any]:
             "sql_and_pyhybrid_sha256": h.hexdigest()[:16]}
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """All cores' CPU seconds so far, from /proc/stat: (total, idle + iowait); busy = total - idle."""
+    with open("/proc/stat") as f:
+        v = [float(x) for x in f.readline().split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return sum(v) / tick, (v[3] + v[4]) / tick
+
+
 def control_ms() -> float:
     """Machine-speed control: a fixed float32 matmul workload, in ms (higher: a slower or busier machine)."""
     a, t0 = np.random.default_rng(0).standard_normal((384, 1536)).astype(np.float32), time.perf_counter()

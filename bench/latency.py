@@ -30,7 +30,7 @@ import psycopg
 from psycopg import sql
 from tqdm import tqdm
 
-from _common import (control_ms, drop_database, engine_state, fresh_database, installed_versions, pct, server_processes,
+from _common import (control_ms, cpu_seconds, drop_database, engine_state, fresh_database, installed_versions, pct, server_processes,
                      start_meta, summarize, vector_literal, write_result)
 from _common import machine_info as host_info
 from pyhybrid import Edge, HybridWeights, connect, migrate
@@ -313,17 +313,10 @@ class BuildMonitor(_Sampler):
         self.total_wall = self.total_busy = 0.0
         self.counting = threading.Event()  # set while the rebuild runs
 
-    @staticmethod
-    def _cpu() -> tuple[float, float]:
-        with open("/proc/stat") as f:
-            v = [float(x) for x in f.readline().split()[1:]]
-        tick = os.sysconf("SC_CLK_TCK")
-        return sum(v) / tick, (v[3] + v[4]) / tick  # total, idle + iowait
-
     def _run(self) -> None:
         text_builds, last_done = 0, -1
         with psycopg.connect(self.db_dsn, autocommit=True) as conn:
-            t_prev, (tot_prev, idle_prev) = time.perf_counter(), self._cpu()
+            t_prev, (tot_prev, idle_prev) = time.perf_counter(), cpu_seconds()
             while not self._stop.wait(self.interval):
                 labels: set[str] = set()
                 with suppress(psycopg.Error):
@@ -345,7 +338,7 @@ class BuildMonitor(_Sampler):
                             labels.add({1: "gin", 2: "bm25"}.get(text_builds, f"text index {text_builds}"))
                         elif "resume_vector" in query:
                             labels.add("hnsw " + rel.removeprefix("hybrid."))
-                t, (tot, idle) = time.perf_counter(), self._cpu()
+                t, (tot, idle) = time.perf_counter(), cpu_seconds()
                 dt, busy = t - t_prev, max(0.0, (tot - tot_prev) - (idle - idle_prev))
                 t_prev, tot_prev, idle_prev = t, tot, idle
                 if not self.counting.is_set():
@@ -699,11 +692,11 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
 
                 # --load-streams tenants at once (one ingest each, as separate `pyhybrid ingest` runs would),
                 # the largest first: a small tenant is one batch, which --writers alone cannot spread
-                cpu0 = BuildMonitor._cpu()
+                cpu0 = cpu_seconds()
                 with ThreadPoolExecutor(LOAD_STREAMS) as pool:
                     for f in [pool.submit(load, td) for td in tenants]:
                         f.result()
-                cpu1 = BuildMonitor._cpu()
+                cpu1 = cpu_seconds()
             t_loaded = time.perf_counter()
             # the load's CPU use, as a share of all cores (not idle nor waiting on I/O; client and server)
             res["load_cpu_busy_pct"] = round(100 * ((cpu1[0] - cpu0[0]) - (cpu1[1] - cpu0[1])) /

@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import control_ms, start_meta, write_result  # noqa: E402
+from _common import control_ms, cpu_seconds, start_meta, write_result  # noqa: E402
 from pyhybrid import HybridClient  # noqa: E402
 from pyhybrid.server import start_embedded  # noqa: E402
 
@@ -38,13 +38,6 @@ ORDER BY 1"""
 _SEGMENTS_SQL = "SELECT count(*) FROM hybrid.bm25_merged"
 
 
-def _cpu() -> tuple[float, float]:
-    with open("/proc/stat") as f:
-        v = [float(x) for x in f.readline().split()[1:]]
-    tick = os.sysconf("SC_CLK_TCK")
-    return sum(v) / tick, (v[3] + v[4]) / tick  # total, idle + iowait
-
-
 def _state(dsn: str) -> tuple[list[Any], int]:
     with psycopg.connect(dsn) as c:
         return c.execute(_STATE_SQL).fetchall(), c.execute(_SEGMENTS_SQL).fetchone()[0]
@@ -52,10 +45,10 @@ def _state(dsn: str) -> tuple[list[Any], int]:
 
 def rebuild(dsn: str, workers: int) -> dict[str, Any]:
     control = control_ms()
-    (tot0, idle0), t0 = _cpu(), time.perf_counter()
+    (tot0, idle0), t0 = cpu_seconds(), time.perf_counter()
     with HybridClient(dsn) as admin, admin.bulk_load(build_workers=workers):
         t_dropped = time.perf_counter()
-    t1, (tot1, idle1) = time.perf_counter(), _cpu()
+    t1, (tot1, idle1) = time.perf_counter(), cpu_seconds()
     busy = (tot1 - tot0) - (idle1 - idle0)
     return {"workers": workers, "s": round(t1 - t_dropped, 1), "with_drop_s": round(t1 - t0, 1),
             "cpu_busy_pct": round(100 * busy / ((t1 - t0) * (os.cpu_count() or 1)), 1), "control_ms_before": control}

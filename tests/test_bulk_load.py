@@ -57,6 +57,15 @@ def _lexical(db: Db, query: str, lexical: str | None) -> list[tuple[str, int]]:
             "SELECT chunk_id, rank FROM hybrid.search_lexical(%s, 20, lexical => %s) ORDER BY rank", (query, lexical))]
 
 
+def _assert_one_segment_each_with_exact_scores(db: Db) -> None:
+    """Each BM25 index one segment, recorded: the scan's own scores, the exact top."""
+    assert _admin(db, "SELECT count(*) FROM hybrid.bm25_merged") == [(2,)]
+    for q in QUERIES:
+        rows, how = _search(db, q, top_k=20)
+        assert how == "index scan" and len(rows) == 20
+        _is_exact_top(rows, _exact(db, q))
+
+
 def test_a_bulk_load_rebuilds_the_text_indexes_as_they_were_with_exact_bm25_scans(db: Db) -> None:
     before = _admin(db, _DEFS_SQL)
     assert len(before) == 6  # the parents' and acme's and globex's
@@ -82,12 +91,7 @@ def test_a_bulk_load_rebuilds_the_text_indexes_as_they_were_with_exact_bm25_scan
     # rebuilt even so, one index a partition, defined as before
     assert all(_present(db).values()) and _suspended(db) == set()
     assert _admin(db, _DEFS_SQL) == before
-    # each BM25 index one segment, recorded: the scan's own scores, the exact top
-    assert _admin(db, "SELECT count(*) FROM hybrid.bm25_merged") == [(2,)]
-    for q in QUERIES:
-        rows, how = _search(db, q, top_k=20)
-        assert how == "index scan" and len(rows) == 20
-        _is_exact_top(rows, _exact(db, q))
+    _assert_one_segment_each_with_exact_scores(db)
 
 
 def test_text_indexes_false_holds_off_the_hnsw_index_alone(db: Db) -> None:
@@ -174,12 +178,7 @@ def test_partition_indexes_built_beforehand_on_other_connections_are_attached_no
     assert all(_present(db).values()) and _suspended(db) == set()
     assert _admin(db, _DEFS_SQL) == before
     assert _admin(db, "SELECT index_name, m, ef_construction FROM hybrid.vector_index_density() ORDER BY 1") == density
-    # each BM25 index one segment, recorded: the scan's own scores, the exact top
-    assert _admin(db, "SELECT count(*) FROM hybrid.bm25_merged") == [(2,)]
-    for q in QUERIES:
-        rows, how = _search(db, q, top_k=20)
-        assert how == "index scan" and len(rows) == 20
-        _is_exact_top(rows, _exact(db, q))
+    _assert_one_segment_each_with_exact_scores(db)
 
 
 def test_bulk_load_builds_on_several_connections_and_rebuilds_a_prebuilt_index_that_no_longer_matches(db: Db) -> None:

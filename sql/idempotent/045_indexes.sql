@@ -311,6 +311,50 @@ COMMENT ON FUNCTION hybrid._text_index_sql(text, regclass, text) IS
 'The CREATE INDEX statement of the text index kind (gin: hybrid.chunk_tsv_gin''s, bm25: hybrid.chunk_content_bm25''s) named index_name on rel, hybrid.chunk or one of its partitions. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._text_index_sql(text, regclass, text) FROM PUBLIC;
 
+-- hybrid._build_text_index: build one text index as a bulk load's rebuild builds it (admin)
+CREATE OR REPLACE FUNCTION hybrid._build_text_index(kind text, rel regclass, index_name text, caller text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_workers text := current_setting('max_parallel_maintenance_workers');
+    v_sql text := hybrid._text_index_sql(kind, rel, index_name);
+BEGIN
+    IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
+        PERFORM set_config('maintenance_work_mem', '1GB', true);
+    END IF;
+    IF kind <> 'bm25' THEN
+        EXECUTE v_sql;
+        RETURN true;
+    END IF;
+    IF (SELECT s.value FROM hybrid.setting s WHERE s.key = 'text_indexes_suspended') = now()::text THEN
+        -- dropped in this transaction: pg_textsearch 1.0 left a BM25 index built after a drop in the same
+        -- transaction with corrupt shared state (pyhybrid.migrate._drop_unpartitioned_bm25); and no error
+        -- either, since a rollback after that drop can crash the backends that used the index
+        RAISE WARNING '%: the BM25 index was dropped in this transaction; it is built only in a later one', caller
+            USING HINT = format('Commit, then call %s again.', caller);
+        RETURN false;
+    END IF;
+    -- before 1.3.1 only a serial build writes the one segment whose scan scores are exact (see
+    -- hybrid.merge_bm25); pg_textsearch builds 100,000 rows or more in parallel otherwise, and fails
+    -- with 53000 where no worker can start
+    IF NOT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false) THEN
+        PERFORM set_config('max_parallel_maintenance_workers', '0', true);
+    END IF;
+    BEGIN
+        EXECUTE v_sql;
+    EXCEPTION WHEN SQLSTATE '53000' THEN
+        PERFORM set_config('max_parallel_maintenance_workers', '0', true);
+        EXECUTE v_sql;
+    END;
+    PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION hybrid._build_text_index(text, regclass, text, text) IS
+'Builds the text index kind (gin, bm25) named index_name on rel (hybrid.chunk or a partition) with maintenance_work_mem at least 1GB, a BM25 index serially before pg_textsearch 1.3.1 (one segment); not a BM25 index in the transaction that dropped the BM25 indexes (a WARNING naming caller, and false). Returns whether it built. Admin only (hybrid.resume_text_indexes, hybrid.build_partition_index).';
+REVOKE ALL ON FUNCTION hybrid._build_text_index(text, regclass, text, text) FROM PUBLIC;
+
 -- hybrid.resume_text_indexes: build the GIN and BM25 indexes if missing (admin)
 CREATE OR REPLACE FUNCTION hybrid.resume_text_indexes() RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -319,41 +363,18 @@ SET client_min_messages = warning
 AS $$
 DECLARE
     v_built boolean := false;
-    v_workers text := current_setting('max_parallel_maintenance_workers');
-    v_bm25 constant text := hybrid._text_index_sql('bm25', 'hybrid.chunk', 'chunk_content_bm25');
     v_part regclass;
 BEGIN
-    IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
-        PERFORM set_config('maintenance_work_mem', '1GB', true);
-    END IF;
     IF to_regclass('hybrid.chunk_tsv_gin') IS NULL THEN
         -- each partition's index with it: built here, or attached where hybrid.build_partition_index
         -- built it beforehand (PostgreSQL attaches a partition's matching index instead of building one)
-        EXECUTE hybrid._text_index_sql('gin', 'hybrid.chunk', 'chunk_tsv_gin');
-        v_built := true;
+        v_built := hybrid._build_text_index('gin', 'hybrid.chunk', 'chunk_tsv_gin', 'hybrid.resume_text_indexes');
     END IF;
     IF to_regclass('hybrid.chunk_content_bm25') IS NULL
        AND EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'pg_textsearch') THEN
-        IF (SELECT s.value FROM hybrid.setting s WHERE s.key = 'text_indexes_suspended') = now()::text THEN
-            -- dropped in this transaction: pg_textsearch 1.0 left a BM25 index built after a drop in
-            -- the same transaction with corrupt shared state (pyhybrid.migrate._drop_unpartitioned_bm25)
-            RAISE WARNING 'hybrid.resume_text_indexes: the BM25 index was dropped in this transaction; it is built only in a later one'
-                USING HINT = 'Commit, then SELECT hybrid.resume_text_indexes() again.';
-            RETURN v_built;
+        IF NOT hybrid._build_text_index('bm25', 'hybrid.chunk', 'chunk_content_bm25', 'hybrid.resume_text_indexes') THEN
+            RETURN v_built;  -- dropped in this transaction (a WARNING): built in a later one
         END IF;
-        -- before 1.3.1 only a serial build writes the one segment whose scan scores are exact (see
-        -- hybrid.merge_bm25); pg_textsearch builds 100,000 rows or more in parallel otherwise, and
-        -- fails with 53000 where no worker can start
-        IF NOT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false) THEN
-            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
-        END IF;
-        BEGIN
-            EXECUTE v_bm25;
-        EXCEPTION WHEN SQLSTATE '53000' THEN
-            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
-            EXECUTE v_bm25;
-        END;
-        PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
         -- writers wait for this transaction (CREATE INDEX holds each partition in SHARE mode), so
         -- the segments read here are what the lexical branch will scan
         FOR v_part IN SELECT i.inhrelid::regclass FROM pg_inherits i
@@ -428,31 +449,8 @@ BEGIN
     v_name := v_rel || CASE kind WHEN 'hnsw' THEN '_embedding_idx' WHEN 'bm25' THEN '_content_idx' ELSE '_tsv_idx' END;
     IF kind = 'hnsw' THEN
         PERFORM hybrid._build_partition_hnsw(part, v_name);
-        RETURN v_name;
-    END IF;
-    IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
-        PERFORM set_config('maintenance_work_mem', '1GB', true);
-    END IF;
-    IF kind = 'bm25' THEN
-        IF (SELECT s.value FROM hybrid.setting s WHERE s.key = 'text_indexes_suspended') = now()::text THEN
-            -- as hybrid.resume_text_indexes: not in the transaction that dropped the BM25 index (and no
-            -- error either: a rollback after that drop can crash the backends that used the index)
-            RAISE WARNING 'hybrid.build_partition_index: the BM25 index was dropped in this transaction; it is built only in a later one'
-                USING HINT = 'Commit, then call it again.';
-            RETURN NULL;
-        END IF;
-        -- one segment, as hybrid.resume_text_indexes builds it (serial before pg_textsearch 1.3.1)
-        IF NOT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false) THEN
-            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
-        END IF;
-        BEGIN
-            EXECUTE hybrid._text_index_sql(kind, part, v_name);
-        EXCEPTION WHEN SQLSTATE '53000' THEN
-            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
-            EXECUTE hybrid._text_index_sql(kind, part, v_name);
-        END;
-    ELSE
-        EXECUTE hybrid._text_index_sql(kind, part, v_name);
+    ELSIF NOT hybrid._build_text_index(kind, part, v_name, 'hybrid.build_partition_index') THEN
+        RETURN NULL;  -- BM25, in the transaction that dropped it (a WARNING)
     END IF;
     RETURN v_name;
 END
