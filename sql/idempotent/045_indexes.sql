@@ -129,6 +129,78 @@ COMMENT ON FUNCTION hybrid._hnsw_build_memory(double precision, integer) IS
 'Bytes of maintenance_work_mem an HNSW build of live_rows chunks at density m needs to keep its graph in memory: 1GB to 8GB.';
 REVOKE ALL ON FUNCTION hybrid._hnsw_build_memory(double precision, integer) FROM PUBLIC;
 
+-- hybrid._ivfflat_lists: the IVFFlat lists of a partition of so many rows, or NULL where it gets HNSW (admin)
+CREATE OR REPLACE FUNCTION hybrid._ivfflat_lists(live_rows double precision) RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- A partition of at least ivfflat_rows live chunks (setting, default 20,000; 0: never) gets a
+    -- pgvector IVFFlat index where the engine builds its dense index (a bulk load's rebuild,
+    -- hybrid.resume_vector_index, hybrid.set_dense_index_kind), with sqrt(2 x rows) lists, searched
+    -- 20 lists at a time (setting ivfflat_probes): on the 1M benchmark's 500,000-chunk partition it
+    -- built in 38 core-seconds against HNSW's (24, 128) 540, at recall@10 0.9985 (min 0.9) against
+    -- 0.997 (bench/FINDINGS.md#ivfflat-for-large-partitions). Only where the index holds the vectors
+    -- (kind vector); new tenants and smaller partitions get HNSW. Its lists are fixed when it is built.
+    v_min text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'ivfflat_rows');
+BEGIN
+    IF v_min IS NOT NULL AND v_min !~ '^[0-9]{1,12}$' THEN
+        RAISE EXCEPTION 'setting ivfflat_rows must be a non-negative integer, got %', quote_literal(v_min)
+            USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(v_min, '20000')::bigint = 0 OR coalesce(live_rows, 0) < coalesce(v_min, '20000')::bigint
+       OR hybrid._dense_kind(hybrid.embedding_dim()) <> 'vector' THEN
+        RETURN NULL;
+    END IF;
+    RETURN least(32768, ceil(sqrt(2 * live_rows)))::integer;  -- pgvector: at most 32,768 lists
+END
+$$;
+COMMENT ON FUNCTION hybrid._ivfflat_lists(double precision) IS
+'The lists of the IVFFlat index a partition of live_rows chunks gets, ceil(sqrt(2 x live_rows)); NULL where it gets HNSW: below setting ivfflat_rows (default 20,000; 0: never) or where the install''s dense kind is not vector. Raises 22023 for a malformed setting.';
+REVOKE ALL ON FUNCTION hybrid._ivfflat_lists(double precision) FROM PUBLIC;
+
+-- hybrid._attach_partition_dense: attach a partition's dense index to hybrid.chunk_embedding_hnsw if it is HNSW
+CREATE OR REPLACE FUNCTION hybrid._attach_partition_dense(index_name text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- a partitioned index has one access method: an IVFFlat index stays the partition's own (the parent's
+    -- index then stays invalid, which the planner does not read: each partition is planned with its own)
+    IF (SELECT a.amname FROM pg_class i JOIN pg_am a ON a.oid = i.relam
+        WHERE i.oid = to_regclass(format('hybrid.%I', index_name))) = 'hnsw' THEN
+        EXECUTE format('ALTER INDEX hybrid.chunk_embedding_hnsw ATTACH PARTITION hybrid.%I', index_name);
+        RETURN true;
+    END IF;
+    RETURN false;
+END
+$$;
+COMMENT ON FUNCTION hybrid._attach_partition_dense(text) IS
+'Attaches hybrid.<index_name>, a partition''s dense index, to hybrid.chunk_embedding_hnsw if it is an HNSW index; an IVFFlat index (hybrid._ivfflat_lists) stays the partition''s own. Returns whether it attached. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._attach_partition_dense(text) FROM PUBLIC;
+
+-- hybrid._drop_partition_dense: drop the partitions' dense indexes that no parent index holds (admin)
+CREATE OR REPLACE FUNCTION hybrid._drop_partition_dense() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_idx regclass;
+BEGIN
+    -- the IVFFlat indexes, which dropping hybrid.chunk_embedding_hnsw leaves behind
+    FOR v_idx IN SELECT to_regclass(format('hybrid.%I', c.relname || '_embedding_idx'))
+                 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                 WHERE i.inhparent = 'hybrid.chunk'::regclass LOOP
+        IF v_idx IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_inherits h WHERE h.inhrelid = v_idx) THEN
+            EXECUTE format('DROP INDEX %s', v_idx);
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION hybrid._drop_partition_dense() IS
+'Drops each partition''s <partition>_embedding_idx that is not attached to a parent index (the IVFFlat ones, once hybrid.chunk_embedding_hnsw is dropped). Admin only.';
+REVOKE ALL ON FUNCTION hybrid._drop_partition_dense() FROM PUBLIC;
+
 -- hybrid._build_partition_hnsw: one partition's HNSW index, as dense as its size calls for (admin)
 CREATE OR REPLACE FUNCTION hybrid._build_partition_hnsw(part regclass, index_name text) RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -141,8 +213,19 @@ DECLARE
     v_efc integer;
     v_with text := '';
     v_mem bigint;
+    v_lists integer;
 BEGIN
     EXECUTE format('SELECT count(*) FROM %s WHERE NOT superseded AND embedding IS NOT NULL', part) INTO v_rows;
+    v_lists := hybrid._ivfflat_lists(v_rows);
+    IF v_lists IS NOT NULL THEN
+        -- the k-means sample (50 rows a list) and the lists' centres fit in 1GB up to pgvector's 32,768 lists
+        IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
+            PERFORM set_config('maintenance_work_mem', '1GB', true);
+        END IF;
+        EXECUTE format('CREATE INDEX %I ON %s USING ivfflat (%s) WITH (lists = %s) WHERE NOT superseded',
+                       index_name, part, hybrid._dense_index_key(hybrid.embedding_dim()), v_lists);
+        RETURN format('ivfflat, lists %s, %s rows', v_lists, v_rows);
+    END IF;
     SELECT d.m, d.ef_construction INTO v_m, v_efc FROM hybrid._hnsw_density(v_rows) d;
     IF (v_m, v_efc) <> (16, 64) THEN
         v_with := format('WITH (m = %s, ef_construction = %s)', v_m, v_efc);
@@ -157,7 +240,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._build_partition_hnsw(regclass, text) IS
-'Builds index_name, the HNSW index of one partition of hybrid.chunk (not attached to hybrid.chunk_embedding_hnsw), with the density hybrid._hnsw_density gives its live rows and enough maintenance_work_mem for the graph (1GB to 8GB); returns the density and rows. Admin only.';
+'Builds index_name, the dense index of one partition of hybrid.chunk (not attached to hybrid.chunk_embedding_hnsw): IVFFlat where hybrid._ivfflat_lists gives its live rows lists, else HNSW with the density hybrid._hnsw_density gives them and enough maintenance_work_mem for the graph (1GB to 8GB); returns the kind, its parameters and the rows. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._build_partition_hnsw(regclass, text) FROM PUBLIC;
 
 -- hybrid._create_parent_hnsw: hybrid.chunk's own (partitioned) HNSW index, no partition attached (admin)
@@ -201,20 +284,22 @@ BEGIN
     PERFORM hybrid._create_parent_hnsw();
     FOR v_part, v_rel IN SELECT i.inhrelid::regclass, c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                          WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY i.inhrelid LOOP
-        -- one hybrid.build_partition_index built beforehand (on another connection) is attached as it is
-        -- if it is a valid index of this partition with the parent's key; anything else there is rebuilt
+        -- one hybrid.build_partition_index built beforehand (on another connection) is kept as it is
+        -- if it is a valid HNSW or IVFFlat index of this partition with the parent's key (an HNSW one is
+        -- attached); anything else there is rebuilt
         v_pre := to_regclass(format('hybrid.%I', v_rel || '_embedding_idx'));
         IF v_pre IS NOT NULL AND NOT EXISTS (
                 SELECT 1 FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0]
+                JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
                 WHERE x.indexrelid = v_pre AND x.indrelid = v_part AND x.indisvalid AND x.indisready
-                  AND o.opcname = v_opc AND x.indpred IS NOT NULL) THEN
+                  AND o.opcname = v_opc AND x.indpred IS NOT NULL AND a.amname IN ('hnsw', 'ivfflat')) THEN
             EXECUTE format('DROP INDEX %s', v_pre);
             v_pre := NULL;
         END IF;
         IF v_pre IS NULL THEN
             PERFORM hybrid._build_partition_hnsw(v_part, v_rel || '_embedding_idx');
         END IF;
-        EXECUTE format('ALTER INDEX hybrid.chunk_embedding_hnsw ATTACH PARTITION hybrid.%I', v_rel || '_embedding_idx');
+        PERFORM hybrid._attach_partition_dense(v_rel || '_embedding_idx');
     END LOOP;
     DELETE FROM hybrid.setting WHERE key = 'vector_index_suspended';
     -- the end of a bulk load: the dense audit's sample of each partition is cached (not yet defined
@@ -230,7 +315,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.resume_vector_index() IS
-'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load): one index per partition (attaching the valid ones hybrid.build_partition_index built beforehand), as dense as hybrid._hnsw_density gives for its live rows (settings hnsw_m and hnsw_ef_construction for all where present; pgvector''s 16 and 64 below hnsw_dense_rows, default 100,000, and 24 and 128 from there), then caches the dense audit''s samples (hybrid.refresh_audit_samples, where its owner bypasses RLS); returns whether it built one. Admin only.';
+'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load): one index per partition (keeping the valid ones hybrid.build_partition_index built beforehand); a partition of at least ivfflat_rows live chunks (setting, default 20,000) gets an IVFFlat index of its own instead (hybrid._ivfflat_lists), the others HNSW indexes attached to it, as dense as hybrid._hnsw_density gives for its live rows (settings hnsw_m and hnsw_ef_construction for all where present; pgvector''s 16 and 64 below hnsw_dense_rows, default 100,000, and 24 and 128 from there), then caches the dense audit''s samples (hybrid.refresh_audit_samples, where its owner bypasses RLS); returns whether it built one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.resume_vector_index() FROM PUBLIC;
 
 -- hybrid.suspend_vector_index: drop the HNSW index for a bulk load (admin)
@@ -245,6 +330,7 @@ BEGIN
     -- Inserting into HNSW costs ~1.5 ms a row on 2 cores, building it afterwards far less; meanwhile
     -- dense search stays correct (exact scans) but slow for large tenants.
     DROP INDEX hybrid.chunk_embedding_hnsw;
+    PERFORM hybrid._drop_partition_dense();  -- the partitions' IVFFlat indexes: inserting costs there too
     -- re-applying sql/idempotent/ (an upgrade) must not rebuild it in the middle of the load
     INSERT INTO hybrid.setting (key, value) VALUES ('vector_index_suspended', now()::text)
     ON CONFLICT (key) DO NOTHING;
@@ -252,7 +338,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.suspend_vector_index() IS
-'Drops the HNSW index for a bulk load (rebuild it with hybrid.resume_vector_index); returns whether it dropped one. Admin only.';
+'Drops the HNSW index, and the partitions'' IVFFlat indexes, for a bulk load (rebuild them with hybrid.resume_vector_index); returns whether it dropped one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.suspend_vector_index() FROM PUBLIC;
 
 -- hybrid.suspend_text_indexes: drop the GIN and BM25 indexes for a bulk load (admin)
@@ -414,10 +500,12 @@ AS $$
       AND EXISTS (SELECT 1 FROM hybrid.setting s WHERE s.key = k.flag)
       AND (k.kind <> 'bm25' OR EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'pg_textsearch'))
       AND to_regclass(format('hybrid.%I', c.relname || k.suffix)) IS NULL
-    ORDER BY pg_relation_size(i.inhrelid) * k.weight DESC, 1, 2
+    -- (an IVFFlat build, hybrid._ivfflat_lists: about 0.08 core-ms a chunk at 500,000 chunks)
+    ORDER BY pg_relation_size(i.inhrelid)
+             * CASE WHEN k.kind = 'hnsw' AND hybrid._ivfflat_lists(c.reltuples) IS NOT NULL THEN 0.1 ELSE k.weight END DESC, 1, 2
 $$;
 COMMENT ON FUNCTION hybrid.bulk_index_jobs() IS
-'The partition indexes that hybrid.resume_vector_index and hybrid.resume_text_indexes would build after a bulk load (those held off and not yet built beforehand): each partition and kind (hnsw, bm25, gin) with the partition''s size in bytes, the longest build first. Build each with hybrid.build_partition_index, on several connections at once if the server has the cores. Admin only.';
+'The partition indexes that hybrid.resume_vector_index and hybrid.resume_text_indexes would build after a bulk load (those held off and not yet built beforehand): each partition and kind (hnsw: the dense index, IVFFlat where hybrid._ivfflat_lists gives lists; bm25, gin) with the partition''s size in bytes, the longest build first. Build each with hybrid.build_partition_index, on several connections at once if the server has the cores. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.bulk_index_jobs() FROM PUBLIC;
 
 -- hybrid.build_partition_index: one partition's index of a kind held off by a bulk load (admin)
@@ -494,6 +582,7 @@ BEGIN
     -- the setting and the index change in this one transaction: hybrid.search_dense reads the kind
     -- from the setting, so it never orders by an expression no index holds
     DROP INDEX hybrid.chunk_embedding_hnsw;
+    PERFORM hybrid._drop_partition_dense();
     PERFORM hybrid._create_parent_hnsw();
     FOR v_part, v_rel IN SELECT i.inhrelid::regclass, c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                          WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY i.inhrelid LOOP
@@ -513,7 +602,7 @@ BEGIN
             PERFORM hybrid._build_partition_hnsw(v_part, v_rel || '_embedding_idx');
             v_built := v_built + 1;
         END IF;
-        EXECUTE format('ALTER INDEX hybrid.chunk_embedding_hnsw ATTACH PARTITION hybrid.%I', v_rel || '_embedding_idx');
+        PERFORM hybrid._attach_partition_dense(v_rel || '_embedding_idx');
     END LOOP;
     RETURN format('%s (%s partition indexes built here, %s built beforehand)', v_kind, v_built, v_reused);
 END

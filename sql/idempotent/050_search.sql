@@ -109,6 +109,22 @@ COMMENT ON FUNCTION hybrid._hnsw_dense_vectors(regclass) IS
 'True when the partition''s HNSW indexes on the embedding column itself (kind vector) are all valid and built with m >= 24 and ef_construction >= 128 (the graph hybrid._hnsw_density gives from hnsw_dense_rows; not while pyhybrid doctor --densify rebuilds one), where hybrid._dense_plan searches at ef_search 150 at most.';
 REVOKE ALL ON FUNCTION hybrid._hnsw_dense_vectors(regclass) FROM PUBLIC;
 
+-- hybrid._ivfflat_plan: how the dense branch searches a partition whose index is IVFFlat (NULL: it is not)
+CREATE OR REPLACE FUNCTION hybrid._ivfflat_plan(tenant_key integer) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan  -- catalogs and settings only (hybrid._hnsw_dense_vectors)
+AS $$
+    SELECT format('IVFFlat index, %s of %s lists', coalesce((SELECT s.value FROM hybrid.setting s WHERE s.key = 'ivfflat_probes'), '20'),
+                  coalesce((SELECT split_part(o, '=', 2) FROM unnest(i.reloptions) o WHERE o LIKE 'lists=%'), '100'))
+    FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
+    WHERE x.indrelid = hybrid._chunk_partition(tenant_key) AND a.amname = 'ivfflat' AND x.indisvalid
+    LIMIT 1
+$$;
+COMMENT ON FUNCTION hybrid._ivfflat_plan(integer) IS
+'For explain_retrieve: "IVFFlat index, <probes> of <lists> lists" where the tenant''s partition has a valid IVFFlat index (hybrid._ivfflat_lists), else NULL (HNSW or none).';
+REVOKE ALL ON FUNCTION hybrid._ivfflat_plan(integer) FROM PUBLIC;
+
 -- hybrid._dense_plan: how the dense branch searches: 0 (an exact scan) or the HNSW ef_search to use
 DROP FUNCTION IF EXISTS hybrid._dense_exact(integer, text[], jsonb, integer);
 CREATE OR REPLACE FUNCTION hybrid._dense_plan(tenant_key integer, corpus_ids text[], filter jsonb,
@@ -292,6 +308,8 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'
 SET hnsw.ef_search = 100
+SET ivfflat.iterative_scan = 'relaxed_order'
+SET ivfflat.probes = 20
 SET enable_sort = on  -- the exact scan's top-N sort; turned off for the HNSW scan, restored at exit
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
 AS $$
@@ -316,6 +334,7 @@ DECLARE
     v_widened boolean := false;
     v_cached boolean;
     v_d10 double precision;
+    v_probes text;
 BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
@@ -326,6 +345,12 @@ BEGIN
         v_kind := hybrid._dense_kind(v_dim);
         v_audit := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_audit_rows');  -- checked by _dense_plan
         v_sample := coalesce(v_audit, '1000')::integer;
+        -- a partition of IVFFlat (hybrid._ivfflat_lists) searches this many lists, 4x that when widened
+        v_probes := coalesce((SELECT s.value FROM hybrid.setting s WHERE s.key = 'ivfflat_probes'), '20');
+        IF v_probes !~ '^[0-9]{1,5}$' OR v_probes::integer NOT BETWEEN 1 AND 8192 THEN
+            RAISE EXCEPTION 'setting ivfflat_probes must be an integer between 1 and 8192, got %', quote_literal(v_probes)
+                USING ERRCODE = '22023';
+        END IF;
         -- the index's ordered scan, always: with a larger ef_search pgvector's cost estimate grows
         -- and the planner chose a sequential scan and sort instead (14x slower at 10,000 chunks with
         -- ef_search 300, measured); enable_sort is restored at exit (SET clause above)
@@ -335,6 +360,7 @@ BEGIN
         -- a list at 1000 ~40 ms: bench/FINDINGS.md#a-wider-list-before-the-exact-scan-breadth_ab)
         LOOP
             PERFORM set_config('hnsw.ef_search', v_ef::text, true);
+            PERFORM set_config('ivfflat.probes', (v_probes::integer * CASE WHEN v_widened THEN 4 ELSE 1 END)::text, true);
             IF v_kind <> 'vector' THEN
                 -- above 2,000 dimensions the index holds embedding::halfvec(dim), or above 4,000
                 -- binary_quantize(embedding)::bit(dim) (hybrid._dense_kind): the scan orders by that same
@@ -441,7 +467,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
-'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (the argument, else the larger of settings exact_threshold, default 500, and dense_audit_rows, default 1,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (its first live chunks in hashtext(chunk_id) order: setting dense_audit_rows, default 1,000, past 100,000 chunks x sqrt(rows / 100,000), at most 4x; 0: off; read from the copy hybrid.refresh_audit_samples made, where no write came since, else from the partition): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it has the index searched again at ef_search 1000 (pgvector''s widest), and a list that fails again makes the search exact; the outcome (passed, failed: widened to ef_search 1000, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports, and where the sample was read (cached, partition, off) in hybrid.dense_audit_sample.';
+'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (the argument, else the larger of settings exact_threshold, default 500, and dense_audit_rows, default 1,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan), or its IVFFlat index (a partition of at least ivfflat_rows chunks when its index was built: hybrid._ivfflat_lists) searching ivfflat_probes lists (setting, default 20); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (its first live chunks in hashtext(chunk_id) order: setting dense_audit_rows, default 1,000, past 100,000 chunks x sqrt(rows / 100,000), at most 4x; 0: off; read from the copy hybrid.refresh_audit_samples made, where no write came since, else from the partition): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it has the index searched again at ef_search 1000 (pgvector''s widest; IVFFlat: 4 x ivfflat_probes lists), and a list that fails again makes the search exact; the outcome (passed, failed: widened to ef_search 1000, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports, and where the sample was read (cached, partition, off) in hybrid.dense_audit_sample.';
 
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery

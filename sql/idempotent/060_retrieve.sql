@@ -422,7 +422,7 @@ BEGIN
             WHERE min_vector_score IS NULL OR hybrid._branch_score('dense', s.value) >= min_vector_score;
             IF v_explain THEN
                 v_report := v_report || hybrid._explain_branch('dense', v_t, d_ids, d_scores, vector_weight, v_k,
-                    (SELECT CASE WHEN p = 0 THEN 'exact scan' ELSE format('HNSW index%s, ef_search %s', CASE hybrid._dense_kind(hybrid.embedding_dim()) WHEN 'vector' THEN '' WHEN 'halfvec' THEN ' on halfvec copies (exact cosine re-rank)' ELSE ' on binary codes (exact cosine re-rank)' END, p) || coalesce(', audit ' || current_setting('hybrid.dense_audit', true), '') END
+                    (SELECT CASE WHEN p = 0 THEN 'exact scan' ELSE coalesce(hybrid._ivfflat_plan(v_key), format('HNSW index%s, ef_search %s', CASE hybrid._dense_kind(hybrid.embedding_dim()) WHEN 'vector' THEN '' WHEN 'halfvec' THEN ' on halfvec copies (exact cosine re-rank)' ELSE ' on binary codes (exact cosine re-rank)' END, p)) || coalesce(', audit ' || current_setting('hybrid.dense_audit', true), '') END
                      FROM hybrid._dense_plan(v_key, corpus_ids, filter, NULL, v_k) p));
             END IF;
         EXCEPTION

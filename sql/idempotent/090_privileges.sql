@@ -96,7 +96,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._hydrate(integer, text, text[], boolean, text[], double precision[], integer[], integer[], integer[],
                     double precision[], double precision[], integer[], integer, integer, boolean, integer, boolean),
     hybrid._fuse_branches(text, double precision, double precision, double precision, text[], double precision[], text[], double precision[]),
-    hybrid._dense_plan(integer, text[], jsonb, integer, integer), hybrid._hnsw_dense_vectors(regclass), hybrid._dense_kind(integer),
+    hybrid._dense_plan(integer, text[], jsonb, integer, integer), hybrid._hnsw_dense_vectors(regclass), hybrid._dense_kind(integer), hybrid._ivfflat_plan(integer),
     hybrid._dense_statement(text, integer),
     hybrid._valid_dense_kind(text, integer, text), hybrid._default_dense_kind(integer),
     hybrid._explain_branch(text, timestamptz, text[], double precision[], double precision, integer, text) TO hybrid_definer;
