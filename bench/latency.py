@@ -954,8 +954,10 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
     return [
         ("_scope_size (run by search_dense with corpus_ids or filter; without, the partition's row estimate)", bind(source("hybrid._scope_size")), {}),
         ("search_dense, exact path (scope <= exact_threshold)", bind(dense[0]), {}),
-        ("search_dense, HNSW path (scope > exact_threshold; iterative_scan relaxed_order, ef_search of hybrid._dense_plan)",
-         "SELECT s.chunk_id, s.d FROM " + bind(dense[1]), {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "%(ef)s"}),
+        ("search_dense, index path (scope > exact_threshold; iterative_scan relaxed_order; HNSW at the ef_search of "
+         "hybrid._dense_plan, or a partition's IVFFlat index at setting ivfflat_probes lists)",
+         "SELECT s.chunk_id, s.d FROM " + bind(dense[1]), {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "%(ef)s",
+                                                           "ivfflat.iterative_scan": "relaxed_order", "ivfflat.probes": "%(probes)s"}),
         ("search_dense's audit of the HNSW list from its cached sample (hybrid.chunk_audit_sample, where no write came "
          "since hybrid.refresh_audit_samples), as hybrid_definer", "SELECT " + bind(cached.group(1), audit_vars),
          {"role": "hybrid_definer"}),
@@ -1015,19 +1017,20 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                 "SELECT round(coalesce((SELECT value::integer FROM hybrid.setting WHERE key = 'dense_audit_rows'), 1000) "
                 "* least(4.0, greatest(1.0, sqrt(greatest(reltuples, 0) / 100000.0))))::integer "
                 "FROM pg_class WHERE oid = hybrid._chunk_partition(%s::integer)", (key,)).fetchone()[0]
-            ef, bm25_index, partition = admin.execute(
+            ef, bm25_index, partition, probes = admin.execute(
                 "SELECT greatest(hybrid._dense_plan(%s::integer, NULL, NULL, NULL, %s), 100), "
-                "hybrid._bm25_partition_index(%s::integer), hybrid._chunk_partition(%s::integer)::text",
+                "hybrid._bm25_partition_index(%s::integer), hybrid._chunk_partition(%s::integer)::text, "
+                "coalesce((SELECT value FROM hybrid.setting WHERE key = 'ivfflat_probes'), '20')",
                 (key, PER_SOURCE_K, key, key)).fetchone()
             params = {"sample": sample, "d10": dense_rows[min(len(dense_rows), 10) - 1][1] if dense_rows else float("inf"),
-                      "v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)), "ef": str(ef),
+                      "v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)), "ef": str(ef), "probes": probes,
                       "tenant": td.tenant_id, "key": key, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
                       "threshold": threshold, "k": PER_SOURCE_K, "dv": [0.0] * len(d), "lv": [0.0] * len(lx),
                       "gv": [1] * len(g), "kinds": ["chunk"] * len(q.seeds)}
             f = params["f"] = list(dict.fromkeys(d + lx))  # the fused list hybrid.retrieve's final statement reads
             params.update(fv=[0.0] * len(f), **{k: [x.index(i) + 1 if i in x else None for i in f] for k, x in (("fdr", d), ("flr", lx))})
             out.append(f"#### tenant {td.tenant_id} ({label}, {len(td.chunk_ids):,} chunks; _scope_size({threshold}) = "
-                       f"{scope}: search_dense takes the {'exact' if scope <= threshold else 'HNSW'} path)")
+                       f"{scope}: search_dense takes the {'exact' if scope <= threshold else 'index'} path)")
             out.append(f"query text: {q.text!r}; seeds: {q.seeds}")
             for title, stmt, gucs in engine_statements(conn):
                 role = gucs.pop("role", None)  # a fresh dict each call

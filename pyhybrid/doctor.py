@@ -169,13 +169,21 @@ _KINDS = {"vector": "the vectors", "halfvec": "halfvec copies, candidates ranked
           "bit": "binary codes, a wider candidate list re-ranked by exact cosine"}
 
 
+_IVFFLAT_SQL = """SELECT count(*) FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhrelid
+JOIN pg_index x ON x.indrelid = p.oid JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
+WHERE h.inhparent = 'hybrid.chunk'::regclass AND i.relname = p.relname || '_embedding_idx' AND a.amname = 'ivfflat'"""
+
+
 def _dense_index_kind(conn: psycopg.Connection[Any]) -> Finding:
-    """What the HNSW index holds for the install's dimension (hybrid._dense_kind), and whether it was built so."""
+    """What the HNSW index holds for the install's dimension (hybrid._dense_kind), and whether it was built so;
+    how many partitions have an IVFFlat index of their own instead (hybrid._ivfflat_lists)."""
     row = conn.execute(_KIND_SQL).fetchone()
     assert row is not None
     kind, due, built = (str(v) for v in row)
+    ivfflat = _one(conn, _IVFFLAT_SQL)
     if built == due:
-        return Finding("dense index kind", f"{kind} ({_KINDS.get(kind, kind)}; operator class {built})")
+        return Finding("dense index kind", f"{kind} ({_KINDS.get(kind, kind)}; operator class {built})"
+                       + (f"; {ivfflat} large partition(s) IVFFlat (setting ivfflat_rows)" if ivfflat else ""))
     return Finding("dense index kind", f"built with {built}, the install calls for {due} ({kind})", True,
                    f"pyhybrid doctor --dense-kind {kind}  (built CONCURRENTLY, then swapped)")
 

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from pyhybrid import Chunk, HybridClient
+from pyhybrid.doctor import check
 from tests.conftest import Db
 from tests.test_dense_kind import _fill, _hnsw_top
 
@@ -72,6 +73,11 @@ def test_a_large_partition_gets_an_ivfflat_index_of_its_own_and_dense_search_rea
     exact = [{f"c{i}" for i in np.argsort(-(vecs @ q))[:10]} for q in queries]
     tops = _tops(db, queries)
     assert _recall(tops, exact) >= 0.9 and all(len(t) == 10 for t in tops), tops
+    # doctor counts it
+    with psycopg.connect(db.dsn()) as c:
+        found = {f.subject: f for f in check(c)}
+    assert found["dense index kind"].state.endswith("; 1 large partition(s) IVFFlat (setting ivfflat_rows)")
+    assert not found["dense index kind"].problem and not found["index chunk_embedding_hnsw"].problem
     # explain_retrieve names it (exact_threshold and the audit's sample below acme's 400 chunks)
     _setting(db, "exact_threshold", "100")
     _setting(db, "dense_audit_rows", "100")

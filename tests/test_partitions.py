@@ -414,3 +414,17 @@ def test_a_densify_that_fails_keeps_the_old_index_and_leaves_no_half_built_one(d
         hits = t.conn.execute("SELECT chunk_id FROM hybrid.search_dense(%s::vector, 3, exact_threshold => 0)",
                               ("[" + ",".join(map(str, chunks("a", 8, seed=8)[1].embedding)) + "]",)).fetchall()
     assert hits[0]["chunk_id"] == chunks("a", 8, seed=8)[1].chunk_id
+
+
+def test_every_partition_stores_the_tsvector_out_of_line_without_a_compression_attempt(db: Db) -> None:
+    # revision 0016: pglz was tried on every row's tsvector (a 384-d row passes the TOAST threshold) and failed;
+    # STORAGE EXTERNAL skips the attempt. Existing partitions and a tenant created afterwards alike; the vector
+    # stays in the row (MAIN, revision 0006) and the content may still be compressed (EXTENDED)
+    with psycopg.connect(db.dsn(), autocommit=True) as c:
+        c.execute("SELECT hybrid.create_tenant('initech')")
+        rows = c.execute("SELECT a.attrelid::regclass::text, a.attname, a.attstorage FROM pg_attribute a "
+                         "WHERE a.attname IN ('tsv', 'embedding', 'content') AND a.attrelid IN "
+                         "(SELECT 'hybrid.chunk'::regclass UNION ALL SELECT inhrelid FROM pg_inherits "
+                         " WHERE inhparent = 'hybrid.chunk'::regclass)").fetchall()
+    assert len({r[0] for r in rows}) == 4  # the parent, acme's, globex's and initech's
+    assert {(name, storage) for _, name, storage in rows} == {("tsv", "e"), ("embedding", "m"), ("content", "x")}

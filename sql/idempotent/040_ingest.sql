@@ -13,14 +13,17 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
+    -- STORAGE: a staged 384-d row passes the ~2 kB TOAST threshold, and pglz was tried on its array and
+    -- its text before either went out of line (a bulk load's CPU: revision 0016); now the text goes out
+    -- of line uncompressed and the array stays in the row where it fits (PostgreSQL 16 and later)
     CREATE TEMP TABLE IF NOT EXISTS hybrid_chunk_stage (
         ord          bigserial,
         tenant_id    text,
         chunk_id     text,
         document_id  text,
         position     integer,
-        content      text,
-        embedding    real[],
+        content      text STORAGE EXTERNAL,
+        embedding    real[] STORAGE MAIN,
         acl_labels   text[],
         metadata     jsonb
     ) ON COMMIT DROP;
