@@ -801,6 +801,8 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 SELECT 'table_mb', (SELECT sum(pg_table_size(relid)) FROM pg_partition_tree('hybrid.chunk')) / 1048576.0
                 UNION ALL SELECT 'hnsw_mb', (SELECT sum(pg_relation_size(relid))
                     FROM pg_partition_tree(to_regclass('hybrid.chunk_embedding_hnsw'))) / 1048576.0
+                UNION ALL SELECT 'ivfflat_mb', (SELECT sum(pg_relation_size(i.oid)) FROM pg_class i JOIN pg_am a
+                    ON a.oid = i.relam WHERE a.amname = 'ivfflat' AND i.relnamespace = 'hybrid'::regnamespace) / 1048576.0
                 UNION ALL SELECT 'bm25_mb', (SELECT sum(pg_relation_size(relid))
                     FROM pg_partition_tree(to_regclass('hybrid.chunk_content_bm25'))) / 1048576.0
                 UNION ALL SELECT 'gin_mb', (SELECT sum(pg_relation_size(relid))
