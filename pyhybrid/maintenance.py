@@ -231,11 +231,14 @@ def densify_vector_indexes(dsn: str, tenants: list[str] | None = None,
 
 
 DENSE_KINDS = ("auto", "vector", "halfvec", "bit")
+# (the partitions whose rows call for IVFFlat where the index holds the vectors, hybrid._ivfflat_lists, are left
+# to hybrid.set_dense_index_kind: it builds them, IVFFlat being quick to build, and keeps them its own)
 _PARTITIONS_SQL = """SELECT c.relname, greatest(c.reltuples, 0)::bigint AS rows, d.m, d.ef_construction,
        pg_size_pretty(hybrid._hnsw_build_memory(c.reltuples, d.m)) AS mem,
        hybrid._dense_index_key(hybrid.embedding_dim(), %(kind)s) AS key
 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid CROSS JOIN LATERAL hybrid._hnsw_density(c.reltuples) d
-WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY i.inhrelid"""
+WHERE i.inhparent = 'hybrid.chunk'::regclass AND (%(kind)s <> 'vector' OR hybrid._ivfflat_lists(c.reltuples) IS NULL)
+ORDER BY i.inhrelid"""
 _BUILT_OPCLASS_SQL = """SELECT o.opcname FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0]
 WHERE x.indexrelid = to_regclass('hybrid.chunk_embedding_hnsw')"""
 
@@ -246,7 +249,8 @@ def set_dense_index_kind(dsn: str, kind: str, report: Callable[[str], None] | No
     Each partition's index of the new kind is built first with CREATE INDEX CONCURRENTLY, beside the
     old one, which serves reads and writes meanwhile; then hybrid.set_dense_index_kind swaps them in one
     short transaction, with the setting dense_index_kind. A build that fails leaves no half-built index
-    and the old kind in place. Returns what hybrid.set_dense_index_kind reports.
+    and the old kind in place. For kind vector, the partitions large enough for IVFFlat (setting ivfflat_rows)
+    are built by hybrid.set_dense_index_kind itself, inside the swap. Returns what it reports.
     """
     if kind not in DENSE_KINDS:
         raise InvalidParameterError(f"kind must be one of {', '.join(DENSE_KINDS)}, got {kind!r}")

@@ -1,8 +1,8 @@
 """IVFFlat for large partitions: where the engine builds a partition's dense index and the partition holds
 at least ivfflat_rows live chunks (setting, default 20,000), it builds pgvector's IVFFlat instead of HNSW.
 
-At 500,000 chunks it built in 38 core-seconds against HNSW's 540 at the same recall (bench/FINDINGS.md#
-ivfflat-for-large-partitions). A partitioned index has one access method, so the IVFFlat index is the
+At 500,000 chunks it built in a tenth of HNSW's core-seconds at a higher recall (docs/benchmarks.md#
+hnsw-against-ivfflat-by-partition-size). A partitioned index has one access method, so the IVFFlat index is the
 partition's own, beside hybrid.chunk_embedding_hnsw and its HNSW partitions. Here the threshold is
 lowered so that the 400-chunk tenant gets one.
 """
@@ -17,6 +17,7 @@ import pytest
 
 from pyhybrid import Chunk, HybridClient
 from pyhybrid.doctor import check
+from pyhybrid.maintenance import set_dense_index_kind
 from tests.conftest import Db
 from tests.test_dense_kind import _fill, _hnsw_top
 
@@ -139,6 +140,15 @@ def test_a_kind_change_replaces_the_ivfflat_index_and_vector_brings_it_back(db: 
         assert c.execute("SELECT hybrid.set_dense_index_kind('vector')").fetchone()[0].startswith("vector (")
     assert _index(db, "acme")[1] == "ivfflat" and _index(db, "globex")[1:] == ("hnsw", None, True)
     assert len(_hnsw_top(db, queries[0])) == 10
+    # pyhybrid doctor --dense-kind: globex's HNSW built CONCURRENTLY beforehand, acme's IVFFlat in the swap
+    lines: list[str] = []
+    assert set_dense_index_kind(db.dsn(), "halfvec", report=lines.append).startswith("halfvec (0 partition indexes built here")
+    assert _index(db, "acme")[1:] == ("hnsw", None, True)
+    lines.clear()
+    done = set_dense_index_kind(db.dsn(), "vector", report=lines.append)
+    assert done.startswith("vector (1 partition indexes built here, 1 built beforehand)"), done
+    assert sum(line.startswith("built vector HNSW index") for line in lines) == 1, lines
+    assert _index(db, "acme")[1] == "ivfflat" and _index(db, "globex")[1:] == ("hnsw", None, True)
 
 
 def test_malformed_ivfflat_settings_are_named_and_nothing_is_dropped(db: Db) -> None:

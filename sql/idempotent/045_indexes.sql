@@ -139,24 +139,25 @@ DECLARE
     -- pgvector IVFFlat index where the engine builds its dense index (a bulk load's rebuild,
     -- hybrid.resume_vector_index, hybrid.set_dense_index_kind), with sqrt(2 x rows) lists, searched
     -- 20 lists at a time (setting ivfflat_probes): on the 1M benchmark's 500,000-chunk partition it
-    -- built in 38 core-seconds against HNSW's (24, 128) 540, at recall@10 0.9985 (min 0.9) against
-    -- 0.997 (bench/FINDINGS.md#ivfflat-for-large-partitions). Only where the index holds the vectors
-    -- (kind vector); new tenants and smaller partitions get HNSW. Its lists are fixed when it is built.
+    -- built in 38 to 43 core-seconds against HNSW's (24, 128) 452, recalled 0.996 to 0.997 over 3 builds
+    -- against 0.987 (both without the audit) at about twice HNSW's p50, and took inserts 13x faster;
+    -- from 24,144 chunks every build recalled at least HNSW's, at 9,657 not
+    -- (docs/benchmarks.md#hnsw-against-ivfflat-by-partition-size). Only where the index holds the
+    -- vectors (kind vector); new tenants and smaller partitions get HNSW. Its lists are fixed when built.
     v_min text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'ivfflat_rows');
 BEGIN
     IF v_min IS NOT NULL AND v_min !~ '^[0-9]{1,12}$' THEN
         RAISE EXCEPTION 'setting ivfflat_rows must be a non-negative integer, got %', quote_literal(v_min)
             USING ERRCODE = '22023';
     END IF;
-    IF coalesce(v_min, '20000')::bigint = 0 OR coalesce(live_rows, 0) < coalesce(v_min, '20000')::bigint
-       OR hybrid._dense_kind(hybrid.embedding_dim()) <> 'vector' THEN
+    IF coalesce(v_min, '20000')::bigint = 0 OR coalesce(live_rows, 0) < coalesce(v_min, '20000')::bigint THEN
         RETURN NULL;
     END IF;
     RETURN least(32768, ceil(sqrt(2 * live_rows)))::integer;  -- pgvector: at most 32,768 lists
 END
 $$;
 COMMENT ON FUNCTION hybrid._ivfflat_lists(double precision) IS
-'The lists of the IVFFlat index a partition of live_rows chunks gets, ceil(sqrt(2 x live_rows)); NULL where it gets HNSW: below setting ivfflat_rows (default 20,000; 0: never) or where the install''s dense kind is not vector. Raises 22023 for a malformed setting.';
+'The lists of the IVFFlat index a partition of live_rows chunks gets where the index holds the vectors (dense kind vector: the callers check), ceil(sqrt(2 x live_rows)); NULL where it gets HNSW: below setting ivfflat_rows (default 20,000; 0: never). Raises 22023 for a malformed setting.';
 REVOKE ALL ON FUNCTION hybrid._ivfflat_lists(double precision) FROM PUBLIC;
 
 -- hybrid._attach_partition_dense: attach a partition's dense index to hybrid.chunk_embedding_hnsw if it is HNSW
@@ -216,7 +217,7 @@ DECLARE
     v_lists integer;
 BEGIN
     EXECUTE format('SELECT count(*) FROM %s WHERE NOT superseded AND embedding IS NOT NULL', part) INTO v_rows;
-    v_lists := hybrid._ivfflat_lists(v_rows);
+    v_lists := CASE WHEN hybrid._dense_kind(hybrid.embedding_dim()) = 'vector' THEN hybrid._ivfflat_lists(v_rows) END;
     IF v_lists IS NOT NULL THEN
         -- the k-means sample (50 rows a list) and the lists' centres fit in 1GB up to pgvector's 32,768 lists
         IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
@@ -502,7 +503,8 @@ AS $$
       AND to_regclass(format('hybrid.%I', c.relname || k.suffix)) IS NULL
     -- (an IVFFlat build, hybrid._ivfflat_lists: about 0.08 core-ms a chunk at 500,000 chunks)
     ORDER BY pg_relation_size(i.inhrelid)
-             * CASE WHEN k.kind = 'hnsw' AND hybrid._ivfflat_lists(c.reltuples) IS NOT NULL THEN 0.1 ELSE k.weight END DESC, 1, 2
+             * CASE WHEN k.kind = 'hnsw' AND hybrid._dense_kind(hybrid.embedding_dim()) = 'vector'
+                         AND hybrid._ivfflat_lists(c.reltuples) IS NOT NULL THEN 0.1 ELSE k.weight END DESC, 1, 2
 $$;
 COMMENT ON FUNCTION hybrid.bulk_index_jobs() IS
 'The partition indexes that hybrid.resume_vector_index and hybrid.resume_text_indexes would build after a bulk load (those held off and not yet built beforehand): each partition and kind (hnsw: the dense index, IVFFlat where hybrid._ivfflat_lists gives lists; bm25, gin) with the partition''s size in bytes, the longest build first. Build each with hybrid.build_partition_index, on several connections at once if the server has the cores. Admin only.';
