@@ -148,8 +148,8 @@ def latency(d: dict[str, Any]) -> list[str]:
                 rows.append([f"{held} rebuild; load + rebuild", f"{ing.get('index_rebuild_s', ing.get('hnsw_rebuild_s'))} s; {ing['load_plus_rebuild_chunks_per_s']:,} chunks/s"])
             if ing.get("index_builds"):  # since c4dec50
                 b = ing["index_builds"]
-                names = {"gin": "GIN", "bm25": "BM25", "hnsw_largest_partition": f"HNSW of {b['hnsw_largest_partition'].get('partition')}",
-                         "hnsw_other_partitions": "the other partitions' HNSW", "other": "the rest",
+                names = {"gin": "GIN", "bm25": "BM25", "hnsw_largest_partition": f"the dense index (HNSW or IVFFlat) of {b['hnsw_largest_partition'].get('partition')}",
+                         "hnsw_other_partitions": "the other partitions' dense indexes", "other": "the rest",
                          "all": "the whole rebuild"}
                 rows.append(["the rebuild by part (s, CPU busy)" if "overlapping" not in b else
                              "the rebuild by part (s while one ran: builds on several connections overlap; CPU busy)", "; ".join(f"{n} {b[k]['s']} s, {b[k]['cpu_busy_pct']}%"
