@@ -231,6 +231,28 @@ def ingest(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def dense_kinds(d: dict[str, Any]) -> list[str]:
+    rows = []
+    for t in d["tenants"]:
+        h = t["hnsw"]
+        rows.append([t["tenant"], t["rows"], "HNSW", f"m {h['m']}, ef_construction {h['ef_construction']}; ef_search {h['ef_search']}",
+                     h["build"]["s"], h["build"]["core_s"], h["mb"], h["search"]["p50_ms"], h["search"]["p95_ms"],
+                     h["search"]["recall_at_10"], h["search"]["min"], h["search"]["at_0"], h["insert_rows_per_s"]])
+        for b in t["ivfflat"]:
+            for probes, x in b["probes"].items():
+                rows.append([t["tenant"], t["rows"], f"IVFFlat, build {b['build_no']}", f"{b['lists']} lists; {probes} probes",
+                             b["build"]["s"], b["build"]["core_s"], b["mb"], x["p50_ms"], x["p95_ms"], x["recall_at_10"], x["min"],
+                             x["at_0"], b["insert_rows_per_s"]])
+    return md_table(["tenant", "rows", "kind", "built with; searched at", "build s", "core-s", "MB", "p50 ms", "p95 ms",
+                     "recall@10", "min", "at 0", "inserts/s"], rows)
+
+
+def online_ingest(d: dict[str, Any]) -> list[str]:
+    return md_table(["tenant", "rows before", "dense index", "chunks", "median batch chunks/s", "chunks/s"],
+                    [[t, v["rows_before"], ", ".join(v["dense_index"]), sum(b["chunks"] for b in v["batches"]),
+                      v["median_batch_chunks_per_s"], v["chunks_per_s"]] for t, v in d["tenants"].items()])
+
+
 RUN = {"replicas": "python bench/load.py --replicas 0 1 2", "ingest": "python bench/load.py --ingest-docs 200 --embedder-sweep"}
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "quality": ("Retrieval quality on the shared collections", quality),
@@ -239,6 +261,8 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "latency": ("Latency and recall", latency), "tenants": ("Scale in tenants", tenants),
     "load": ("Load: concurrent clients, every operation", load), "replicas": ("Read replicas", replicas),
     "ingest": ("Ingest: documents through `pyhybrid ingest`, beside the embedder", ingest),
+    "ivfflat_ab": ("Dense index kinds by partition size: HNSW against IVFFlat", dense_kinds),
+    "online_ingest": ("Online ingest into partitions of each dense index kind", online_ingest),
 }
 
 
