@@ -231,14 +231,14 @@ def densify_vector_indexes(dsn: str, tenants: list[str] | None = None,
 
 
 DENSE_KINDS = ("auto", "vector", "halfvec", "bit")
-# (the partitions whose rows call for IVFFlat where the index holds the vectors, hybrid._ivfflat_lists, are left
-# to hybrid.set_dense_index_kind: it builds them, IVFFlat being quick to build, and keeps them its own)
+# lists: where the index holds the vectors (kind vector), a partition of at least ivfflat_rows chunks gets an IVFFlat
+# index of its own (hybrid._ivfflat_lists), which hybrid.set_dense_index_kind keeps unattached
 _PARTITIONS_SQL = """SELECT c.relname, greatest(c.reltuples, 0)::bigint AS rows, d.m, d.ef_construction,
        pg_size_pretty(hybrid._hnsw_build_memory(c.reltuples, d.m)) AS mem,
-       hybrid._dense_index_key(hybrid.embedding_dim(), %(kind)s) AS key
+       hybrid._dense_index_key(hybrid.embedding_dim(), %(kind)s) AS key,
+       CASE WHEN %(kind)s = 'vector' THEN hybrid._ivfflat_lists(c.reltuples) END AS lists
 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid CROSS JOIN LATERAL hybrid._hnsw_density(c.reltuples) d
-WHERE i.inhparent = 'hybrid.chunk'::regclass AND (%(kind)s <> 'vector' OR hybrid._ivfflat_lists(c.reltuples) IS NULL)
-ORDER BY i.inhrelid"""
+WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY i.inhrelid"""
 _BUILT_OPCLASS_SQL = """SELECT o.opcname FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0]
 WHERE x.indexrelid = to_regclass('hybrid.chunk_embedding_hnsw')"""
 
@@ -249,8 +249,8 @@ def set_dense_index_kind(dsn: str, kind: str, report: Callable[[str], None] | No
     Each partition's index of the new kind is built first with CREATE INDEX CONCURRENTLY, beside the
     old one, which serves reads and writes meanwhile; then hybrid.set_dense_index_kind swaps them in one
     short transaction, with the setting dense_index_kind. A build that fails leaves no half-built index
-    and the old kind in place. For kind vector, the partitions large enough for IVFFlat (setting ivfflat_rows)
-    are built by hybrid.set_dense_index_kind itself, inside the swap. Returns what it reports.
+    and the old kind in place. For kind vector, a partition large enough for IVFFlat (setting ivfflat_rows) gets
+    an IVFFlat index, built CONCURRENTLY the same way and kept the partition's own. Returns what it reports.
     """
     if kind not in DENSE_KINDS:
         raise InvalidParameterError(f"kind must be one of {', '.join(DENSE_KINDS)}, got {kind!r}")
@@ -263,7 +263,7 @@ def set_dense_index_kind(dsn: str, kind: str, report: Callable[[str], None] | No
         opclass = conn.execute("SELECT split_part(hybrid._dense_index_key(%s, %s), ' ', -1)", (dim, target)).fetchone()
         built = conn.execute(_BUILT_OPCLASS_SQL).fetchone()
         if built is not None and opclass is not None and built[0] != opclass[0]:
-            for rel, rows, m, efc, mem, key in conn.execute(_PARTITIONS_SQL, {"kind": target}).fetchall():
+            for rel, rows, m, efc, mem, key, lists in conn.execute(_PARTITIONS_SQL, {"kind": target}).fetchall():
                 name = sql.Identifier("hybrid", f"{rel}_embedding_{target}")
                 conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(name))  # a leftover of a failed run
                 conn.execute("SELECT set_config('maintenance_work_mem', %(mem)s, false) "
@@ -271,13 +271,17 @@ def set_dense_index_kind(dsn: str, kind: str, report: Callable[[str], None] | No
                              {"mem": mem})
                 with_ = sql.SQL("") if (m, efc) == (16, 64) else sql.SQL(" WITH (m = {}, ef_construction = {})").format(
                     sql.Literal(m), sql.Literal(efc))
+                if lists is not None:
+                    with_ = sql.SQL(" WITH (lists = {})").format(sql.Literal(lists))
                 try:
-                    conn.execute(sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} USING hnsw ({}){} WHERE NOT superseded").format(
-                        sql.Identifier(f"{rel}_embedding_{target}"), sql.Identifier("hybrid", rel), sql.SQL(key), with_))
+                    conn.execute(sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} USING {} ({}){} WHERE NOT superseded").format(
+                        sql.Identifier(f"{rel}_embedding_{target}"), sql.Identifier("hybrid", rel),
+                        sql.SQL("hnsw" if lists is None else "ivfflat"), sql.SQL(key), with_))
                 except psycopg.Error:
                     conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(name))  # left invalid
                     raise
-                say(f"built {target} HNSW index of {rel} (~{rows:,} chunks, m {m}, ef_construction {efc})")
+                say(f"built {target} HNSW index of {rel} (~{rows:,} chunks, m {m}, ef_construction {efc})" if lists is None
+                    else f"built {target} IVFFlat index of {rel} (~{rows:,} chunks, {lists} lists)")
         done = conn.execute("SELECT hybrid.set_dense_index_kind(%s)", (kind,)).fetchone()
     result = str(done[0]) if done else target
     say(f"dense index kind: {result}")

@@ -142,15 +142,17 @@ def test_a_kind_change_replaces_the_ivfflat_index_and_vector_brings_it_back(db: 
         assert c.execute("SELECT hybrid.set_dense_index_kind('vector')").fetchone()[0].startswith("vector (")
     assert _index(db, "acme")[1] == "ivfflat" and _index(db, "globex")[1:] == ("hnsw", None, True)
     assert len(_hnsw_top(db, queries[0])) == 10
-    # pyhybrid doctor --dense-kind: globex's HNSW built CONCURRENTLY beforehand, acme's IVFFlat in the swap
+    # pyhybrid doctor --dense-kind, online: globex's HNSW and acme's IVFFlat built CONCURRENTLY beforehand
     lines: list[str] = []
     assert set_dense_index_kind(db.dsn(), "halfvec", report=lines.append).startswith("halfvec (0 partition indexes built here")
     assert _index(db, "acme")[1:] == ("hnsw", None, True)
     lines.clear()
     done = set_dense_index_kind(db.dsn(), "vector", report=lines.append)
-    assert done.startswith("vector (1 partition indexes built here, 1 built beforehand)"), done
+    assert done.startswith("vector (0 partition indexes built here, 2 built beforehand)"), done
     assert sum(line.startswith("built vector HNSW index") for line in lines) == 1, lines
-    assert _index(db, "acme")[1] == "ivfflat" and _index(db, "globex")[1:] == ("hnsw", None, True)
+    assert sum(line.startswith("built vector IVFFlat index of") and "29 lists" in line for line in lines) == 1, lines
+    assert _index(db, "acme")[1:] == ("ivfflat", ["lists=29"], False) and _index(db, "globex")[1:] == ("hnsw", None, True)
+    assert len(_hnsw_top(db, queries[0])) == 10
 
 
 def test_malformed_ivfflat_settings_are_named_and_nothing_is_dropped(db: Db) -> None:
