@@ -343,10 +343,13 @@ BEGIN
     IF v_ef > 0 THEN
         v_dim := hybrid.embedding_dim();
         v_kind := hybrid._dense_kind(v_dim);
-        v_audit := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_audit_rows');  -- checked by _dense_plan
+        -- dense_audit_rows is checked by _dense_plan; a partition of IVFFlat (hybrid._ivfflat_lists) searches
+        -- ivfflat_probes lists, 4x that when widened (both settings in one read: this runs on every dense call)
+        SELECT max(s.value) FILTER (WHERE s.key = 'dense_audit_rows'),
+               coalesce(max(s.value) FILTER (WHERE s.key = 'ivfflat_probes'), '20')
+        INTO v_audit, v_probes
+        FROM hybrid.setting s WHERE s.key IN ('dense_audit_rows', 'ivfflat_probes');
         v_sample := coalesce(v_audit, '1000')::integer;
-        -- a partition of IVFFlat (hybrid._ivfflat_lists) searches this many lists, 4x that when widened
-        v_probes := coalesce((SELECT s.value FROM hybrid.setting s WHERE s.key = 'ivfflat_probes'), '20');
         IF v_probes !~ '^[0-9]{1,5}$' OR v_probes::integer NOT BETWEEN 1 AND 8192 THEN
             RAISE EXCEPTION 'setting ivfflat_probes must be an integer between 1 and 8192, got %', quote_literal(v_probes)
                 USING ERRCODE = '22023';
