@@ -1,5 +1,5 @@
 """IVFFlat for large partitions: where the engine builds a partition's dense index and the partition holds
-at least ivfflat_rows live chunks (setting, default 20,000), it builds pgvector's IVFFlat instead of HNSW.
+at least ivfflat_rows live chunks (setting, default 10,000), it builds pgvector's IVFFlat instead of HNSW.
 
 At 500,000 chunks it built in a tenth of HNSW's core-seconds at a higher recall (docs/benchmarks.md#
 hnsw-against-ivfflat-by-partition-size). A partitioned index has one access method, so the IVFFlat index is the

@@ -95,7 +95,7 @@ def test_dense_branch_uses_an_index_for_a_1pct_and_a_99pct_tenant(big_db: str, r
                                        "WHERE schemaname = 'hybrid' AND relname LIKE 'chunk_p%'").fetchall())
     scanned = {k for k in seq_after if seq_after[k] > seq_before.get(k, 0)}
     # both partitions are over exact_threshold (500): each is searched through its own index, acme's
-    # 2,000 chunks HNSW, globex's 198,000 IVFFlat (hybrid._ivfflat_lists: from 20,000 chunks)
+    # 2,000 chunks HNSW, globex's 198,000 IVFFlat (hybrid._ivfflat_lists: from 10,000 chunks)
     assert ("chunk_embedding_hnsw" if tenant == "acme" else f"{mine.split('.')[-1]}_embedding_idx") in used, used
     assert scanned <= {mine.split(".")[-1]}, scanned  # no other tenant's partition is read
 

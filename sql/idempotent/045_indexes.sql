@@ -135,14 +135,16 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    -- A partition of at least ivfflat_rows live chunks (setting, default 20,000; 0: never) gets a
+    -- A partition of at least ivfflat_rows live chunks (setting, default 10,000; 0: never) gets a
     -- pgvector IVFFlat index where the engine builds its dense index (a bulk load's rebuild,
     -- hybrid.resume_vector_index, hybrid.set_dense_index_kind), with sqrt(2 x rows) lists, searched
     -- 20 lists at a time (setting ivfflat_probes): on the 1M benchmark's 500,000-chunk partition it
     -- built in 38 to 43 core-seconds against HNSW's (24, 128) 452, recalled 0.996 to 0.997 over 3 builds
     -- against 0.987 (both without the audit) at about twice HNSW's p50, and took inserts 13x faster;
-    -- from 24,144 chunks every build recalled at least HNSW's, at 9,657 not
-    -- (docs/benchmarks.md#hnsw-against-ivfflat-by-partition-size). Only where the index holds the
+    -- from 24,144 chunks every build recalled at least HNSW's; at 10,730 and 13,796 chunks the builds
+    -- recalled 0.990 to 0.998 against HNSW's 0.990 and 0.996 (one query at 0 of HNSW's, none of IVFFlat's)
+    -- for an eighth of the build's core-seconds and 3x the inserts (a later run than the 20,000 first chosen;
+    -- docs/benchmarks.md#hnsw-against-ivfflat-by-partition-size). Only where the index holds the
     -- vectors (kind vector); new tenants and smaller partitions get HNSW. Its lists are fixed when built.
     v_min text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'ivfflat_rows');
 BEGIN
@@ -150,14 +152,14 @@ BEGIN
         RAISE EXCEPTION 'setting ivfflat_rows must be a non-negative integer, got %', quote_literal(v_min)
             USING ERRCODE = '22023';
     END IF;
-    IF coalesce(v_min, '20000')::bigint = 0 OR coalesce(live_rows, 0) < coalesce(v_min, '20000')::bigint THEN
+    IF coalesce(v_min, '10000')::bigint = 0 OR coalesce(live_rows, 0) < coalesce(v_min, '10000')::bigint THEN
         RETURN NULL;
     END IF;
     RETURN least(32768, ceil(sqrt(2 * live_rows)))::integer;  -- pgvector: at most 32,768 lists
 END
 $$;
 COMMENT ON FUNCTION hybrid._ivfflat_lists(double precision) IS
-'The lists of the IVFFlat index a partition of live_rows chunks gets where the index holds the vectors (dense kind vector: the callers check), ceil(sqrt(2 x live_rows)); NULL where it gets HNSW: below setting ivfflat_rows (default 20,000; 0: never). Raises 22023 for a malformed setting.';
+'The lists of the IVFFlat index a partition of live_rows chunks gets where the index holds the vectors (dense kind vector: the callers check), ceil(sqrt(2 x live_rows)); NULL where it gets HNSW: below setting ivfflat_rows (default 10,000; 0: never). Raises 22023 for a malformed setting.';
 REVOKE ALL ON FUNCTION hybrid._ivfflat_lists(double precision) FROM PUBLIC;
 
 -- hybrid._attach_partition_dense: attach a partition's dense index to hybrid.chunk_embedding_hnsw if it is HNSW
@@ -316,7 +318,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.resume_vector_index() IS
-'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load): one index per partition (keeping the valid ones hybrid.build_partition_index built beforehand); a partition of at least ivfflat_rows live chunks (setting, default 20,000) gets an IVFFlat index of its own instead (hybrid._ivfflat_lists), the others HNSW indexes attached to it, as dense as hybrid._hnsw_density gives for its live rows (settings hnsw_m and hnsw_ef_construction for all where present; pgvector''s 16 and 64 below hnsw_dense_rows, default 100,000, and 24 and 128 from there), then caches the dense audit''s samples (hybrid.refresh_audit_samples, where its owner bypasses RLS); returns whether it built one. Admin only.';
+'Creates the HNSW index on chunk embeddings if it is missing (after hybrid.suspend_vector_index and a bulk load): one index per partition (keeping the valid ones hybrid.build_partition_index built beforehand); a partition of at least ivfflat_rows live chunks (setting, default 10,000) gets an IVFFlat index of its own instead (hybrid._ivfflat_lists), the others HNSW indexes attached to it, as dense as hybrid._hnsw_density gives for its live rows (settings hnsw_m and hnsw_ef_construction for all where present; pgvector''s 16 and 64 below hnsw_dense_rows, default 100,000, and 24 and 128 from there), then caches the dense audit''s samples (hybrid.refresh_audit_samples, where its owner bypasses RLS); returns whether it built one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.resume_vector_index() FROM PUBLIC;
 
 -- hybrid.suspend_vector_index: drop the HNSW index for a bulk load (admin)
