@@ -94,6 +94,20 @@ def test_a_large_partition_gets_an_ivfflat_index_of_its_own_and_dense_search_rea
     # short, and which chunks share a list depends on pgvector's sample for its k-means: 0.82 at most, seen)
     _setting(db, "ivfflat_probes", "1")
     assert _recall(_tops(db, queries), exact) < 0.95
+    # the audit on again (a sample of 100): a list it proves wrong is searched at 4x the probes, then exactly;
+    # the outcome names what was widened (it said "ef_search 1000", which an IVFFlat index does not read)
+    _setting(db, "dense_audit_rows", "100")
+    outcomes: dict[str, set[str]] = {}
+    for probes in ("1", "2", "3"):
+        _setting(db, "ivfflat_probes", probes)
+        with psycopg.connect(db.dsn("pyh_acme")) as c:
+            for q in queries:
+                c.execute("SELECT count(*) FROM hybrid.search_dense(%s::vector, 10, exact_threshold => 0)", (q.tolist(),))
+                outcomes.setdefault(probes, set()).add(c.execute("SELECT current_setting('hybrid.dense_audit')").fetchone()[0])
+                c.rollback()
+    for probes, seen in outcomes.items():
+        assert seen <= {"passed", f"failed: widened to {4 * int(probes)} probes", "failed: searched exactly"}, outcomes
+    assert any(f"failed: widened to {4 * int(p)} probes" in seen for p, seen in outcomes.items()), outcomes
 
 
 def test_tenants_writes_and_bulk_loads_go_on_beside_an_ivfflat_partition(db: Db) -> None:

@@ -32,7 +32,7 @@ AS $$
         ('dense_index_kind', NULL,
          'What the HNSW index holds (vector, halfvec or bit), written only by hybrid.set_dense_index_kind with the index it builds; unset: by the dimension (hybrid._dense_kind).'),
         ('dense_audit_rows', '1000',
-         'How many chunks of the partition audit each HNSW list (its first live chunks in hashtext(chunk_id) order; past 100,000 chunks this many x sqrt(rows / 100,000), at most 4x); a visible sampled chunk nearer than the list''s 10th row and not in it has the list searched again at ef_search 1000, then exactly (hybrid.search_dense); a scope of at most this many chunks is searched exactly (hybrid._dense_plan); 0: no audit.'),
+         'How many chunks of the partition audit each HNSW list (its first live chunks in hashtext(chunk_id) order; past 100,000 chunks this many x sqrt(rows / 100,000), at most 4x); a visible sampled chunk nearer than the list''s 10th row and not in it has the list searched again at ef_search 1000 (IVFFlat: 4 x ivfflat_probes lists), then exactly (hybrid.search_dense); a scope of at most this many chunks is searched exactly (hybrid._dense_plan); 0: no audit.'),
         ('ivfflat_rows', '10000',
          'Partitions of at least this many live chunks get an IVFFlat index of sqrt(2 x rows) lists instead of HNSW where the engine builds their dense index (a bulk load''s rebuild, hybrid.resume_vector_index, hybrid.set_dense_index_kind), where the install''s dense kind is vector; 0: never (hybrid._ivfflat_lists).'),
         ('ivfflat_probes', '20',
