@@ -240,7 +240,7 @@ def prune_args(corpus_id: str, keep: Iterable[str], prefix: str, dry_run: bool) 
         raise InvalidParameterError(f"keep must hold document ids (strings), got {bad!r}")
     if not isinstance(prefix, str):
         raise InvalidParameterError(f"prefix must be a string ('' for the whole corpus), got {prefix!r}")
-    return corpus_id, ids, check_text("prefix", prefix) if prefix else prefix, bool(dry_run)
+    return corpus_id, ids, check_text("prefix", prefix) if prefix else prefix, check_flag("dry_run", dry_run)
 
 
 def check_name(name: str, value: Any) -> str:

@@ -64,6 +64,9 @@ def rrf_fuse(
 
 FUSIONS = ("rrf", "convex", "dbsf", "blend")
 
+# the largest score (in size) fusion accepts, as SQL's hybrid._check_scores: weights times scores summed stay finite
+MAX_SCORE = 1e12
+
 # blend's saturation constant for lexical scores: hybrid._blend_score's, chosen on the shared collections
 # (bench/quality.py's leave-one-collection-out grid at top_k 10)
 BLEND_K = 10.0
@@ -165,6 +168,11 @@ def fuse_scores(
                 for s in scores for x in s):
             raise InvalidParameterError(
                 "scores must be a JSON array of arrays of numbers, one number for each id of rankings")
+        for i, s in enumerate(scores, start=1):
+            for j, x in enumerate(s, start=1):
+                if abs(x) > MAX_SCORE:
+                    raise InvalidParameterError(
+                        f"scores[{i}][{j}] must be a finite number between -1e12 and 1e12, got {x!r}")
     ws = check_fusion_args(len(rankings), weights, rrf_k, top_k)
     entries: list[dict[str, tuple[int, float | None]]] = []
     stats: list[tuple[float, float, float, float] | None] = []

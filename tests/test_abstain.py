@@ -82,7 +82,9 @@ def test_the_floor_is_the_quantile_of_the_similarity_of_two_chunks_at_random(api
     floor = api.call("acme", "calibrate_abstention")
     e = np.stack([d.embedding for d in docs]).astype(np.float64)
     sims = (e @ e.T)[np.triu_indices(60, 1)]
-    assert np.quantile(sims, 0.80) < floor < sims.max()
+    # all 60 sampled: the floor is the 0.96 quantile of every pair's similarity (percentile_cont interpolates as numpy)
+    assert floor == pytest.approx(float(np.quantile(sims, 0.96)), abs=1e-6)
+    assert api.call("acme", "calibrate_abstention") == floor  # the same sample, the same floor
     with psycopg.connect(db.dsn()) as c:
         stored = c.execute("SELECT tenant_id, abstain_floor FROM hybrid.tenant ORDER BY 1").fetchall()
     assert stored == [("acme", floor), ("globex", None)]  # the other tenant's floor is untouched
@@ -100,13 +102,19 @@ def test_abstain_without_a_calibrated_floor_says_how_to_get_one(api: Api) -> Non
 
 
 def test_a_reader_may_abstain_but_not_calibrate(db: Db) -> None:
+    base = unit(99)  # 30 chunks near one direction: their pairs are alike, the floor high
+    docs = [dataclasses.replace(d, embedding=near(base, i + 10, 0.5)) for i, d in enumerate(chunks("c", 30))]
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme", ["*"]) as t:
-        t.ingest(chunks("c", 30), corpus_id="qms")
+        t.ingest(docs, corpus_id="qms")
         t.calibrate_abstention()
     with HybridClient(db.dsn("pyh_acme")) as c, c.tenant("acme", ["quality"]) as t:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", AbstainedWarning)
-            t.retrieve(query_embedding=-unit(99), abstain=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            answered = t.retrieve(query_embedding=base, abstain=True)  # on topic: answered, no warning
+            abstained = t.retrieve(query_embedding=-base, abstain=True)  # opposite: nothing, and said so
+        said = [str(w.message) for w in caught if issubclass(w.category, AbstainedWarning)]
+        assert len(answered) == 10 and abstained == []
+        assert len(said) == 1 and said[0].startswith("hybrid_retrieve.abstained: the best dense hit"), said
         with pytest.raises(TenantError, match="may read tenant 'acme' but not write it"):
             t.calibrate_abstention()
     with psycopg.connect(db.dsn("pyh_acme")) as c, pytest.raises(psycopg.errors.InsufficientPrivilege):

@@ -69,13 +69,20 @@ def test_by_default_the_one_word_lexical_list_weighs_half_and_the_dense_hit_rank
     assert rows[0].chunk_id == "dense-hit" and by_id["dense-hit"].score == plain["dense-hit"]
     if fusion == "rrf":  # both rank 1 of their list: a tie without term_coverage
         assert plain["lexical-hit"] == plain["dense-hit"] == 1 / 61
-    lexical = by_id.get("lexical-hit")
-    if lexical is None:  # rrf, dbsf: at half weight it falls below the page of ten dense hits
-        assert len(rows) == 10 and rows[-1].score >= 0.5 * plain["lexical-hit"]
-        return
-    assert (lexical.vector_rank, lexical.keyword_rank) == (None, 1)
-    assert lexical.score <= 0.9 * by_id["dense-hit"].score, (lexical.score, by_id["dense-hit"].score)
-    assert lexical.score == plain["lexical-hit"] * lexical_strength(4, 1) == plain["lexical-hit"] * 0.5
+    # the lexical list fused at exactly half its weight, whatever the method
+    report = api.call("acme", "explain_retrieve", query_embedding=unit(1), query_text=QUERY, top_k=10, per_source_k=10,
+                      fusion=fusion)
+    lexical_branch = next(b for b in report["branches"] if b["branch"] == "lexical")
+    assert (lexical_branch["given_weight"], lexical_branch["weight"]) == (1.0, 0.5)
+    assert lexical_branch["term_coverage"]["strength"] == lexical_strength(4, 1) == 0.5
+    half = plain["lexical-hit"] * 0.5  # a lexical-only hit's score is its lexical term: halved exactly
+    if fusion in ("convex", "blend"):  # its half stays on the page of ten, below the dense hit
+        lexical = by_id["lexical-hit"]
+        assert (lexical.vector_rank, lexical.keyword_rank) == (None, 1)
+        assert lexical.score == half
+        assert lexical.score <= 0.9 * by_id["dense-hit"].score, (lexical.score, by_id["dense-hit"].score)
+    else:  # rrf, dbsf: its half falls below the page of ten dense hits
+        assert "lexical-hit" not in by_id and len(rows) == 10 and rows[-1].score > half
 
 
 @pytest.mark.parametrize("lexical", ["bm25", "ts_rank"])  # the branch counts the terms in each method's statement

@@ -129,10 +129,34 @@ def _folder(root: Path) -> Path:
 
 
 def _lines_intact(code: str, chunks: list[str]) -> bool:
-    """Every line of code is a whole line of some chunk, in order within each chunk."""
+    """The code's lines survive chunking whole, in order and as many times as the code has them: reading the chunks
+    in order, each takes the code on from where the last one left it (or from a line it repeats, an overlap) by a
+    run of consecutive lines equal to the code's next lines, until every line is read. A line lost, doubled,
+    split or moved breaks the runs."""
     code_lines = code.splitlines()
-    held = [ln for c in chunks for ln in c.splitlines() if ln in code_lines]
-    return all(ln in held for ln in code_lines)
+    pos = 0
+    for chunk in chunks:
+        lines = chunk.splitlines()
+        best = pos
+        for p in range(len(lines)):
+            for s in range(pos + 1):  # a run may start at any line read so far (overlap) or at the next one
+                e = s
+                while e < len(code_lines) and p + e - s < len(lines) and lines[p + e - s] == code_lines[e]:
+                    e += 1
+                if e > pos and e - s > 0:
+                    best = max(best, e)
+        pos = best
+        if pos == len(code_lines):
+            return True
+    return pos == len(code_lines)
+
+
+def test_lines_intact_checks_order_and_multiplicity() -> None:
+    code = "a = 1\nb = 2\na = 1"
+    assert _lines_intact(code, ["a = 1\nb = 2", "b = 2\na = 1"])
+    assert not _lines_intact(code, ["b = 2\na = 1"])  # the first "a = 1" lost
+    assert not _lines_intact(code, ["b = 2\na = 1\na = 1"])  # a line twice where the code has it once in a row
+    assert not _lines_intact("x\ny\nz", ["x\nz\ny"])  # out of order
 
 
 def test_every_document_of_a_folder_gets_its_real_title_and_each_chunk_its_section(tmp_path: Path) -> None:

@@ -56,8 +56,8 @@ class Demo:
                              f"FROM hybrid_retrieve({args})", kw).fetchall()
 
 
-@pytest.fixture(scope="module")
-def demo() -> Iterator[Demo]:
+@contextlib.contextmanager
+def _demo_server() -> Iterator[Demo]:
     from pyhybrid.cli import main
     from pyhybrid.server import stop_embedded
 
@@ -68,12 +68,28 @@ def demo() -> Iterator[Demo]:
     mp.setenv("PYHYBRID_DATA_DIR", str(data_dir))
     mp.delenv("PYHYBRID_DSN", raising=False)
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["demo"]) == 0
-    yield Demo(data_dir, out.getvalue())
-    stop_embedded(data_dir)
-    shutil.rmtree(data_dir.parent, ignore_errors=True)
-    mp.undo()
+    try:
+        with contextlib.redirect_stdout(out):
+            assert main(["demo"]) == 0
+        yield Demo(data_dir, out.getvalue())
+    finally:
+        stop_embedded(data_dir)
+        shutil.rmtree(data_dir.parent, ignore_errors=True)
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def demo() -> Iterator[Demo]:
+    """The demo as `pyhybrid demo` left it: blocks that only read run here, in any order."""
+    with _demo_server() as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
+def writable_demo() -> Iterator[Demo]:
+    """A second demo for the blocks that write (WRITES): the others never see their writes, whatever the order."""
+    with _demo_server() as d:
+        yield d
 
 
 # ---- the checks: what the sentence after each block says ---------------------------------------------
@@ -218,6 +234,112 @@ def _edges(res: Result, demo: Demo) -> None:
     assert [(r.chunk_id, r.graph_rank) for r in ns["hits"]] == [("acme:REQ-020#0", 1)]
 
 
+def _parse_cli_lines(code: str) -> int:
+    """Each `pyhybrid ...` command of a block parses with the CLI's own parser (its subcommand and flags exist);
+    the number of commands parsed."""
+    import shlex
+
+    from pyhybrid.cli import build_parser
+
+    parsed = 0
+    for line in code.splitlines():
+        for part in line.split("&&"):
+            words = shlex.split(part, comments=True)
+            if not words or words[0] != "pyhybrid":
+                continue
+            try:
+                build_parser().parse_args(words[1:])
+            except SystemExit as exc:
+                raise AssertionError(f"does not parse: {part.strip()}") from exc
+            parsed += 1
+    return parsed
+
+
+def _parsed_only(name: str, commands: int) -> None:
+    @check(name)
+    def _parsed(_: Result, demo: Demo) -> None:
+        assert _parse_cli_lines(block(name).code) == commands
+
+
+for _name, _commands in (("readme-demo", 1), ("cli-demo", 2), ("cli-sql", 4), ("cli-ingest", 6), ("cli-documents", 3),
+                         ("cli-ingest-edges", 1), ("cli-tenant", 8), ("cli-server", 5), ("cli-migrate", 7),
+                         ("cli-move-tenant", 3)):
+    _parsed_only(_name, _commands)
+
+
+@check("readme-tests")
+def _readme_tests(_: Result, demo: Demo) -> None:
+    assert block("readme-tests").code.strip() in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+@check("cli-search")
+def _cli_search(outputs: Result, demo: Demo) -> None:
+    first, dense, lexical, graph, as_json, explained, abstained = outputs
+    assert first.splitlines()[1].split()[1] == "acme:REQ-012#0"
+    ids = [line.split()[1] for line in graph.splitlines() if re.match(r"\s+\d+\s", line)]
+    assert ids and "acme:REQ-012#0" not in ids  # graph only: the seed's neighbours
+    assert all(r["tenant_id"] == "acme" for r in json.loads(as_json))
+    assert "The SQL call" in explained
+    assert not re.search(r"^\s+\d+\s", abstained, re.M)  # no rows: off topic
+
+
+@check("cli-embed")
+def _cli_embed(outputs: Result, demo: Demo) -> None:
+    literal, as_json = outputs
+    assert len(json.loads(literal)) == 384 and json.loads(as_json)["embedding"] == json.loads(literal)
+
+
+@check("cli-explain-sql")
+def _cli_explain_sql(_: Result, demo: Demo) -> None:
+    """The transcript is what `search --explain` prints, line for line (the embedding elided)."""
+    printed = _run_bash(Block(ROOT, 0, "bash", 'pyhybrid search "occlusion alarm" --tenant acme --explain\n', None),
+                        demo)[0].splitlines()
+    sql = printed[printed.index("BEGIN;"):]
+    shown = block("cli-explain-sql").code.splitlines()
+    assert len(sql) == len(shown)
+    for doc, real in zip(shown, sql):
+        head, _, tail = doc.partition("...")
+        assert real.startswith(head) and real.endswith(tail), (doc, real[:80])
+
+
+@check("cli-recipe")
+def _cli_recipe(_: Result, demo: Demo) -> None:
+    out = _run_bash(Block(ROOT, 0, "bash", "pyhybrid sql --tenant acme -- -X -A -t -q -v ON_ERROR_STOP=1\n", None),
+                    demo, stdin=block("cli-recipe").code)[0]
+    rows = [line.split("|") for line in out.splitlines() if line]
+    assert len(rows) == 10 and rows[0][0] == "acme:REQ-012#0"
+    assert any(r[1] for r in rows) and any(r[2] for r in rows) and any(r[3] for r in rows), rows
+
+
+@check("folder-sync")
+def _folder_sync(_: Result, demo: Demo) -> None:
+    """The folder-sync walk of docs/ingesting.md, run as written in a folder holding docs/ with the files it names."""
+    work = Path(tempfile.mkdtemp(prefix="pyhybrid-sync-"))
+    try:
+        (work / "docs" / "basic").mkdir(parents=True)
+        (work / "docs" / "basic" / "usage.rst").write_text("Usage\n=====\n\nCall the zircon quokka scheduler daily.\n")
+        (work / "docs" / "news.rst").write_text("News\n====\n\nThe quokka release shipped.\n")
+        (work / "docs" / "index.rst").write_text("Index\n=====\n\nStart with basic/usage.\n")
+        out = _run_bash(block("folder-sync"), demo, cwd=work, stderr=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    first, update, removed, dry, prune, listed, deleted, tenants = out
+    assert "would prune 1 document(s)" in dry and "news.rst" in dry
+    listed_ids = [line.split()[1] for line in listed.splitlines() if line.split()[:1] == ["manual"]]
+    assert sorted(listed_ids) == ["basic/usage.rst", "index.rst"]
+    with psycopg.connect(demo.dsn(APP)) as c:
+        c.execute("SELECT set_config('hybrid.tenant_id', 'acme', true)")
+        assert c.execute("SELECT document_id FROM hybrid.documents('manual')").fetchall() == [("index.rst",)]
+    assert any(line.split()[0] == "acme" for line in tenants.splitlines()[1:])
+
+
+@check("backup-restore")
+def _backup_restore(_: Result, demo: Demo) -> None:
+    """Run by tests/test_durability.py with SRC, DST and DBNAME filled in: it names no other placeholder."""
+    code = re.sub(r"#[^\n]*", "", block("backup-restore").code)
+    assert set(re.findall(r"\b[A-Z]{3,}\b", code)) == {"SRC", "DST", "DBNAME"}
+
+
 @check("tenancy")
 def _tenancy(results: Result, demo: Demo) -> None:
     assert results[2] == [(0,)]
@@ -235,18 +357,21 @@ def _replica(res: Result, demo: Demo) -> None:
     assert "LexicalFallbackWarning" in res[2]  # BM25 on a standby: ts_rank, with the warning the text names
 
 
-# blocks that write to the demo's data run last, so that the others see the demo as `pyhybrid demo` left it
-LAST = ("ingest", "edges", "replica")
-RUNNABLE = sorted((b for b in blocks() if b.lang in ("python", "sql") or b.check in CHECKS),
-                  key=lambda b: b.check in LAST)
+# blocks that write to the demo's data run on a demo of their own
+WRITES = ("ingest", "edges", "replica", "folder-sync")
+# blocks whose check runs what it needs itself (or parses the command lines, running nothing)
+OWN_RUN = ("backup-restore", "readme-demo", "readme-tests", "cli-demo", "cli-sql", "cli-ingest", "cli-documents", "cli-ingest-edges",
+           "cli-tenant", "cli-server", "cli-migrate", "cli-move-tenant", "cli-explain-sql", "cli-recipe", "folder-sync")
+RUNNABLE = [b for b in blocks() if b.check in CHECKS or b.lang in ("python", "sql")]
 
 
-def test_every_python_and_sql_block_of_the_docs_names_a_check() -> None:
-    untagged = [b.where for b in blocks() if b.lang in ("python", "sql") and b.check not in CHECKS]
+def test_every_block_of_the_docs_names_a_check() -> None:
+    # every block, shell and plain listings included: an untagged block was never run nor parsed
+    untagged = [f"{b.where} ({b.lang or 'plain'})" for b in blocks() if b.check not in CHECKS]
     assert untagged == [], "tag each block with <!-- check: NAME --> and add the check to tests/test_docs.py"
     tags = [b.check for b in blocks() if b.check]
     assert sorted(set(tags)) == sorted(tags), "each check names one block"
-    assert set(CHECKS) - {"backup-restore"} <= set(tags)
+    assert set(CHECKS) <= set(tags)
 
 
 def _run_sql(sql: str, dsn: str) -> list[list[tuple[Any, ...]]]:
@@ -259,26 +384,30 @@ def _run_sql(sql: str, dsn: str) -> list[list[tuple[Any, ...]]]:
     return out
 
 
-def _run_bash(b: Block, demo: Demo, stdin: str | None = None) -> list[str]:
-    """Each line of a shell block, as written, in a shell whose PATH holds this venv and the bundled psql."""
+def _run_bash(b: Block, demo: Demo, stdin: str | None = None, cwd: Path = ROOT, stderr: bool = False) -> list[str]:
+    """Each line of a shell block, as written, in a shell whose PATH holds this venv and the bundled psql: the
+    stdout of each (with stderr: stdout then stderr)."""
     outs = []
     for line in (ln for ln in b.code.splitlines() if ln.strip() and not ln.startswith("#")):
-        p = subprocess.run(["bash", "-c", line], cwd=ROOT, env=demo.env(), input=stdin, text=True,
+        p = subprocess.run(["bash", "-c", line], cwd=cwd, env=demo.env(), input=stdin, text=True,
                            capture_output=True, timeout=300)
         assert p.returncode == 0, f"{b.where}: {line}\n{p.stdout}\n{p.stderr}"
-        outs.append(p.stdout)
+        outs.append(p.stdout + (p.stderr if stderr else ""))
     return outs
 
 
-@pytest.mark.parametrize("b", [b for b in RUNNABLE if b.check != "backup-restore"],
+@pytest.mark.parametrize("b", RUNNABLE,
                          ids=lambda b: f"{b.check or b.lang}@{b.where}")
 def test_docs_snippet_runs_as_written_and_does_what_the_text_says(
-        b: Block, demo: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
+        b: Block, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     assert b.check in CHECKS, f"{b.where}: no check"
+    demo: Demo = request.getfixturevalue("writable_demo" if b.check in WRITES else "demo")
     monkeypatch.setenv("PYHYBRID_DATA_DIR", str(demo.data_dir))
     monkeypatch.delenv("PYHYBRID_DSN", raising=False)
     result: Result
-    if b.lang == "python":
+    if b.check in OWN_RUN:
+        result = None
+    elif b.lang == "python":
         ns: dict[str, Any] = {"__name__": "__docs__"}
         out = io.StringIO()
         with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as caught:
@@ -296,11 +425,6 @@ def test_docs_snippet_runs_as_written_and_does_what_the_text_says(
     else:
         result = None
     CHECKS[b.check](result, demo)
-
-
-def test_backup_block_names_only_the_placeholders_the_durability_test_fills() -> None:
-    code = re.sub(r"#[^\n]*", "", block("backup-restore").code)
-    assert set(re.findall(r"\b[A-Z]{3,}\b", code)) == {"SRC", "DST", "DBNAME"}
 
 
 # ---- one version, and the defaults the docs state ------------------------------------------------------

@@ -274,6 +274,24 @@ def test_deleted_pruned_and_superseded_chunks_never_come_back_from_any_branch(db
             t.add_edges([{"src": "keep#0", "dst": "gone#0", "rel": "CITES"},
                          {"src": "gone#1", "dst": "keep#1", "rel": "CITES"},
                          {"src": "gone#0", "dst": "acme:entity:zircon", "rel": "MENTIONS"}])
+        queries = ({"query_embedding": gone}, {"query_text": "zircon quokka"},
+                   {"query_text": "zircon quokka", "lexical": "ts_rank"},
+                   {"graph_seeds": ["keep#0", "keep#1", "acme:entity:zircon"], "graph_hops": 2},
+                   {"query_embedding": keep, "query_text": "pump valves", "graph_expand": 2, "graph_hops": 2,
+                    "siblings": 3, "with_graph_context": True})
+
+        def reached(t: Any, kw: dict[str, Any]) -> set[str]:
+            seen: set[str] = set()
+            for hit in t.retrieve(top_k=20, **kw):
+                seen.add(hit.chunk_id)
+                seen.update(s["chunk_id"] for s in hit.siblings or [])
+                seen.update(re.findall(r"gone#\d", json.dumps(hit.graph_context or [], default=str)))
+            return seen & {"gone#0", "gone#1"}
+
+        with c.tenant("acme", ["*"]) as t:  # the control: before, each form of query reaches the document
+            assert [bool(reached(t, kw)) for kw in queries] == [True] * len(queries)
+            assert {h.chunk_id for h in t.retrieve_many(["zircon quokka"], [gone], top_k=20)} >= {"gone#0", "gone#1"}
+            assert t.classify_ids(["gone#0", "gone#1"]) == {"gone#0": ["chunk"], "gone#1": ["chunk"]}
         with c.tenant("acme", ["*"]) as t:
             if how == "prune":
                 assert t.prune_documents("docs", ["keep"]) == {"gone": 2}
@@ -283,16 +301,7 @@ def test_deleted_pruned_and_superseded_chunks_never_come_back_from_any_branch(db
                 t.ingest([Chunk(chunk_id="gone#9", document_id="gone", position=9, content="a new page",
                                 embedding=unit(99))], corpus_id="docs")
         with c.tenant("acme", ["*"]) as t:
-            seen: set[str] = set()
-            for kw in ({"query_embedding": gone}, {"query_text": "zircon quokka"},
-                       {"query_text": "zircon quokka", "lexical": "ts_rank"},
-                       {"graph_seeds": ["keep#0", "keep#1", "acme:entity:zircon"], "graph_hops": 2},
-                       {"query_embedding": keep, "query_text": "pump valves", "graph_expand": 2, "graph_hops": 2,
-                        "siblings": 3, "with_graph_context": True}):
-                for hit in t.retrieve(top_k=20, **kw):
-                    seen.add(hit.chunk_id)
-                    seen.update(s["chunk_id"] for s in hit.siblings or [])
-                    seen.update(re.findall(r"gone#\d", json.dumps(hit.graph_context or [], default=str)))
+            seen = set().union(*(reached(t, kw) for kw in queries))
             seen.update(h.chunk_id for h in t.retrieve_many(["zircon quokka"], [gone], top_k=20))
             assert {s for s in seen if s in ("gone#0", "gone#1")} == set(), (how, seen)
             assert "gone" not in {d.document_id for d in t.documents()} or how == "re-ingest without it"

@@ -90,21 +90,29 @@ def test_a_large_partition_gets_an_ivfflat_index_of_its_own_and_dense_search_rea
     _setting(db, "dense_audit_rows", "0")
     _setting(db, "ivfflat_probes", "29")
     assert [set(t) for t in _tops(db, queries)] == exact
-    # (one list holds ~14 of the 400 chunks; the iterative scan reads more lists where one leaves the top 10
-    # short, and which chunks share a list depends on pgvector's sample for its k-means: 0.82 at most, seen)
-    _setting(db, "ivfflat_probes", "1")
-    assert _recall(_tops(db, queries), exact) < 0.95
-    # the audit on again (a sample of 100): a list it proves wrong is searched at 4x the probes, then exactly;
-    # the outcome names what was widened (it said "ef_search 1000", which an IVFFlat index does not read)
-    _setting(db, "dense_audit_rows", "100")
+    # one list (~14 of the 400 chunks) loses some of the top 10: which chunks share a list depends on pgvector's
+    # sample for its k-means, drawn anew at each build (0.82 at most, seen), so over three builds. The audit on
+    # again (a sample of 100): a list it proves wrong is searched at 4x the probes, then exactly; the outcome names
+    # what was widened (it said "ef_search 1000", which an IVFFlat index does not read)
+    recalls: list[float] = []
     outcomes: dict[str, set[str]] = {}
-    for probes in ("1", "2", "3"):
-        _setting(db, "ivfflat_probes", probes)
-        with psycopg.connect(db.dsn("pyh_acme")) as c:
-            for q in queries:
-                c.execute("SELECT count(*) FROM hybrid.search_dense(%s::vector, 10, exact_threshold => 0)", (q.tolist(),))
-                outcomes.setdefault(probes, set()).add(c.execute("SELECT current_setting('hybrid.dense_audit')").fetchone()[0])
-                c.rollback()
+    for build in range(3):
+        if build:
+            _rebuild(db)
+        _setting(db, "dense_audit_rows", "0")
+        _setting(db, "ivfflat_probes", "1")
+        recalls.append(_recall(_tops(db, queries), exact))
+        _setting(db, "dense_audit_rows", "100")
+        for probes in ("1", "2", "3"):
+            _setting(db, "ivfflat_probes", probes)
+            with psycopg.connect(db.dsn("pyh_acme")) as c:
+                for q in queries:
+                    c.execute("SELECT count(*) FROM hybrid.search_dense(%s::vector, 10, exact_threshold => 0)",
+                              (q.tolist(),))
+                    outcomes.setdefault(probes, set()).add(
+                        c.execute("SELECT current_setting('hybrid.dense_audit')").fetchone()[0])
+                    c.rollback()
+    assert max(recalls) < 1.0 and float(np.mean(recalls)) < 0.95, recalls
     for probes, seen in outcomes.items():
         assert seen <= {"passed", f"failed: widened to {4 * int(probes)} probes", "failed: searched exactly"}, outcomes
     assert any(f"failed: widened to {4 * int(p)} probes" in seen for p, seen in outcomes.items()), outcomes

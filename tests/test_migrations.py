@@ -24,12 +24,13 @@ FINGERPRINT = {
                       WHERE connamespace = 'hybrid'::regnamespace ORDER BY 1, 2""",
     "policies": """SELECT schemaname, tablename, policyname, cmd, roles::text, qual, with_check FROM pg_policies
                    WHERE schemaname IN ('hybrid', 'hybrid_graph') ORDER BY 1, 2, 3""",
-    "rls": """SELECT c.oid::regclass::text, c.relrowsecurity, c.relforcerowsecurity, c.relacl::text FROM pg_class c
+    "rls": """SELECT c.oid::regclass::text, c.relrowsecurity, c.relforcerowsecurity,
+                  (SELECT array_agg(a::text ORDER BY a::text) FROM unnest(c.relacl) a)::text FROM pg_class c
               WHERE c.relnamespace IN ('hybrid'::regnamespace, 'hybrid_graph'::regnamespace) AND c.relkind IN ('r', 'p')
               ORDER BY 1""",
     "functions": """SELECT p.oid::regprocedure::text, md5(p.prosrc), p.provolatile, p.prosecdef, p.proconfig::text,
                            p.proowner::regrole::text,
-                           p.proacl::text, obj_description(p.oid, 'pg_proc')
+                           (SELECT array_agg(a::text ORDER BY a::text) FROM unnest(p.proacl) a)::text, obj_description(p.oid, 'pg_proc')
                     FROM pg_proc p WHERE p.pronamespace = 'hybrid'::regnamespace
                        OR (p.pronamespace = 'public'::regnamespace AND p.proname = 'hybrid_retrieve') ORDER BY 1""",
     "settings": "SELECT key, value FROM hybrid.setting ORDER BY 1",

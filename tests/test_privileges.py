@@ -1,7 +1,7 @@
 """The effective privileges after install, compared with a golden file: nothing forgotten, nothing over-granted.
 
-Set PYHYBRID_UPDATE_GOLDEN=1 to rewrite tests/golden/privileges.txt after a deliberate change, and review
-the diff: it is the security surface.
+Set PYHYBRID_UPDATE_GOLDEN=1 to rewrite tests/golden/privileges.txt after a deliberate change (the test then
+fails, always: review the diff, it is the security surface, and run it again without the variable).
 """
 
 from __future__ import annotations
@@ -71,10 +71,14 @@ def test_effective_privileges_match_the_golden_file(admin_dsn: str, template_db:
     with psycopg.connect(conninfo.make_conninfo(admin_dsn, dbname=template_db)) as c:
         lines = [r[0] for r in c.execute(PRIVILEGES_SQL).fetchall()]  # type: ignore[arg-type]
     text = "\n".join(lines) + "\n"
-    if os.environ.get("PYHYBRID_UPDATE_GOLDEN"):
-        GOLDEN.write_text(text, encoding="utf-8")
     expected = GOLDEN.read_text(encoding="utf-8")
     diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), "golden", "installed"))
+    if os.environ.get("PYHYBRID_UPDATE_GOLDEN"):
+        # a rewrite is never a pass: with the variable set (in CI too) the test fails, so only a run without it,
+        # after the new file is reviewed and committed, can pass
+        GOLDEN.write_text(text, encoding="utf-8")
+        pytest.fail(f"PYHYBRID_UPDATE_GOLDEN is set: {GOLDEN.name} rewritten; review it (git diff) and run again "
+                    f"without the variable. The change:\n{diff or '(none)'}")
     assert text == expected, f"privileges differ from {GOLDEN.name} (PYHYBRID_UPDATE_GOLDEN=1 rewrites it):\n{diff}"
 
 

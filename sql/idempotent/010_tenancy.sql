@@ -228,7 +228,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF tenant_id IS NULL OR tenant_id !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$' THEN
-        RAISE EXCEPTION 'tenant_id must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$, got %', coalesce(quote_literal(tenant_id), 'NULL')
+        RAISE EXCEPTION 'tenant_id must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$, got %', hybrid._shown(tenant_id)
             USING ERRCODE = '22023', HINT = 'Use letters, digits, and _ . : - (at most 63 characters).';
     END IF;
     INSERT INTO hybrid.tenant AS t (tenant_id) VALUES (create_tenant.tenant_id)
@@ -258,7 +258,7 @@ DECLARE
     v_fk name;
 BEGIN
     IF tenant_id IS NULL OR NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = drop_tenant.tenant_id) THEN
-        RAISE EXCEPTION 'tenant_id % does not exist', coalesce(quote_literal(tenant_id), 'NULL')
+        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(tenant_id)
             USING ERRCODE = '22023';
     END IF;
     -- the tables force RLS: only an owner that bypasses it sees every row it must remove
@@ -347,7 +347,7 @@ DECLARE
     v_value text;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = grant_tenant.tenant_id) THEN
-        RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(tenant_id)
+        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(tenant_id)
             USING ERRCODE = '22023', HINT = 'Call hybrid.create_tenant first.';
     END IF;
     IF '*' = ANY (acl_labels) AND cardinality(acl_labels) > 1 THEN

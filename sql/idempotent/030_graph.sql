@@ -1,6 +1,52 @@
 -- Graph tenancy and bulk edge loading over the AGE graph hybrid_graph. Every function here
 -- uses only dynamic SQL or run-time casts, so it can be created where AGE is missing.
 
+-- hybrid._secure_label: RLS and grants on one AGE label table of hybrid_graph
+CREATE OR REPLACE FUNCTION hybrid._secure_label(tbl regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+    tenant_qual text := $q$(properties OPERATOR(ag_catalog.->>) 'tenant_id'::text) = (SELECT hybrid._current_tenant())$q$;
+    node_seen text := 'EXISTS (SELECT 1 FROM hybrid.graph_node n WHERE n.vertex_id OPERATOR(ag_catalog.=) %I)';
+    v_seq text;
+BEGIN
+    -- Two policies per table, by role. hybrid_definer (the API's functions, which check ACL
+    -- visibility themselves, hop by hop against hybrid.chunk) gets the tenant rule alone, so its
+    -- plans carry nothing more. Trusted app roles reading the graph tables directly also get the ACL
+    -- rule: a chunk's node only where they see the chunk (hybrid.chunk's own policy, tenant and ACL,
+    -- applies inside the EXISTS), an entity's node only where they see a chunk linked to it
+    -- (hybrid._entity_seen), a vertex only where they see its node, an edge only where they see both
+    -- ends. Any other role matches no policy and sees nothing.
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', tbl);
+    EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', tbl);
+    EXECUTE format('DROP POLICY IF EXISTS tenant_rows ON %s', tbl);
+    EXECUTE format('DROP POLICY IF EXISTS app_rows ON %s', tbl);
+    EXECUTE format('CREATE POLICY tenant_rows ON %s TO hybrid_definer USING (%s) WITH CHECK (%s)',
+                   tbl, tenant_qual, tenant_qual);
+    EXECUTE format('CREATE POLICY app_rows ON %s FOR SELECT TO hybrid_app USING (%s AND %s)', tbl, tenant_qual,
+                   CASE WHEN EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = 'start_id')
+                        THEN format(node_seen, 'start_id') || ' AND ' || format(node_seen, 'end_id')
+                        ELSE format(node_seen, 'id') END);
+    -- the API reads and writes the graph as hybrid_definer (only hybrid.finish_edges writes); trusted
+    -- app roles may read it directly under RLS; tenant login roles hold nothing on it
+    EXECUTE format('REVOKE ALL ON %s FROM hybrid_user', tbl);
+    EXECUTE format('GRANT SELECT ON %s TO hybrid_app', tbl);
+    EXECUTE format('GRANT SELECT, INSERT ON %s TO hybrid_definer', tbl);
+    -- vertex and edge ids come from the label's sequence: a tenant drawing them could squat another
+    -- tenant's next ids
+    SELECT l.seq_name INTO v_seq FROM ag_catalog.ag_label l WHERE l.relation = tbl;
+    IF v_seq IS NOT NULL THEN
+        EXECUTE format('REVOKE ALL ON SEQUENCE hybrid_graph.%I FROM hybrid_user', v_seq);
+        EXECUTE format('GRANT USAGE ON SEQUENCE hybrid_graph.%I TO hybrid_definer', v_seq);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._secure_label(regclass) IS
+'Enables and forces RLS with the tenant policy (and the app roles'' ACL policy) on one AGE label table of hybrid_graph, and gives it and its id sequence the grants of every label. Takes locks on that table alone: hybrid._edge_label runs it for a label it creates inside a tenant writer''s transaction.';
+REVOKE ALL ON FUNCTION hybrid._secure_label(regclass) FROM PUBLIC;
+
 -- hybrid._secure_graph: RLS and grants on every AGE label table
 CREATE OR REPLACE FUNCTION hybrid._secure_graph() RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -9,19 +55,10 @@ SET client_min_messages = warning
 AS $$
 DECLARE
     tbl regclass;
-    tenant_qual text := $q$(properties OPERATOR(ag_catalog.->>) 'tenant_id'::text) = (SELECT hybrid._current_tenant())$q$;
-    node_seen text := 'EXISTS (SELECT 1 FROM hybrid.graph_node n WHERE n.vertex_id OPERATOR(ag_catalog.=) %I)';
 BEGIN
     IF to_regclass('hybrid.graph_node') IS NULL THEN
         RETURN;
     END IF;
-    -- Two policies per table, by role. hybrid_definer (the API's functions, which check ACL
-    -- visibility themselves, hop by hop against hybrid.chunk) gets the tenant rule alone, so its
-    -- plans carry nothing more. Trusted app roles reading the graph tables directly also get the ACL
-    -- rule: a chunk's node only where they see the chunk (hybrid.chunk's own policy, tenant and ACL,
-    -- applies inside the EXISTS), an entity's node only where they see a chunk linked to it
-    -- (hybrid._entity_seen), a vertex only where they see its node, an edge only where they see both
-    -- ends. Any other role matches no policy and sees nothing.
     EXECUTE 'DROP POLICY IF EXISTS graph_node_tenant ON hybrid.graph_node';
     EXECUTE 'DROP POLICY IF EXISTS graph_node_app ON hybrid.graph_node';
     EXECUTE 'CREATE POLICY graph_node_tenant ON hybrid.graph_node TO hybrid_definer '
@@ -35,25 +72,10 @@ BEGIN
         FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
         WHERE g.name = 'hybrid_graph'
     LOOP
-        EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', tbl);
-        EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', tbl);
-        EXECUTE format('DROP POLICY IF EXISTS tenant_rows ON %s', tbl);
-        EXECUTE format('DROP POLICY IF EXISTS app_rows ON %s', tbl);
-        EXECUTE format('CREATE POLICY tenant_rows ON %s TO hybrid_definer USING (%s) WITH CHECK (%s)',
-                       tbl, tenant_qual, tenant_qual);
-        EXECUTE format('CREATE POLICY app_rows ON %s FOR SELECT TO hybrid_app USING (%s AND %s)', tbl, tenant_qual,
-                       CASE WHEN EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = 'start_id')
-                            THEN format(node_seen, 'start_id') || ' AND ' || format(node_seen, 'end_id')
-                            ELSE format(node_seen, 'id') END);
-        -- the API reads and writes the graph as hybrid_definer (only hybrid.finish_edges writes); trusted
-        -- app roles may read it directly under RLS; tenant login roles hold nothing on it
-        EXECUTE format('REVOKE ALL ON %s FROM hybrid_user', tbl);
-        EXECUTE format('GRANT SELECT ON %s TO hybrid_app', tbl);
-        EXECUTE format('GRANT SELECT, INSERT ON %s TO hybrid_definer', tbl);
+        PERFORM hybrid._secure_label(tbl);
     END LOOP;
     EXECUTE 'REVOKE ALL ON SCHEMA hybrid_graph FROM hybrid_user';
     EXECUTE 'GRANT USAGE ON SCHEMA hybrid_graph TO hybrid_app, hybrid_definer';
-    -- vertex ids come from these sequences: a tenant drawing them could squat another tenant's next ids
     EXECUTE 'REVOKE ALL ON ALL SEQUENCES IN SCHEMA hybrid_graph FROM hybrid_user';
     EXECUTE 'GRANT USAGE ON ALL SEQUENCES IN SCHEMA hybrid_graph TO hybrid_definer';
     EXECUTE 'REVOKE ALL ON hybrid.graph_node FROM hybrid_user';
@@ -66,10 +88,10 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._secure_graph() IS
-'Enables and forces RLS with the tenant policy on every label table of hybrid_graph (AGE parent tables included) and grants hybrid_user what it needs.';
+'The policies of hybrid.graph_node, hybrid._secure_label on every label table of hybrid_graph (AGE parent tables included), and the schema and catalog grants. Run at install and upgrade: it locks every label table.';
 REVOKE ALL ON FUNCTION hybrid._secure_graph() FROM PUBLIC;
 
--- hybrid._edge_label: the opaque label of one of the caller's tenant's edge types
+-- hybrid._edge_label: the opaque label of one of the caller's tenant's edge types (writers)
 CREATE OR REPLACE FUNCTION hybrid._edge_label(rel text, register boolean) RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by the installer: creates AGE labels
 SET search_path = ag_catalog, pg_catalog, pg_temp  -- create_elabel names AGE's opclass unqualified
@@ -84,8 +106,11 @@ BEGIN
         RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
             USING ERRCODE = '42501';
     END IF;
+    -- decided by the grant alone, before any lookup: a reader learns nothing of which names are types
+    -- (only hybrid_definer's loaders may call this; the check is the second wall)
+    PERFORM hybrid._check_writer();
     IF rel IS NULL OR rel !~ '^[A-Z][A-Z0-9_]{0,62}$' THEN
-        RAISE EXCEPTION 'rel must be an UPPER_SNAKE_CASE name matching ^[A-Z][A-Z0-9_]{0,62}$, got %', coalesce(quote_literal(rel), 'NULL')
+        RAISE EXCEPTION 'rel must be an UPPER_SNAKE_CASE name matching ^[A-Z][A-Z0-9_]{0,62}$, got %', hybrid._shown(rel)
             USING ERRCODE = '22023';
     END IF;
     IF rel IN ('CHUNK', 'ENTITY') THEN
@@ -98,7 +123,6 @@ BEGIN
         IF NOT register THEN
             RETURN NULL;
         END IF;
-        PERFORM hybrid._check_writer();
         PERFORM pg_advisory_xact_lock(hashtext('hybrid.edge_type'), hashtext(v_tenant));
         SELECT et.slot INTO v_slot FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant AND et.name = rel;
         IF NOT FOUND THEN
@@ -114,24 +138,28 @@ BEGIN
     IF to_regclass('hybrid_graph.' || v_label) IS NULL THEN
         -- the first tenant to use this many types creates the label, under the tenant policy; one
         -- creator at a time, and the one that waited reads ag_label anew (a statement's fresh
-        -- snapshot: to_regclass may still answer from the catalog as it was before the wait)
+        -- snapshot: to_regclass may still answer from the catalog as it was before the wait).
+        -- Only locks no reader or writer of an existing label waits on, held to the end of the caller's
+        -- transaction: SHARE UPDATE EXCLUSIVE on hybrid_graph._ag_label_edge (create_elabel; readers take
+        -- ACCESS SHARE, loaders ROW EXCLUSIVE) and the new label's own. Securing every label table here
+        -- (hybrid._secure_graph) locked them all exclusively and stalled every tenant's graph (issue 48).
         PERFORM pg_advisory_xact_lock(hashtext('hybrid._edge_label'));
         IF NOT EXISTS (SELECT 1 FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g ON g.graphid = l.graph
                        WHERE g.name = 'hybrid_graph' AND l.name = v_label) THEN
             PERFORM ag_catalog.create_elabel('hybrid_graph'::cstring, v_label::cstring);
-            PERFORM hybrid._secure_graph();
+            PERFORM hybrid._secure_label(format('hybrid_graph.%I', v_label)::regclass);
         END IF;
     END IF;
     RETURN v_label;
 END
 $$;
 COMMENT ON FUNCTION hybrid._edge_label(text, boolean) IS
-'The opaque AGE edge label (rel_<slot>) holding the current tenant''s edges of type rel; with register, registers rel for the tenant first if it is new (at most 1,000 types a tenant) and creates the label if no tenant used that slot yet; without, NULL for a name the tenant has not registered.';
+'For a writer of the current tenant (hybrid._check_writer first: a reader gets 42501 whatever it names), the opaque AGE edge label (rel_<slot>) holding the tenant''s edges of type rel; with register, registers rel for the tenant first if it is new (at most 1,000 types a tenant) and creates the label if no tenant used that slot yet, locking only the new label; without, NULL for a name the tenant has not registered. Callable by hybrid_definer''s loaders alone.';
 REVOKE ALL ON FUNCTION hybrid._edge_label(text, boolean) FROM PUBLIC;
 
 -- hybrid.register_edge_type: register an edge type for the caller's tenant
 CREATE OR REPLACE FUNCTION hybrid.register_edge_type(rel text) RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- owned by hybrid_definer: tenant login roles call no label helper
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -139,11 +167,12 @@ BEGIN
         RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
     END IF;
+    PERFORM hybrid._check_writer();  -- by the grant alone, before any lookup: one 42501 for a reader
     PERFORM hybrid._edge_label(rel, true);
 END
 $$;
 COMMENT ON FUNCTION hybrid.register_edge_type(text) IS
-'Registers the edge type rel (UPPER_SNAKE_CASE) for the current tenant, idempotent. Loading an edge of a new type registers it too: types are each tenant''s own names, invisible to other tenants.';
+'Registers the edge type rel (UPPER_SNAKE_CASE) for the current tenant, idempotent. Writers only: a reader gets one 42501 whatever it names. Loading an edge of a new type registers it too: types are each tenant''s own names, invisible to other tenants.';
 REVOKE ALL ON FUNCTION hybrid.register_edge_type(text) FROM PUBLIC;
 
 -- hybrid._edge_types_seen: which of the tenant's edge types the caller may know of
@@ -213,7 +242,7 @@ BEGIN
     WHERE et.tenant_id = hybrid._current_tenant() AND et.name = rel AND et.name = ANY (hybrid._edge_types_seen(ARRAY[rel]));
     IF v_label IS NULL THEN
         -- another tenant's type, one whose edges the caller cannot see and a name nobody uses: one answer
-        RAISE EXCEPTION 'rel % is not an edge type of this tenant', coalesce(quote_literal(rel), 'NULL')
+        RAISE EXCEPTION 'rel % is not an edge type of this tenant', hybrid._shown(rel)
             USING ERRCODE = '22023', HINT = 'SELECT name FROM hybrid.edge_types() lists them.';
     END IF;
     RETURN v_label;
@@ -352,7 +381,7 @@ BEGIN
             USING ERRCODE = '42501';
     END IF;
     IF v_key IS NULL THEN
-        RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(v_tenant)
+        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(v_tenant)
             USING ERRCODE = '22023', HINT = 'An admin creates it first: SELECT hybrid.create_tenant(...).';
     END IF;
     IF to_regclass('hybrid.graph_node') IS NULL THEN
@@ -371,7 +400,7 @@ BEGIN
             CASE WHEN bad.src IS NULL OR btrim(bad.src) = '' THEN 'src is missing'
                  WHEN bad.dst IS NULL OR btrim(bad.dst) = '' THEN 'dst is missing'
                  WHEN bad.src = bad.dst THEN 'src and dst are the same node'
-                 ELSE format('rel must be UPPER_SNAKE_CASE (^[A-Z][A-Z0-9_]{0,62}$), got %L', bad.rel) END
+                 ELSE format('rel must be UPPER_SNAKE_CASE (^[A-Z][A-Z0-9_]{0,62}$), got %s', hybrid._shown(bad.rel)) END
             USING ERRCODE = '22023';
     END IF;
 

@@ -58,7 +58,7 @@ BEGIN
             USING ERRCODE = '42501';
     END IF;
     IF v_key IS NULL THEN
-        RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(v_tenant)
+        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(v_tenant)
             USING ERRCODE = '22023', HINT = 'An admin creates it first: SELECT hybrid.create_tenant(...).';
     END IF;
     IF corpus_id IS NULL OR btrim(corpus_id) = '' THEN
@@ -76,7 +76,7 @@ BEGIN
              WHEN s.document_id IS NULL OR btrim(s.document_id) = '' THEN 'document_id is missing'
              WHEN s.content IS NULL THEN 'content is missing'
              WHEN s.tenant_id IS NOT NULL AND s.tenant_id <> v_tenant
-               THEN format('tenant_id %L is not the tenant of this transaction (%L)', s.tenant_id, v_tenant)
+               THEN format('tenant_id %s is not the tenant of this transaction (%L)', hybrid._shown(s.tenant_id), v_tenant)
              WHEN s.embedding IS NOT NULL AND cardinality(s.embedding) <> v_dim
                THEN format('embedding has %s dimensions, expected %s', cardinality(s.embedding), v_dim)
              WHEN s.embedding IS NOT NULL AND 'NaN'::real = ANY (s.embedding) THEN 'embedding contains NaN'
@@ -99,13 +99,13 @@ BEGIN
                 PERFORM to_tsvector('english'::regconfig, s.content) FROM pg_temp.hybrid_chunk_stage s WHERE s.ord = bad.ord;
             EXCEPTION WHEN program_limit_exceeded THEN
                 RAISE EXCEPTION 'chunk row % (chunk_id %): content makes a text-search vector over PostgreSQL''s 1 MB limit',
-                    bad.ord, coalesce(quote_literal(bad.chunk_id), 'NULL')
+                    bad.ord, hybrid._shown(bad.chunk_id)
                     USING ERRCODE = '22023',
                           HINT = 'Nothing was written; split the content into smaller chunks and ingest the batch again.';
             END;
         END LOOP;
     ELSE
-        RAISE EXCEPTION 'chunk row % (chunk_id %): %', bad.ord, coalesce(quote_literal(bad.chunk_id), 'NULL'), bad.rule
+        RAISE EXCEPTION 'chunk row % (chunk_id %): %', bad.ord, hybrid._shown(bad.chunk_id), bad.rule
             USING ERRCODE = CASE WHEN bad.rule LIKE 'tenant_id%' THEN '42501' ELSE '22023' END,
                   HINT = 'Nothing was written; fix the row and ingest the batch again.';
     END IF;

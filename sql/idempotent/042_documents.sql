@@ -126,6 +126,7 @@ BEGIN
     IF id_prefix IS NULL THEN
         RAISE EXCEPTION 'id_prefix must be a string ('''' for the whole corpus)' USING ERRCODE = '22023';
     END IF;
+    PERFORM hybrid._check_flag('dry_run', dry_run);
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
     END IF;

@@ -9,7 +9,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF kind IS NULL OR kind NOT IN ('vector', 'halfvec', 'bit') THEN
-        RAISE EXCEPTION '% must be vector, halfvec or bit, got %', name, coalesce(quote_literal(kind), 'NULL')
+        RAISE EXCEPTION '% must be vector, halfvec or bit, got %', name, hybrid._shown(kind)
             USING ERRCODE = '22023';
     END IF;
     IF (kind = 'vector' AND dim > 2000) OR (kind = 'halfvec' AND dim > 4000) THEN
@@ -84,16 +84,16 @@ DECLARE
     v_efc_min integer;
 BEGIN
     IF v_m IS NOT NULL AND (v_m !~ '^[0-9]{1,3}$' OR v_m::integer NOT BETWEEN 2 AND 100) THEN
-        RAISE EXCEPTION 'setting hnsw_m must be an integer between 2 and 100, got %', quote_literal(v_m)
+        RAISE EXCEPTION 'setting hnsw_m must be an integer between 2 and 100, got %', hybrid._shown(v_m)
             USING ERRCODE = '22023';
     END IF;
     v_efc_min := greatest(4, 2 * coalesce(v_m, '16')::integer);  -- pgvector: ef_construction >= 2 x m
     IF v_efc IS NOT NULL AND (v_efc !~ '^[0-9]{1,4}$' OR v_efc::integer NOT BETWEEN v_efc_min AND 1000) THEN
         RAISE EXCEPTION 'setting hnsw_ef_construction must be an integer between % (2 x hnsw_m) and 1000, got %',
-            v_efc_min, quote_literal(v_efc) USING ERRCODE = '22023';
+            v_efc_min, hybrid._shown(v_efc) USING ERRCODE = '22023';
     END IF;
     IF v_dense IS NOT NULL AND v_dense !~ '^[0-9]{1,12}$' THEN
-        RAISE EXCEPTION 'setting hnsw_dense_rows must be a non-negative integer, got %', quote_literal(v_dense)
+        RAISE EXCEPTION 'setting hnsw_dense_rows must be a non-negative integer, got %', hybrid._shown(v_dense)
             USING ERRCODE = '22023';
     END IF;
     IF v_m IS NOT NULL OR v_efc IS NOT NULL THEN
@@ -149,7 +149,7 @@ DECLARE
     v_min text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'ivfflat_rows');
 BEGIN
     IF v_min IS NOT NULL AND v_min !~ '^[0-9]{1,12}$' THEN
-        RAISE EXCEPTION 'setting ivfflat_rows must be a non-negative integer, got %', quote_literal(v_min)
+        RAISE EXCEPTION 'setting ivfflat_rows must be a non-negative integer, got %', hybrid._shown(v_min)
             USING ERRCODE = '22023';
     END IF;
     IF coalesce(v_min, '10000')::bigint = 0 OR coalesce(live_rows, 0) < coalesce(v_min, '10000')::bigint THEN
@@ -523,7 +523,7 @@ DECLARE
     v_name text;
 BEGIN
     IF kind IS NULL OR kind NOT IN ('hnsw', 'bm25', 'gin') THEN
-        RAISE EXCEPTION 'kind must be hnsw, bm25 or gin, got %', coalesce(quote_literal(kind), 'NULL')
+        RAISE EXCEPTION 'kind must be hnsw, bm25 or gin, got %', hybrid._shown(kind)
             USING ERRCODE = '22023';
     END IF;
     IF part IS NULL OR NOT EXISTS (SELECT 1 FROM pg_inherits i

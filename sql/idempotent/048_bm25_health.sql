@@ -455,7 +455,7 @@ DECLARE
     s record;
 BEGIN
     IF merge_bm25.tenant_id IS NOT NULL AND v_key IS NULL THEN
-        RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(merge_bm25.tenant_id) USING ERRCODE = '22023';
+        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(merge_bm25.tenant_id) USING ERRCODE = '22023';
     END IF;
     -- after the loads a merge follows, the dense audit's sample is cached too
     BEGIN

@@ -33,57 +33,6 @@ $$;
 COMMENT ON FUNCTION hybrid._scope_size(integer, text[], jsonb, integer) IS
 'How many live chunks the caller can see in its partition and the given corpora (counting stops past cap): picks exact or index search.';
 
--- hybrid._check_range: validate an integer parameter's range
-CREATE OR REPLACE FUNCTION hybrid._check_range(name text, value integer, low integer, high integer,
-                                               low_name text DEFAULT NULL) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF value IS NULL OR value < low OR value > high THEN
-        RAISE EXCEPTION '% must be between % and %, got %', name, coalesce(low_name, low::text), high,
-            coalesce(value::text, 'NULL') USING ERRCODE = '22023';
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION hybrid._check_range(text, integer, integer, integer, text) IS
-'Raises 22023 "<name> must be between <low> and <high>, got <value>" unless low <= value <= high (NULL fails).';
-
--- hybrid._check_number: validate a weight or rrf_k
-CREATE OR REPLACE FUNCTION hybrid._check_number(name text, value double precision, positive boolean) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- PostgreSQL's NaN equals itself and sorts above every number: test for it by name. The upper
-    -- bound keeps every fusion sum finite (three weights of 1e6 over ranks >= 1 stay far from
-    -- float8's overflow); pyhybrid/query.py states the same ranges.
-    IF value IS NULL OR value IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)
-       OR value < 0 OR (positive AND value = 0) OR value > 1000000 THEN
-        RAISE EXCEPTION '% must be a finite number %, got %', name,
-            CASE WHEN positive THEN '> 0 and <= 1000000' ELSE 'between 0 and 1000000' END,
-            coalesce(value::text, 'NULL')
-            USING ERRCODE = '22023', HINT = CASE WHEN positive THEN 'The usual value of rrf_k is 60.'
-                                                 ELSE 'A weight of 0 disables that source.' END;
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION hybrid._check_number(text, double precision, boolean) IS
-'Raises 22023 "<name> must be a finite number > 0 and <= 1000000" (positive: rrf_k) or "between 0 and 1000000" (a weight) unless value is such a number (NULL, NaN and infinities fail).';
-
--- hybrid._check_flag: validate a boolean parameter
-CREATE OR REPLACE FUNCTION hybrid._check_flag(name text, value boolean) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF value IS NULL THEN
-        RAISE EXCEPTION '% must be true or false, got NULL', name USING ERRCODE = '22023';
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION hybrid._check_flag(text, boolean) IS 'Raises 22023 "<name> must be true or false" for NULL.';
-
 -- hybrid.search_dense: the dense branch
 -- hybrid._hnsw_dense_vectors: whether a partition's HNSW index holds the vectors in the denser graph
 CREATE OR REPLACE FUNCTION hybrid._hnsw_dense_vectors(part regclass) RETURNS boolean
@@ -149,7 +98,7 @@ DECLARE
     v_ef integer := (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search');
 BEGIN
     IF v_audit IS NOT NULL AND v_audit !~ '^[0-9]{1,9}$' THEN
-        RAISE EXCEPTION 'setting dense_audit_rows must be a non-negative integer, got %', quote_literal(v_audit)
+        RAISE EXCEPTION 'setting dense_audit_rows must be a non-negative integer, got %', hybrid._shown(v_audit)
             USING ERRCODE = '22023';
     END IF;
     -- unless the caller gives exact_threshold: a scope no larger than the audit's sample (hybrid.search_dense,
@@ -235,12 +184,12 @@ DECLARE
     r record;
 BEGIN
     IF v_audit IS NOT NULL AND v_audit !~ '^[0-9]{1,9}$' THEN
-        RAISE EXCEPTION 'setting dense_audit_rows must be a non-negative integer, got %', quote_literal(v_audit)
+        RAISE EXCEPTION 'setting dense_audit_rows must be a non-negative integer, got %', hybrid._shown(v_audit)
             USING ERRCODE = '22023';
     END IF;
     IF refresh_audit_samples.tenant_id IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = refresh_audit_samples.tenant_id) THEN
-        RAISE EXCEPTION 'tenant_id % does not exist', quote_literal(refresh_audit_samples.tenant_id) USING ERRCODE = '22023';
+        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(refresh_audit_samples.tenant_id) USING ERRCODE = '22023';
     END IF;
     -- the partitions force RLS: only an owner that bypasses it reads every live chunk of the sample
     IF NOT (SELECT rl.rolsuper OR rl.rolbypassrls FROM pg_roles rl WHERE rl.rolname = current_user) THEN
@@ -336,6 +285,10 @@ DECLARE
     v_d10 double precision;
     v_probes text;
 BEGIN
+    PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
+    IF exact_threshold IS NOT NULL THEN
+        PERFORM hybrid._check_range('exact_threshold', exact_threshold, 0, 1000000000);
+    END IF;
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
     END IF;
@@ -351,7 +304,7 @@ BEGIN
         FROM hybrid.setting s WHERE s.key IN ('dense_audit_rows', 'ivfflat_probes');
         v_sample := coalesce(v_audit, '1000')::integer;
         IF v_probes !~ '^[0-9]{1,5}$' OR v_probes::integer NOT BETWEEN 1 AND 8192 THEN
-            RAISE EXCEPTION 'setting ivfflat_probes must be an integer between 1 and 8192, got %', quote_literal(v_probes)
+            RAISE EXCEPTION 'setting ivfflat_probes must be an integer between 1 and 8192, got %', hybrid._shown(v_probes)
                 USING ERRCODE = '22023';
         END IF;
         -- the index's ordered scan, always: with a larger ef_search pgvector's cost estimate grows
@@ -543,8 +496,10 @@ DECLARE
     v_scan boolean;
 BEGIN
     IF v_method NOT IN ('bm25', 'ts_rank') THEN
-        RAISE EXCEPTION 'lexical must be ''bm25'' or ''ts_rank'', got %', quote_literal(v_method) USING ERRCODE = '22023';
+        RAISE EXCEPTION 'lexical must be ''bm25'' or ''ts_rank'', got %', hybrid._shown(v_method) USING ERRCODE = '22023';
     END IF;
+    PERFORM hybrid._check_text('query_text', query_text, 20000);
+    PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
     IF v_tenant IS NULL OR v_key IS NULL OR query_text IS NULL OR btrim(query_text) = '' THEN
         RETURN;
     END IF;
@@ -722,6 +677,7 @@ DECLARE
     h integer;
 BEGIN
     PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
+    PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
     IF v_tenant IS NULL OR v_key IS NULL OR graph_seeds IS NULL OR cardinality(graph_seeds) = 0 THEN
         RETURN;
     END IF;
@@ -736,7 +692,7 @@ BEGIN
         v_known := hybrid._edge_types_seen(graph_edge_types);
         SELECT t INTO v_unknown FROM unnest(graph_edge_types) t WHERE t IS NULL OR NOT t = ANY (v_known) LIMIT 1;
         IF FOUND THEN
-            RAISE EXCEPTION 'graph_edge_types: % is not an edge type of this tenant', coalesce(quote_literal(v_unknown), 'NULL')
+            RAISE EXCEPTION 'graph_edge_types: % is not an edge type of this tenant', hybrid._shown(v_unknown)
                 USING ERRCODE = '22023', HINT = 'Loading an edge registers its type; SELECT name FROM hybrid.edge_types() lists them.';
         END IF;
         SELECT coalesce(array_agg(to_regclass('hybrid_graph.rel_' || et.slot)::oid), '{}') INTO v_types
@@ -949,6 +905,7 @@ BEGIN
         RAISE EXCEPTION 'chunk_ids must hold at most 10000 ids (per_source_k''s limit), got %', cardinality(chunk_ids)
             USING ERRCODE = '22023';
     END IF;
+    PERFORM hybrid._check_text('query_text', query_text, 20000);
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN ARRAY[cardinality(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))), 0];
     END IF;
@@ -968,6 +925,7 @@ DECLARE
     m integer[];
 BEGIN
     PERFORM hybrid._check_range('term_coverage', term_coverage, 1, 32);
+    PERFORM hybrid._check_text('query_text', query_text, 20000);
     m := hybrid._term_match(query_text, chunk_ids);
     RETURN hybrid._lexical_strength(m[1], m[2], term_coverage);
 END
@@ -982,7 +940,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF fusion IS NULL OR fusion NOT IN ('rrf', 'convex', 'dbsf', 'blend') THEN
-        RAISE EXCEPTION 'fusion must be ''rrf'', ''convex'', ''dbsf'' or ''blend'', got %', coalesce(quote_literal(fusion), 'NULL')
+        RAISE EXCEPTION 'fusion must be ''rrf'', ''convex'', ''dbsf'' or ''blend'', got %', hybrid._shown(fusion)
             USING ERRCODE = '22023',
                   HINT = 'rrf fuses ranks; convex and dbsf fuse each list''s scores, normalized per list; blend adds scores on their absolute scale (see hybrid.fuse).';
     END IF;
@@ -1003,6 +961,8 @@ DECLARE
     n integer;
     v_weights double precision[];
     i integer;
+    v_bad text;
+    v_bad_value text;
 BEGIN
     IF rankings IS NULL OR jsonb_typeof(rankings) <> 'array' THEN
         RAISE EXCEPTION 'rankings must be a JSON array of ranked id lists' USING ERRCODE = '22023';
@@ -1015,7 +975,7 @@ BEGIN
     PERFORM hybrid._check_fusion(fusion);
     IF fusion <> 'rrf' THEN
         IF scores IS NULL THEN
-            RAISE EXCEPTION 'scores must be given for fusion %: one list of numbers (higher is better) per ranking', quote_literal(fusion)
+            RAISE EXCEPTION 'scores must be given for fusion %: one list of numbers (higher is better) per ranking', hybrid._shown(fusion)
                 USING ERRCODE = '22023';
         END IF;
         IF jsonb_typeof(scores) <> 'array' OR jsonb_array_length(scores) <> n
@@ -1024,6 +984,16 @@ BEGIN
                          OR jsonb_array_length(s.list) <> jsonb_array_length(rankings -> (s.i::integer - 1)))
            OR EXISTS (SELECT 1 FROM jsonb_array_elements(scores) l, jsonb_array_elements(l) x WHERE jsonb_typeof(x) <> 'number') THEN
             RAISE EXCEPTION 'scores must be a JSON array of arrays of numbers, one number for each id of rankings'
+                USING ERRCODE = '22023';
+        END IF;
+        -- jsonb numbers are numeric, unbounded: checked before any float8 cast could overflow (22003)
+        SELECT format('scores[%s][%s]', l.i, x.j),
+               CASE WHEN abs(x.v::numeric) <= 1e308 THEN (x.v::numeric)::float8::text ELSE 'a number beyond float8''s range' END
+        INTO v_bad, v_bad_value
+        FROM jsonb_array_elements(scores) WITH ORDINALITY l(list, i), jsonb_array_elements(l.list) WITH ORDINALITY x(v, j)
+        WHERE abs(x.v::numeric) > 1e12 ORDER BY l.i, x.j LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION '% must be a finite number between -1e12 and 1e12, got %', v_bad, v_bad_value
                 USING ERRCODE = '22023';
         END IF;
     END IF;

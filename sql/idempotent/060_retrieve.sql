@@ -160,8 +160,9 @@ BEGIN
     v_part := hybrid._chunk_partition(v_key);
     v_rows := greatest((SELECT reltuples FROM pg_class WHERE oid = v_part), 1);
     -- sample chunks: pages at random (eight times the rows asked for, so that a large partition is not
-    -- read whole), then rows at random; the floor is the quantile of the cosine similarity between the
-    -- two halves' chunks, two chunks taken at random: a query scoring no better than that matches nothing
+    -- read whole), then rows at random; the floor is the quantile of the cosine similarity between two of
+    -- them, over every pair of the sample: a query scoring no better than that matches nothing. A tenant of
+    -- at most sample chunks is sampled whole, so its floor is the quantile of all its pairs, every time
     EXECUTE format($q$
         WITH s AS (
             SELECT x.embedding, row_number() OVER (ORDER BY random()) AS i
@@ -170,7 +171,7 @@ BEGIN
         )
         SELECT (SELECT count(*) FROM s)::integer,
                percentile_cont($2) WITHIN GROUP (ORDER BY 1 - (a.embedding <=> b.embedding))
-        FROM s a JOIN s b ON a.i %% 2 = 0 AND b.i %% 2 = 1$q$,
+        FROM s a JOIN s b ON a.i < b.i$q$,
         v_part, CASE WHEN v_rows <= sample * 8 THEN 100 ELSE least(100, 100.0 * sample * 8 / v_rows) END)
     INTO v_n, v_floor USING sample, quantile;
     IF v_n < 20 THEN
@@ -182,7 +183,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.calibrate_abstention(double precision, integer) IS
-'Stores and returns the current tenant''s abstention floor, which hybrid_retrieve(abstain => true) applies: the quantile (default 0.96, chosen on the shared collections: docs/searching.md) of the cosine similarity between two of the tenant''s chunks taken at random, over about sample / 2 x sample / 2 pairs of a random sample of its live chunks. Writers only (42501 for a reader); 55000 with fewer than 20 chunks with embeddings. Re-run it after large ingests.';
+'Stores and returns the current tenant''s abstention floor, which hybrid_retrieve(abstain => true) applies: the quantile (default 0.96, chosen on the shared collections: docs/searching.md) of the cosine similarity between two of the tenant''s chunks, over every pair of a random sample of sample of its live chunks (all of them in a tenant that small). Writers only (42501 for a reader); 55000 with fewer than 20 chunks with embeddings. Re-run it after large ingests.';
 
 -- hybrid._hydrate: the rows hybrid.retrieve and hybrid.hydrate return for a fused candidate list, written once
 CREATE OR REPLACE FUNCTION hybrid._hydrate(p_key integer, p_tenant text, p_acl text[], p_all boolean,
@@ -364,9 +365,7 @@ BEGIN
     PERFORM hybrid._check_flag('with_graph_context', with_graph_context);
     PERFORM hybrid._check_flag('per_document', per_document);
     PERFORM hybrid._check_flag('abstain', abstain);
-    IF length(query_text) > 20000 THEN
-        RAISE EXCEPTION 'query_text must be at most 20000 characters, got %', length(query_text) USING ERRCODE = '22023';
-    END IF;
+    PERFORM hybrid._check_text('query_text', query_text, 20000);
     IF cardinality(graph_edge_types) > 100 THEN
         RAISE EXCEPTION 'graph_edge_types must hold at most 100 names, got %', cardinality(graph_edge_types) USING ERRCODE = '22023';
     END IF;
@@ -374,7 +373,7 @@ BEGIN
         RAISE EXCEPTION 'graph_seeds must hold at most 1000 ids, got %', cardinality(graph_seeds) USING ERRCODE = '22023';
     END IF;
     IF lexical IS NOT NULL AND lexical NOT IN ('bm25', 'ts_rank') THEN
-        RAISE EXCEPTION 'lexical must be ''bm25'', ''ts_rank'' or NULL (automatic), got %', quote_literal(lexical) USING ERRCODE = '22023';
+        RAISE EXCEPTION 'lexical must be ''bm25'', ''ts_rank'' or NULL (automatic), got %', hybrid._shown(lexical) USING ERRCODE = '22023';
     END IF;
     IF filter IS NOT NULL AND jsonb_typeof(filter) <> 'object' THEN
         RAISE EXCEPTION 'filter must be a JSON object, got a JSON %', jsonb_typeof(filter) USING ERRCODE = '22023';

@@ -34,6 +34,9 @@ BEGIN
     PERFORM hybrid._check_range('siblings', siblings, 0, 20);
     PERFORM hybrid._check_flag('per_document', per_document);
     PERFORM hybrid._check_flag('with_graph_context', with_graph_context);
+    PERFORM hybrid._check_scores('scores', scores);
+    PERFORM hybrid._check_scores('dense_values', dense_values);
+    PERFORM hybrid._check_scores('lexical_values', lexical_values);
     IF coalesce(cardinality(ids), 0) <> coalesce(cardinality(scores), 0) THEN
         RAISE EXCEPTION 'ids has % entries but scores has %; they must match', coalesce(cardinality(ids), 0),
             coalesce(cardinality(scores), 0) USING ERRCODE = '22023';

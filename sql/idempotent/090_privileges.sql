@@ -15,6 +15,9 @@ REVOKE ALL ON hybrid.edge_type FROM hybrid_user;
 GRANT USAGE ON TYPE hybrid.branch_hit, hybrid.retrieve_row TO hybrid_user;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hybrid FROM PUBLIC;
+-- and from hybrid_user, so that an upgrade takes back what the allow-list no longer names (an upgraded
+-- database's privileges equal a fresh install's)
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hybrid FROM hybrid_user;
 REVOKE ALL ON FUNCTION public.hybrid_retrieve FROM PUBLIC;
 
 DO $grants$
@@ -42,7 +45,7 @@ BEGIN
         -- helpers the API's invoker-rights functions and RLS policies call as the caller
         'hybrid._current_tenant()', 'hybrid._only_tenant()', 'hybrid._current_acl()', 'hybrid._acl_all()', 'hybrid._with_all_labels()',
         'hybrid._may_write()', 'hybrid._check_writer()',
-        'hybrid._edge_label(text, boolean)', 'hybrid._entity_seen(text, text, text[], boolean)', 'hybrid._scope_size(integer, text[], jsonb, integer)', 'hybrid._or_tsquery(text)',
+        'hybrid._entity_seen(text, text, text[], boolean)', 'hybrid._scope_size(integer, text[], jsonb, integer)', 'hybrid._or_tsquery(text)',
         'hybrid._visible(text, boolean, text[], text, text[], boolean)',
         'hybrid._rrf_term(double precision, double precision, integer)',
         'hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision)',
@@ -55,6 +58,7 @@ BEGIN
         'hybrid._explain_bound(text, double precision, jsonb)',
         'hybrid._check_range(text, integer, integer, integer, text)',
         'hybrid._check_number(text, double precision, boolean)', 'hybrid._check_flag(text, boolean)',
+        'hybrid._check_text(text, text, integer)', 'hybrid._check_scores(text, double precision[])', 'hybrid._shown(text)',
         'hybrid._caller()', 'hybrid.register_edge_type(text)'
     ] LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user',
@@ -83,7 +87,8 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._visible(text, boolean, text[], text, text[], boolean),
     hybrid._rrf_term(double precision, double precision, integer), hybrid.rrf_fuse(jsonb, double precision[], double precision, integer),
     hybrid._check_range(text, integer, integer, integer, text), hybrid._check_number(text, double precision, boolean),
-    hybrid._check_flag(text, boolean), hybrid.graph_context(text[]),
+    hybrid._check_flag(text, boolean), hybrid._check_text(text, text, integer), hybrid._check_scores(text, double precision[]),
+    hybrid._shown(text), hybrid.graph_context(text[]),
     hybrid.search_dense(vector, integer, text[], jsonb, integer), hybrid.search_lexical(text, integer, text[], jsonb, text),
     hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]), hybrid._terms_held(tsvector, text[]),
     hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]), hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[]),
@@ -111,7 +116,7 @@ BEGIN
                               'hybrid.classify_ids(text[])',
                               'hybrid.documents(text, text, text[])', 'hybrid.corpora()', 'hybrid.set_corpus_root(text, text)',
                               'hybrid.prune_documents(text, text[], text, boolean)',
-                              'hybrid.finish_edges()', 'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
+                              'hybrid.finish_edges()', 'hybrid.register_edge_type(text)', 'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
                               'hybrid.search_lexical(text, integer, text[], jsonb, text)',
                               'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
                               'hybrid.graph_context(text[])', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
