@@ -62,7 +62,7 @@ def _read_ids(path: Path) -> list[str]:
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
@@ -75,7 +75,7 @@ def load_dataset(path: str | Path) -> Dataset:
     if doc_emb.shape[0] != len(doc_ids):
         raise ValueError(f"{p}: corpus.ids.txt has {len(doc_ids)} ids but the embeddings have {doc_emb.shape[0]} rows")
     doc_text: dict[str, str] = {}
-    for o in _jsonl(p / "corpus.jsonl"):
+    for o in read_jsonl(p / "corpus.jsonl"):
         doc_text.setdefault(str(o["_id"]), (o.get("title") or "") + " " + (o.get("text") or ""))
     missing = [d for d in doc_ids if d not in doc_text]
     if missing:
@@ -84,7 +84,7 @@ def load_dataset(path: str | Path) -> Dataset:
     query_emb = np.load(p / "queries.minilm.f16.npy")
     if query_emb.shape[0] != len(query_ids):
         raise ValueError(f"{p}: queries.ids.txt has {len(query_ids)} ids but the embeddings have {query_emb.shape[0]} rows")
-    query_text = {str(o["_id"]): o.get("text") or "" for o in _jsonl(p / "queries.jsonl")}
+    query_text = {str(o["_id"]): o.get("text") or "" for o in read_jsonl(p / "queries.jsonl")}
     qrels: dict[str, dict[str, int]] = {}
     with open(p / "qrels.tsv", encoding="utf-8") as f:
         for i, line in enumerate(f):
@@ -214,10 +214,10 @@ def pct(xs: Sequence[float], p: float) -> float:
 
 
 def summarize(ms: Sequence[float], rows: Sequence[int] = ()) -> dict[str, float]:
-    """n, p50 / p95 / p99 / mean of milliseconds, and the mean and least rows returned."""
+    """n, p50 / p95 / p99 / mean of milliseconds, and (given rows) the mean and least rows returned."""
     return {"n": len(ms), "p50_ms": round(pct(ms, 50), 3), "p95_ms": round(pct(ms, 95), 3),
             "p99_ms": round(pct(ms, 99), 3), "mean_ms": round(statistics.fmean(ms), 3) if ms else float("nan"),
-            "rows_mean": round(statistics.fmean(rows), 2) if rows else 0.0, "rows_min": min(rows) if rows else 0}
+            **({"rows_mean": round(statistics.fmean(rows), 2), "rows_min": min(rows)} if rows else {})}
 
 
 def vector_literal(v: Any) -> str:
@@ -253,6 +253,12 @@ def fresh_database(admin_dsn: str, db: str, role: str | None = None, owned: bool
 
 def drop_database(conn: psycopg.Connection[Any], db: str) -> None:
     conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+
+
+def drop_databases(admin_dsn: str, dbs: Iterable[str]) -> None:
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        for db in dbs:
+            drop_database(conn, db)
 
 
 def installed_versions(dsn: str) -> dict[str, str]:

@@ -3,61 +3,38 @@
 
     python bench/graph_quality.py --dataset ../shared/datasets/cacm --out bench/results/graph_quality_cacm.json
 
-DIR has the layout of ../shared/datasets/* plus edges.jsonl ({"src", "dst", "rel", "properties"?} one a line,
-ids = corpus ids). The script creates a fresh database on the embedded server, ingests the corpus as one tenant
-(bench/quality.py's set-up and ingest: title + " " + text with the precomputed MiniLM embeddings), registers
-the edge types as the admin and loads the edges through the client's add_edges, then runs every judged query as
-the tenant's login role (row-level security on). Metrics: nDCG@10, recall@100, MRR@10 (bench/_common.evaluate)
-and the p50 latency of one hybrid_retrieve call.
-
-What it measures:
-
-1. Engine grid (real hybrid_retrieve calls; dense + BM25, top_k and per_source_k 100, graph_hops 1): the call
-   without the graph (graph_weight 0) for each base, and the same call WITH the graph branch seeded
-   automatically, over graph_expand x graph_weight x graph_decay x graph_edge_types (all, or one type; a hit
-   scores at least graph_weight * its seed's fused score * graph_decay ^ hops). Bases (fusion,
-   vector_weight, keyword_weight, rrf_k): rrf 1/1/60, convex 1/1, rrf_tuned 0.75/1.0/10 (bench/quality.py's
-   tuned setting); plus the CLI's default (rrf, graph_weight 2, graph_expand 1). Every call is recomputed in
-   Python (pyhybrid.fusion.fuse_scores over the branch lists, and a mirror of hybrid.retrieve's automatic
-   seeds and hybrid.search_graph's 1-hop order over edges.jsonl); the two must agree call for call, which
-   makes the null control below exact.
-
-2. Diagnostics: how much signal the edges carry for these judgments (coverage of relevant docs, the chance
-   that a neighbour of a relevant doc is relevant to the same query, the precision of B's candidates linked
-   to a top-N hit against that of B's unlinked candidates at the same ranks, and of neighbours outside B's
-   top_k); a check that the adjacency read from edges.jsonl equals what the engine returns
-   (hybrid.graph_context as the tenant); and an interleaved latency pass (the call without and with the
-   graph branch alternating, several rounds, so machine load hits both alike).
-
-Writes FILE.json (everything, per setting).
+DIR has the layout of ../shared/datasets/* plus edges.jsonl ({"src", "dst", "rel", "properties"?} a line, corpus
+ids). One tenant as bench/quality.py sets it up, the edges loaded through add_edges, every judged query as the
+tenant's login role. The engine grid: per base (fusion, weights, rrf_k) the call without the graph and with it over
+graph_expand x graph_weight x graph_decay x edge types (dense + BM25, 1 hop), each call mirrored in Python
+(pyhybrid.fusion and a copy of the 1-hop walk: the two must agree call for call), which makes the null control (the
+same edges randomly rewired) exact; sign-flip p-values; a check of the adjacency against hybrid.graph_context; an
+interleaved latency pass (the call without and with the graph alternating).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import sys
 import time
-import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality import (  # noqa: E402  (bench/quality.py; importing it makes pyhybrid importable from a checkout)
-    DENSE_SQL, LEX_SQL, METRICS, TENANT, Runner, bm25_index_params, ingest, setup_database, vector_literal)
-from _common import Dataset, engine_state, evaluate, load_dataset, mrr_at_k, start_meta, write_result, ndcg_at_k, recall_at_k  # noqa: E402
+    DENSE_SQL, LEX_SQL, METRICS, TENANT, Runner, bm25_index_params, ingest, quiet_connect, setup_database)
+from _common import (Dataset, drop_databases, evaluate, load_dataset, mrr_at_k, ndcg_at_k, read_jsonl,  # noqa: E402
+                     recall_at_k, start_meta, vector_literal, write_result)
 
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from pyhybrid import connect  # noqa: E402
 from pyhybrid.fusion import GRAPH_DECAY, fuse_scores, graph_score  # noqa: E402
-from pyhybrid.server import start_embedded, stop_embedded  # noqa: E402
+from pyhybrid.server import start_embedded  # noqa: E402
 
 # base calls: name -> (fusion, vector_weight, keyword_weight, rrf_k)
 BASES: dict[str, tuple[str, float, float, float]] = {
@@ -70,14 +47,8 @@ ALL = "all"
 # ---------------------------------------------------------------- data
 
 def read_edges(path: Path) -> list[dict[str, Any]]:
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                o = json.loads(line)
-                out.append({"src": str(o["src"]), "dst": str(o["dst"]), "rel": o["rel"],
-                            "properties": o.get("properties") or {}})
-    return out
+    return [{"src": str(o["src"]), "dst": str(o["dst"]), "rel": o["rel"], "properties": o.get("properties") or {}}
+            for o in read_jsonl(path)]
 
 
 def null_edges(edges: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
@@ -104,10 +75,7 @@ def load_edges(db: str, edges: list[dict[str, Any]], batch: int) -> dict[str, An
     """Load the edges for TENANT through the client (loading registers the tenant's edge types)."""
     t0 = time.perf_counter()
     totals = {"edges_added": 0, "edges_present": 0, "nodes_added": 0}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        client = connect(db)
-    with client:
+    with quiet_connect(db) as client:
         for s in range(0, len(edges), batch):
             with client.tenant(TENANT) as t:
                 res = t.add_edges(edges[s:s + batch])
@@ -121,30 +89,23 @@ def load_edges(db: str, edges: list[dict[str, Any]], batch: int) -> dict[str, An
 
 
 class Adjacency:
-    """Undirected adjacency per edge set (the engine walks edges in both directions)."""
+    """Undirected neighbours per edge set, all edges or one edge type (the engine walks edges both ways)."""
 
     def __init__(self, edges: list[dict[str, Any]]) -> None:
         self.rels = sorted({e["rel"] for e in edges})
-        self.by_rel: dict[str, dict[str, dict[str, int]]] = {r: defaultdict(dict) for r in self.rels}
+        self.by_rel: dict[str, dict[str, set[str]]] = {r: defaultdict(set) for r in self.rels}
         for e in edges:
-            st = int(e["properties"].get("strength", 1) or 1)
-            for a, b in ((e["src"], e["dst"]), (e["dst"], e["src"])):
-                self.by_rel[e["rel"]][a][b] = max(st, self.by_rel[e["rel"]][a].get(b, 0))
+            self.by_rel[e["rel"]][e["src"]].add(e["dst"])
+            self.by_rel[e["rel"]][e["dst"]].add(e["src"])
+        self.sets = [ALL, *self.rels]  # the edge sets the engine can be asked for
         self._cache: dict[str, dict[str, frozenset[str]]] = {}
-
-    def sets(self) -> dict[str, tuple[tuple[str, ...], int]]:
-        """The edge sets the engine can be asked for: all edges, or one edge type (min strength 1)."""
-        return {ALL: (tuple(self.rels), 1), **{r: ((r,), 1) for r in self.rels}}
 
     def nb(self, edge_set: str) -> dict[str, frozenset[str]]:
         if edge_set not in self._cache:
-            rels, min_strength = self.sets()[edge_set]
             acc: dict[str, set[str]] = defaultdict(set)
-            for r in rels:
+            for r in self.rels if edge_set == ALL else [edge_set]:
                 for a, nbs in self.by_rel[r].items():
-                    for b, st in nbs.items():
-                        if r == "CITES" or st >= min_strength:
-                            acc[a].add(b)
+                    acc[a] |= nbs
             self._cache[edge_set] = {a: frozenset(b) for a, b in acc.items()}
         return self._cache[edge_set]
 
@@ -183,17 +144,6 @@ def engine_run(lists: Lists, base: str, expand: int, gw: float, nb: dict[str, fr
     return sorted(out, key=lambda i: (-out[i], i))[:top_k]
 
 
-class Evaluator:
-    """Runs the engine's graph arithmetic over the judged queries for one adjacency (real or random edges)."""
-
-    def __init__(self, qids: list[str], lists: dict[str, Lists], adj: Adjacency, psk: int, top_k: int) -> None:
-        self.qids, self.lists, self.adj, self.psk, self.top_k = qids, lists, adj, psk, top_k
-
-    def run(self, base: str, es: str, expand: int, gw: float, decay: float) -> dict[str, list[str]]:
-        nb = self.adj.nb(es)
-        return {q: engine_run(self.lists[q], base, expand, gw, nb, self.psk, self.top_k, decay) for q in self.qids}
-
-
 # ---------------------------------------------------------------- statistics
 
 def per_query(run: dict[str, list[str]], ds: Dataset, qids: list[str]) -> dict[str, list[float]]:
@@ -225,49 +175,23 @@ def summarize(run: dict[str, list[str]], ds: Dataset, qids: list[str], base_pq: 
     return out
 
 
-def check_adjacency(runner: Runner, adj: Adjacency, Bs: dict[str, list[tuple[str, float]]], n_seeds: int) -> dict[str, Any]:
-    """hybrid.graph_context of the top n_seeds of every query, as the tenant, against edges.jsonl."""
-    same = total = 0
-    bad: list[str] = []
-    for q, B in Bs.items():
-        seeds = [i for i, _ in B[:n_seeds]]
-        with runner.client.tenant(TENANT) as t:
-            rows = t.conn.execute("SELECT chunk_id, context FROM hybrid.graph_context(%s)", (seeds,)).fetchall()
-        got = {r["chunk_id"]: {(x["rel"], x["node_id"]) for x in r["context"]} for r in rows}
-        for s in seeds:
-            want = {(rel, n) for rel in adj.rels for n in adj.by_rel[rel].get(s, {})}
-            total += 1
-            if got.get(s, set()) == want:
-                same += 1
-            elif len(bad) < 5:
-                bad.append(s)
-    return {"seeds_checked": total, "identical": same, "first_mismatches": bad}
-
-
-def latency_pass(call: Callable[..., tuple[list[str], float]], runner: Runner, qids: list[str], bases: Sequence[str],
-                 Bn: dict[str, dict[str, list[tuple[str, float]]]], rounds: int, setting: tuple[str, int, float]) -> dict[str, Any]:
-    """Per base, per query and round: the call without and with the graph branch, in alternating order, and
-    hybrid.search_graph from the top 20 fused hits (what re-ranking by links needs to read)."""
+def latency_pass(call: Callable[..., tuple[list[str], float]], qids: list[str], bases: Sequence[str], rounds: int,
+                 setting: tuple[str, int, float]) -> dict[str, Any]:
+    """Per base, per query and round: the call without and with the graph branch, in alternating order."""
     es, expand, gw = setting
     out: dict[str, Any] = {"graph_setting": {"edges": es, "graph_expand": expand, "graph_weight": gw}, "rounds": rounds}
     for b in bases:
         t_off: list[float] = []
         t_on: list[float] = []
-        t_sg: list[float] = []
         for r in range(rounds):
             for i, q in enumerate(qids):
                 order = (False, True) if (i + r) % 2 == 0 else (True, False)
                 for on in order:
                     _, ms = call(q, b, gw if on else 0.0, expand if on else 0, engine_types(es) if on else None)
                     (t_on if on else t_off).append(ms)
-                seeds = [x for x, _ in Bn[b][q][:20]]
-                t0 = time.perf_counter()
-                with runner.client.tenant(TENANT) as t:
-                    t.conn.execute("SELECT count(*) FROM hybrid.search_graph(%s, 1, 1000)", (seeds,)).fetchone()
-                t_sg.append(1000 * (time.perf_counter() - t0))
         out[b] = {"no_graph_p50_ms": round(float(np.median(t_off)), 2), "graph_p50_ms": round(float(np.median(t_on)), 2),
                   "p50_of_paired_difference_ms": round(float(np.median(np.asarray(t_on) - np.asarray(t_off))), 2),
-                  "search_graph_top20_p50_ms": round(float(np.median(t_sg)), 2), "calls_each": len(t_off)}
+                  "calls_each": len(t_off)}
     return out
 
 
@@ -292,7 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--latency-rounds", type=int, default=3, help="0 skips the interleaved latency pass")
     ap.add_argument("--limit-queries", type=int, default=0, help="only the first N judged queries (smoke tests)")
     ap.add_argument("--keep-db", action="store_true")
-    ap.add_argument("--stop-server", action="store_true", help="stop the embedded server at the end")
     args = ap.parse_args(argv)
     meta = start_meta("graph_quality", argv)
     exact_threshold = None if args.exact_threshold == "engine" else int(args.exact_threshold)
@@ -308,17 +231,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.limit_queries:
         qids = qids[: args.limit_queries]
     out_path = Path(args.out)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     admin_dsn = start_embedded(Path(args.data_dir))
     print(f"embedded server: {admin_dsn}\n== {ds.name}: {len(ds.doc_ids)} docs, {len(qids)} judged queries, "
           f"{len(edges)} edges ({edges_path})")
     dbname = ("pyhybrid_graph_" + re.sub(r"[^a-z0-9_]", "_", ds.name.lower()))[:63]
     timings: dict[str, Any] = {}
     psk, top_k = args.per_source_k, args.top_k
-    engine_sets = [e for e in adj.sets() if not args.edge_sets or e in args.edge_sets]
+    engine_sets = [e for e in adj.sets if not args.edge_sets or e in args.edge_sets]
     ok = False
     try:
-        fingerprint = engine_state()
         db, tenant_dsn, server_info = setup_database(admin_dsn, dbname, exact_threshold)
         timings["ingest"] = ingest(db, ds, args.batch_size)
         edges_load = load_edges(db, edges, args.batch_size)
@@ -332,13 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dr = runner.rows(DENSE_SQL, (vector_literal(vec), psk))
             lr = runner.rows(LEX_SQL, (ds.query_text[q], psk, "bm25"))
             lists[q] = ([i for i, _ in dr], [1 - v for _, v in dr], [i for i, _ in lr], [v for _, v in lr])
-        Bn: dict[str, dict[str, list[tuple[str, float]]]] = {}
-        for b in BASES:
-            Bn[b] = {}
-            for q in qids:
-                B = base_fused(lists[q], b)
-                top = B[0][1] if B and B[0][1] > 0 else 1.0
-                Bn[b][q] = [(i, s / top) for i, s in B]
+        Bn = {b: {q: base_fused(lists[q], b) for q in qids} for b in BASES}  # each base's fused list, in Python
 
         def call(q: str, base: str, gw: float, expand: int, types: list[str] | None,
                  decay: float = GRAPH_DECAY) -> tuple[list[str], float]:
@@ -382,9 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     elif emirror["first_mismatch"] is None:
                         emirror["first_mismatch"] = {"q": q, "setting": [b, es, ex, gw, dc], "engine": run[q][:10],
                                                      "mirror": mine[:10]}
-                null_delta = float(np.mean([np.mean(per_query(Evaluator(qids, lists, na, psk, top_k).run(b, es, ex, gw, dc), ds,
-                                                              qids)["ndcg@10"]) - np.mean(base_pq[b]) for na in null_adjs])) \
-                    if null_adjs else float("nan")
+                null_delta = float(np.mean([np.mean(per_query({x: engine_run(lists[x], b, ex, gw, na.nb(es), psk, top_k, dc)
+                                                               for x in qids}, ds, qids)["ndcg@10"]) - np.mean(base_pq[b])
+                                            for na in null_adjs])) if null_adjs else float("nan")
                 rows.append({"base": b, "edge_types": es, "edge_types_order": engine_sets.index(es), "graph_expand": ex,
                              "graph_weight": gw, "graph_decay": dc, **summarize(run, ds, qids, base_pq[b]),
                              "null_delta": round(null_delta, 5), "p50_ms": round(float(np.median(ms)), 2)})
@@ -400,11 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         timings["engine_grid_s"] = round(time.perf_counter() - t0, 1)
         print(f"  engine == mirror: {emirror['matches']}/{emirror['calls']}; baseline {bmirror}")
 
-        # 2. diagnostics, latency
-        sig_base = args.bases[0]
-        adj_check = check_adjacency(runner, adj, Bn[sig_base], 20)
-        print(f"  adjacency check: {adj_check}")
-        latency = latency_pass(call, runner, qids, args.bases, Bn, args.latency_rounds, (ALL, 5, 0.25)) \
+        # 2. latency
+        latency = latency_pass(call, qids, args.bases, args.latency_rounds, (ALL, 5, 0.25)) \
             if args.latency_rounds > 0 else {}
         runner.close()
         timings["total_s"] = round(time.perf_counter() - t_start, 1)
@@ -414,24 +326,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "edges_load": edges_load,
             "settings": {"top_k": top_k, "per_source_k": psk, "graph_hops": 1, "lexical": "bm25",
                          "exact_threshold": args.exact_threshold, "server": server_info,
-                         "bm25_index": bm25_index_params(db), "engine": fingerprint, "bases": BASES,
+                         "bm25_index": bm25_index_params(db), "bases": BASES,
                          "data_dir": args.data_dir},
             "null_graphs": {"count": len(nulls), "seeds": [1000 + i for i in range(len(nulls))],
                             "edges_kept": [len(e) for e in nulls]},
             "baselines": baselines, "baseline_mirror": bmirror, "engine_mirror": emirror, "engine_grid": engine_grid,
-            "named_engine": named, "adjacency_check": adj_check, "latency": latency, "timings": timings}
+            "named_engine": named, "latency": latency, "timings": timings}
         write_result(out_path, meta, res)
         print(f"\nwrote {out_path} in {timings['total_s']:.0f} s")
         ok = emirror["matches"] == emirror["calls"] and bmirror["matches"] == bmirror["calls"]
     finally:
         if not args.keep_db:
-            with psycopg.connect(admin_dsn, autocommit=True) as c:
-                c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
-        if args.stop_server:
-            try:
-                stop_embedded(Path(args.data_dir))
-            except Exception as exc:  # noqa: BLE001  (report it; do not mask the run's own result)
-                print(f"could not stop the embedded server at {args.data_dir}: {exc}")
+            drop_databases(admin_dsn, [dbname])
     return 0 if ok else 1
 
 

@@ -30,9 +30,8 @@ import psycopg
 from psycopg import sql
 from tqdm import tqdm
 
-from _common import (control_ms, cpu_seconds, drop_database, engine_state, fresh_database, installed_versions, pct, server_processes,
+from _common import (control_ms, cpu_seconds, drop_databases, engine_state, fresh_database, installed_versions, pct, server_processes,
                      start_meta, summarize, vector_literal, write_result)
-from _common import machine_info as host_info
 from pyhybrid import Edge, HybridWeights, connect, migrate
 from pyhybrid.ingest import ingest_records
 from pyhybrid.fusion import rrf_scores
@@ -387,17 +386,16 @@ class BuildMonitor(_Sampler):
         return out
 
 
-def machine_info(admin_dsn: str) -> dict[str, Any]:
-    """The host (as _common.machine_info) with the server's version, extensions and settings."""
+def server_info(admin_dsn: str) -> dict[str, Any]:
+    """The server's version, the extensions it offers and its settings (the machine is in the result's meta)."""
+    names = [*SERVER_SETTINGS, "work_mem", "jit", "max_parallel_workers_per_gather", "max_parallel_maintenance_workers",
+             "synchronous_commit", "shared_preload_libraries"]
     with psycopg.connect(admin_dsn) as conn:
-        pg = conn.execute("SELECT version()").fetchone()[0]
-        exts = dict(conn.execute("SELECT name, default_version FROM pg_available_extensions "
-                                 "WHERE name IN ('vector','age','pg_textsearch')").fetchall())
-        settings = dict(conn.execute("SELECT name, setting || coalesce(unit, '') FROM pg_settings WHERE name = ANY(%s)", (
-            [*SERVER_SETTINGS, "work_mem", "jit", "max_parallel_workers_per_gather", "max_parallel_maintenance_workers",
-             "synchronous_commit", "shared_preload_libraries"],)).fetchall())
-    return {**host_info(), "postgres": pg, "extensions_available": exts, "server_settings": settings,
-            "loadavg_start": list(os.getloadavg())}
+        return {"postgres": conn.execute("SELECT version()").fetchone()[0],
+                "extensions_available": dict(conn.execute("SELECT name, default_version FROM pg_available_extensions "
+                                                          "WHERE name IN ('vector','age','pg_textsearch')").fetchall()),
+                "server_settings": dict(conn.execute("SELECT name, setting || coalesce(unit, '') FROM pg_settings "
+                                                     "WHERE name = ANY(%s)", (names,)).fetchall())}
 
 
 WRITERS = 1  # --writers
@@ -612,15 +610,20 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
                                      "FROM hybrid._tenant_key(%s) k", (PER_SOURCE_K, td.tenant_id)).fetchone()
         rows, m, efc = conn.execute(f"SELECT n, d.m, d.ef_construction FROM (SELECT count(*) AS n FROM {part} "
                                     "WHERE NOT superseded) c, hybrid._hnsw_density(c.n) d").fetchone()
-        lists = max(1, round(rows / 1000 if rows <= 1000000 else math.sqrt(rows)))  # pgvector's guidance
-        probes = ivfflat_probes or max(1, round(math.sqrt(lists)))  # and sqrt(lists) probes to start with
+        # IVFFlat as the engine builds it (hybrid._ivfflat_lists; below ivfflat_rows, where it builds HNSW, by the same
+        # rule) and searches it (setting ivfflat_probes, unless --ivfflat-probes)
+        lists, probes = conn.execute(
+            "SELECT coalesce(hybrid._ivfflat_lists(%s), ceil(sqrt(2 * %s))::integer), coalesce((SELECT value FROM "
+            "hybrid.setting WHERE key = 'ivfflat_probes'), (SELECT default_value FROM hybrid.setting_keys() WHERE key = "
+            "'ivfflat_probes'))::integer", (rows, rows)).fetchone()
+        probes = ivfflat_probes or probes
         conn.execute("SELECT hybrid.suspend_vector_index()")
         conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
                      (f"{conn.execute('SELECT hybrid._hnsw_build_memory(%s, %s)', (rows, m)).fetchone()[0] // 1024}kB",))
         # diskann: vectorscale's StreamingDiskANN on l2_normalize() (the same order; an index the vector kind cannot
         # pick), its SBQ candidates re-ranked by the statement as bit's are (rescoring from an expression panics in 0.9).
-        # ivfflat: pgvector's IVFFlat, not a kind of the engine's: the same normalized vectors by inner product (the
-        # cosine order again, under an operator no other kind's index serves), probes lists scanned, iteratively
+        # ivfflat: the engine's index for large partitions on the same normalized vectors by inner product (the cosine
+        # order again, under an operator no other kind's index serves), probes lists scanned, iteratively
         for k in kinds:
             base = "vector" if k in ("diskann", "ivfflat") else k
             key_sql, stmt = conn.execute("SELECT hybrid._dense_index_key(%s, %s), hybrid._dense_statement(%s, %s)", (DIM, base, base, DIM)).fetchone()
@@ -634,9 +637,10 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
                 key_sql, stmt = f"(l2_normalize(embedding)::vector({DIM})) vector_ip_ops", stmt.replace(
                     "BY c.embedding <=>", f"BY l2_normalize(c.embedding)::vector({DIM}) <#>")
                 method, params, built_with = "ivfflat", f"WITH (lists = {lists})", f"lists {lists}, probes {probes}"
-            t0 = time.perf_counter()
+            t0, (tot0, idle0) = time.perf_counter(), cpu_seconds()
             conn.execute(f"CREATE INDEX bench_{k} ON {part} USING {method} ({key_sql}) {params} WHERE NOT superseded")
-            out[k] = {"build_s": round(time.perf_counter() - t0, 1), "ms": [], "recall": [], "ef_search": ef, "statement": stmt,
+            (tot, idle), build_s = cpu_seconds(), round(time.perf_counter() - t0, 1)
+            out[k] = {"build_s": build_s, "build_core_s": round((tot - tot0) - (idle - idle0), 1), "ms": [], "recall": [], "ef_search": ef, "statement": stmt,
                       "built_with": built_with, "rows": rows,
                       "size_mb": round(conn.execute(f"SELECT pg_relation_size('hybrid.bench_{k}') / 1048576.0::float8").fetchone()[0], 1)}
     with psycopg.connect(app_dsn) as conn:
@@ -686,16 +690,18 @@ def batched(xs: list[Any], n: int) -> Iterator[list[Any]]:
 
 
 def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, bulk: bool, batch: int,
-               res: dict[str, Any], timings: dict[str, float], mem: MemorySampler) -> None:
+               mem: MemorySampler) -> dict[str, Any]:
     """Every tenant's chunks through TenantSession.ingest as the app role, batches cut at document
-    boundaries; with bulk, inside HybridClient(admin).bulk_load() (HNSW, GIN, BM25 dropped, rebuilt on exit)."""
+    boundaries; with bulk, inside HybridClient(admin).bulk_load() (HNSW, GIN, BM25 dropped, rebuilt on exit).
+    Returns the load's seconds and CPU use and, with bulk, the rebuild's, by part."""
     hnsw_check = "SELECT to_regclass('hybrid.chunk_embedding_hnsw') IS NOT NULL AS present"
+    out: dict[str, Any] = {"hnsw_present_during_load": True}
     with (connect(db_dsn) if bulk else nullcontext()) as admin, (BuildMonitor(db_dsn) if bulk else nullcontext()) as builds:
         t0 = time.perf_counter()
         with (admin.bulk_load(build_workers=BUILD_WORKERS) if bulk else nullcontext()):
             if bulk:
                 with admin.connection() as c, c.transaction():  # not left open: resume would be a savepoint in it
-                    res["hnsw_present_during_load"] = c.execute(hnsw_check).fetchone()["present"]
+                    out["hnsw_present_during_load"] = c.execute(hnsw_check).fetchone()["present"]
             with tqdm(total=size, desc=f"{size}: ingest", unit="chunk", leave=False) as bar:
                 def load(td: TenantData) -> None:  # pyhybrid ingest's path for pre-embedded records (--writers at once)
                     recs = ({"chunk_id": td.chunk_ids[j], "document_id": td.doc_ids[j], "content": td.texts[j],
@@ -715,7 +721,7 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
                 cpu1 = cpu_seconds()
             t_loaded = time.perf_counter()
             # the load's CPU use, as a share of all cores (not idle nor waiting on I/O; client and server)
-            res["load_cpu_busy_pct"] = round(100 * ((cpu1[0] - cpu0[0]) - (cpu1[1] - cpu0[1])) /
+            out["load_cpu_busy_pct"] = round(100 * ((cpu1[0] - cpu0[0]) - (cpu1[1] - cpu0[1])) /
                                              ((cpu1[0] - cpu0[0]) or 1), 1)
             if bulk:
                 mem.phase = "hnsw_rebuild"
@@ -725,13 +731,20 @@ def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, b
         if bulk:
             builds.counting.clear()
             with admin.connection() as c, c.transaction():
-                res["hnsw_present_after_load"] = c.execute(hnsw_check).fetchone()["present"]
-    timings["ingest_s"] = t_loaded - t0
+                out["hnsw_present_after_load"] = c.execute(hnsw_check).fetchone()["present"]
+    out["ingest_s"] = t_loaded - t0
     if bulk:
-        res["index_builds"] = builds.report()
-        timings["index_rebuild_s"] = t_built - t_loaded
-        timings["bulk_load_total_s"] = t_built - t0
+        out.update(index_builds=builds.report(), index_rebuild_s=t_built - t_loaded, bulk_load_total_s=t_built - t0)
         print(f"{size}: HNSW, GIN and BM25 rebuilt in {t_built - t_loaded:.1f} s", file=sys.stderr)
+    return out
+
+
+def index_state(dsn: str) -> tuple[list[Any], int]:
+    """Every index of hybrid.chunk and its partitions as the catalog defines it, and the BM25 segment records."""
+    with psycopg.connect(dsn) as c:
+        return c.execute("""SELECT i.relname, pg_get_indexdef(i.oid), coalesce(array_to_string(i.reloptions, ','), '')
+            FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid IN (SELECT relid FROM
+            pg_partition_tree('hybrid.chunk')) ORDER BY 1""").fetchall(), c.execute("SELECT count(*) FROM hybrid.bm25_merged").fetchone()[0]
 
 
 def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, Any]:
@@ -778,11 +791,18 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         bulk = bool(args.bulk_above) and size >= args.bulk_above
         if resume:  # a --keep-db run's complete database: nothing is loaded, so no ingest figures
             res["resumed"] = True
+            if args.rebuild:  # its indexes dropped and built again as a bulk load ends: a fresh build to measure
+                mem.phase, before = "rebuild", index_state(db_dsn)
+                with connect(app_dsn) as client:
+                    built = ingest_all(client, db_dsn, [], size, True, args.batch, mem)
+                timings["rebuild_s"] = built["index_rebuild_s"]
+                res["rebuild"] = {"build_workers": BUILD_WORKERS, "s": round(built["index_rebuild_s"], 1),
+                                  "same_indexes_as_before": index_state(db_dsn) == before, "index_builds": built["index_builds"]}
         else:
             mem.phase = "ingest"
             n_batches = sum(len(list(doc_batches(td, args.batch))) for td in tenants)
             with connect(app_dsn) as client:
-                ingest_all(client, db_dsn, tenants, size, bulk, args.batch, res, timings, mem)
+                load = ingest_all(client, db_dsn, tenants, size, bulk, args.batch, mem)
                 mem.phase = "edges"
                 t0 = time.perf_counter()
                 added = submitted = 0
@@ -794,18 +814,19 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                             submitted += len(part)
                             bar.update(len(part))
                 timings["edges_s"] = time.perf_counter() - t0
+            timings.update({k: load[k] for k in ("ingest_s", "index_rebuild_s", "bulk_load_total_s") if k in load})
             res["ingest"] = {
-                "chunks": size, "batches": n_batches, "chunks_per_s": round(size / timings["ingest_s"], 1),
+                "chunks": size, "batches": n_batches, "chunks_per_s": round(size / load["ingest_s"], 1),
                 "edges_submitted": submitted, "edges_generated": n_edges, "edges_added": added,
                 "edges_per_s": round(submitted / timings["edges_s"], 1) if timings["edges_s"] > 0 else None,
-                "bulk_load": bulk, "hnsw_present_during_load": res.pop("hnsw_present_during_load", True),
-                "load_cpu_busy_pct": res.pop("load_cpu_busy_pct", None)}
+                "bulk_load": bulk, "hnsw_present_during_load": load["hnsw_present_during_load"],
+                "load_cpu_busy_pct": load["load_cpu_busy_pct"]}
             if bulk:
-                res["ingest"].update(hnsw_present_after_load=res.pop("hnsw_present_after_load", None),
+                res["ingest"].update(hnsw_present_after_load=load["hnsw_present_after_load"],
                                      load_only_chunks_per_s=res["ingest"]["chunks_per_s"],
-                                     index_rebuild_s=round(timings["index_rebuild_s"], 2),
-                                     load_plus_rebuild_chunks_per_s=round(size / timings["bulk_load_total_s"], 1),
-                                     index_builds=res.pop("index_builds"))
+                                     index_rebuild_s=round(load["index_rebuild_s"], 2),
+                                     load_plus_rebuild_chunks_per_s=round(size / load["bulk_load_total_s"], 1),
+                                     index_builds=load["index_builds"])
 
         mem.phase = "analyze"
         t0 = time.perf_counter()
@@ -824,10 +845,6 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 UNION ALL SELECT 'gin_mb', (SELECT sum(pg_relation_size(relid))
                     FROM pg_partition_tree(to_regclass('hybrid.chunk_tsv_gin'))) / 1048576.0
                 UNION ALL SELECT 'database_mb', pg_database_size(current_database()) / 1048576.0""").fetchall()}
-            if conn.execute("SELECT to_regprocedure('hybrid.vector_index_density()') IS NOT NULL").fetchone() == (True,):
-                # the HNSW graph density of the largest partitions (engines from 98f644e build it by size)
-                res["hnsw_density"] = [dict(zip(("tenant_id", "live_rows", "m", "ef_construction"), r)) for r in conn.execute(
-                    "SELECT tenant_id, live_rows, m, ef_construction FROM hybrid.vector_index_density() LIMIT 5").fetchall()]
         timings["vacuum_analyze_s"] = time.perf_counter() - t0
         if args.bm25_ab:  # the measured tenants' BM25 indexes in one segment: search_lexical takes the scan's scores
             t0, res["bm25_merge"] = time.perf_counter(), [vars(a) for a in merge_bm25(db_dsn, [tenants[i].tenant_id for _, i in chosen])]
@@ -874,8 +891,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
     timings["total_s"] = time.perf_counter() - t_start
     res["timings"] = {k: round(v, 2) for k, v in timings.items()}
     if not args.keep_db and not resume:  # a resumed database is never dropped: it took the build to make
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            drop_database(conn, db)
+        drop_databases(admin_dsn, [db])
     return res
 
 
@@ -1024,22 +1040,21 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                 lx = [r[0] for r in conn.execute(LEXICAL_SQL, (q.text, PER_SOURCE_K)).fetchall()]
                 bm25_scores = conn.execute("SELECT current_setting('hybrid.bm25_scores', true)").fetchone()[0]
                 g = [r[0] for r in conn.execute(GRAPH_SQL, (q.seeds, PER_SOURCE_K)).fetchall()]
-                # the default of search_dense's exact_threshold (sql/idempotent/050_search.sql)
-                threshold = conn.execute("SELECT coalesce((SELECT value::integer FROM hybrid.setting "
-                                         "WHERE key = 'exact_threshold'), 5000)").fetchone()[0]
                 key = conn.execute("SELECT tenant_key FROM hybrid.tenant WHERE tenant_id = %s",
                                    (td.tenant_id,)).fetchone()[0]
-                scope = conn.execute("SELECT hybrid._scope_size(%s, NULL, NULL, %s)", (key, threshold)).fetchone()[0]
                 acl = conn.execute("SELECT hybrid._current_acl(), hybrid._acl_all()").fetchone()
-            sample = admin.execute(  # search_dense's v_sample_rows
-                "SELECT round(coalesce((SELECT value::integer FROM hybrid.setting WHERE key = 'dense_audit_rows'), 1000) "
-                "* least(4.0, greatest(1.0, sqrt(greatest(reltuples, 0) / 100000.0))))::integer "
-                "FROM pg_class WHERE oid = hybrid._chunk_partition(%s::integer)", (key,)).fetchone()[0]
-            ef, bm25_index, partition, probes = admin.execute(
-                "SELECT greatest(hybrid._dense_plan(%s::integer, NULL, NULL, NULL, %s), 100), "
-                "hybrid._bm25_partition_index(%s::integer), hybrid._chunk_partition(%s::integer)::text, "
-                "coalesce((SELECT value FROM hybrid.setting WHERE key = 'ivfflat_probes'), '20')",
-                (key, PER_SOURCE_K, key, key)).fetchone()
+            # search_dense's settings (hybrid.setting, else the defaults of hybrid.setting_keys()): its exact threshold
+            # (the larger of exact_threshold and dense_audit_rows), its audit's sample, its breadth and IVFFlat probes
+            threshold, sample, ef, bm25_index, partition, probes = admin.execute(
+                "WITH s AS (SELECT r.key, coalesce(x.value, r.default_value) AS v FROM hybrid.setting_keys() r LEFT JOIN "
+                "hybrid.setting x USING (key)), t(e, a) AS (SELECT (SELECT v::integer FROM s WHERE key = 'exact_threshold'), "
+                "(SELECT v::integer FROM s WHERE key = 'dense_audit_rows')) SELECT greatest(e, a), hybrid._audit_sample_rows("
+                "hybrid._chunk_partition(%(key)s), a), greatest(hybrid._dense_plan(%(key)s, NULL, NULL, NULL, %(k)s), 100), "
+                "hybrid._bm25_partition_index(%(key)s), hybrid._chunk_partition(%(key)s)::text, (SELECT v FROM s WHERE key = "
+                "'ivfflat_probes') FROM t", {"key": key, "k": PER_SOURCE_K}).fetchone()
+            with conn.transaction():  # the partition's row estimate, as the tenant's app session sees it
+                conn.execute(SET_TENANT, (td.tenant_id,))
+                scope = conn.execute("SELECT hybrid._scope_size(%s, NULL, NULL, %s)", (key, threshold)).fetchone()[0]
             params = {"sample": sample, "d10": dense_rows[min(len(dense_rows), 10) - 1][1] if dense_rows else float("inf"),
                       "v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)), "ef": str(ef), "probes": probes,
                       "tenant": td.tenant_id, "key": key, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
@@ -1083,25 +1098,12 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
     return "\n".join(out)
 
 
-def explain_only(args: argparse.Namespace, admin_dsn: str) -> None:
-    """Rewrite <out>_explain_<size>.txt from the databases a --keep-db run left (same data, same queries)."""
-    for size in sorted(args.sizes):
-        db = f"bench_latency_{size}"
-        world, _, sizes, tenants = generate(args.seed, size)
-        picks = [(label, tenants[i]) for label, i in choose_picks(sizes)]
-        eng = engine_state()
-        note = (f" (engine git {eng['git_head']}, digest {eng['sql_and_pyhybrid_sha256']}; written by --explain-only "
-                "on the database of the latency run)")
-        print(write_explain(args, size, dsn_for(admin_dsn, db, APP_ROLE), dsn_for(admin_dsn, db), picks, world, note),
-              file=sys.stderr)
-
-
 def write_explain(args: argparse.Namespace, size: int, app_dsn: str, db_dsn: str, picks: list[tuple[str, TenantData]],
-                  world: World, note: str = "") -> Path:
+                  world: World) -> Path:
     """The EXPLAIN report, beside the result file: <out>_explain.txt (<out>_explain_<size>.txt for several sizes)."""
     stem = f"{args.out.stem}_explain" + ("" if len(args.sizes) == 1 else f"_{size}")
     path = args.out.parent / f"{stem}.txt"
-    path.write_text(f"# EXPLAIN (ANALYZE, BUFFERS) as {APP_ROLE} under RLS, {size:,} chunks{note}\n\n"
+    path.write_text(f"# EXPLAIN (ANALYZE, BUFFERS) as {APP_ROLE} under RLS, {size:,} chunks\n\n"
                     + explain_report(app_dsn, picks, world, args.seed + 3, db_dsn))
     return path
 
@@ -1115,17 +1117,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20240501)
     ap.add_argument("--out", type=Path, default=Path("bench/results/latency_100k.json"))
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/pyhybrid-bench-latency"))
-    ap.add_argument("--keep-db", action="store_true", help="keep each size's database (for --resume, --explain-only)")
+    ap.add_argument("--keep-db", action="store_true", help="keep each size's database (for --resume)")
     ap.add_argument("--skip-reindex", action="store_true")
     ap.add_argument("--no-explain", dest="explain", action="store_false",
                     help="do not write the EXPLAIN (ANALYZE, BUFFERS) report of every engine statement")
     ap.add_argument("--method-budget-s", type=float, default=300.0,
                     help="stop timing a method for a tenant after this many seconds (n then < --queries)")
-    ap.add_argument("--explain-only", action="store_true",
-                    help="only rewrite the EXPLAIN report from the databases a --keep-db run left")
     ap.add_argument("--resume", type=int, nargs="*", default=[],
                     help="sizes whose complete database a --keep-db run left: migrate it to this checkout and "
                          "measure the queries again (no ingest figures; the database is kept)")
+    ap.add_argument("--rebuild", action="store_true", help="--resume: first drop and build the kept database's "
+                    "indexes again through bulk_load(build_workers=--build-workers), timed by part (a fresh build)")
     ap.add_argument("--ef-search", type=int, default=None,
                     help="set hybrid.setting hnsw_ef_search for the run (default: the engine's breadth rule)")
     ap.add_argument("--tenants", type=int, default=100,
@@ -1135,9 +1137,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", action="store_true", help="also time pyhybrid.aio's read-only one call and parallel=True")
     ap.add_argument("--index-kinds", nargs="+", choices=["vector", "halfvec", "bit", "diskann", "ivfflat"], default=[],
                     help="also compare these dense index kinds (hybrid._dense_kind; diskann and ivfflat beside them) on the "
-                         "largest tenant measured")
+                         "largest tenant measured (--picks chooses its size), the statement alone, without the audit")
     ap.add_argument("--ivfflat-probes", type=int, default=None,
-                    help="--index-kinds ivfflat: lists scanned per query (default sqrt(lists), pgvector's starting point)")
+                    help="--index-kinds ivfflat: lists scanned per query (default: the engine's setting ivfflat_probes)")
     ap.add_argument("--bulk-above", type=int, default=0,
                     help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time lexical_bm25 (the "
@@ -1155,16 +1157,15 @@ def main(argv: list[str] | None = None) -> int:
     LOAD_STREAMS, BUILD_WORKERS = args.load_streams, args.build_workers
     if args.tenants < len(args.picks):
         ap.error("--tenants must be at least the number of --picks")
+    if args.rebuild and not args.resume:
+        ap.error("--rebuild rebuilds a kept database: give it with --resume")
     if args.queries < 1:
         ap.error("--queries must be >= 1")
 
     meta = start_meta("latency", argv)
     admin_dsn = configure_server(args.data_dir, start_embedded(args.data_dir))
-    if args.explain_only:
-        explain_only(args, admin_dsn)
-        return 0
     report: dict[str, Any] = {
-        "machine": machine_info(admin_dsn),
+        "server": server_info(admin_dsn),
         "config": {"queries": args.queries, "warmup": args.warmup, "batch": args.batch, "writers": args.writers, "load_streams": args.load_streams, "build_workers": args.build_workers, "seed": args.seed,
                    "per_source_k": PER_SOURCE_K, "top_k": TOP_K, "weights": [WEIGHTS.vector, WEIGHTS.keyword, WEIGHTS.graph],
                    "rrf_k": RRF_K, "tenants": N_TENANTS, "picks": PICKS, "dim": DIM, "clusters": N_CLUSTERS, "vocab": VOCAB},

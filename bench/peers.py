@@ -12,7 +12,6 @@ per query (order rotated by query) after --warmup untimed queries; exact_dense (
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -27,11 +26,11 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tqdm import tqdm
 
-from _common import (Dataset, drop_database, engine_state, evaluate, exact_cosine_run, fresh_database, load_dataset,
-                     pct, start_meta, vector_literal, write_result)
+from _common import (Dataset, drop_databases, evaluate, exact_cosine_run, fresh_database, load_dataset,
+                     start_meta, summarize, vector_literal, write_result)
 from quality import TENANT, Runner, ingest, setup_database
 from pyhybrid.errors import InvalidParameterError
-from pyhybrid.server import embedded_status, start_embedded, stop_embedded
+from pyhybrid.server import start_embedded
 
 from langchain_core.embeddings import Embeddings
 from langchain_postgres import PGEngine, PGVectorStore
@@ -155,8 +154,6 @@ LC_HYBRID: dict[str, dict[str, Any]] = {
     "lc_hybrid_rrf_100": {"fusion_function": reciprocal_rank_fusion, "primary_top_k": 100, "secondary_top_k": 100},
     "lc_hybrid_rrf_300": {"fusion_function": reciprocal_rank_fusion, "primary_top_k": 300, "secondary_top_k": 300},
 }
-SHARED_MODE = "lc_hybrid_rrf_100_shared"  # the README pattern (config given once): 0.0.19 keeps query 1's text
-SHARED_CFG = {"fusion_function": reciprocal_rank_fusion, "primary_top_k": 100, "secondary_top_k": 100}
 
 
 def describe_cfg(cfg: HybridSearchConfig) -> dict[str, Any]:
@@ -165,11 +162,8 @@ def describe_cfg(cfg: HybridSearchConfig) -> dict[str, Any]:
             "secondary_top_k": cfg.secondary_top_k, "index_name": cfg.index_name, "index_type": cfg.index_type}
 
 
-def lc_calls(engine: PGEngine, emb: PrecomputedEmbeddings,
-             top_k: int) -> tuple[dict[str, Call], dict[str, Any], PGVectorStore]:
+def lc_calls(engine: PGEngine, emb: PrecomputedEmbeddings, top_k: int) -> tuple[dict[str, Call], dict[str, Any]]:
     dense_store = PGVectorStore.create_sync(engine=engine, embedding_service=emb, table_name=TABLE)
-    shared_store = PGVectorStore.create_sync(engine=engine, embedding_service=emb, table_name=TABLE,
-                                             hybrid_search_config=HybridSearchConfig(tsv_column=TSV, **SHARED_CFG))
     calls: dict[str, Call] = {}
     config: dict[str, Any] = {"lc_dense": {"store": "no hybrid_search_config", "k": top_k}}
 
@@ -181,13 +175,12 @@ def lc_calls(engine: PGEngine, emb: PrecomputedEmbeddings,
         config[mode] = {"per_call": describe_cfg(HybridSearchConfig(tsv_column=TSV, **kw)), "k": top_k}
 
         def call(q: str, vec: np.ndarray, text: str, kw: dict[str, Any] = kw) -> list[str]:
-            cfg = HybridSearchConfig(tsv_column=TSV, **kw)  # fresh per call: see issue #337
+            # fresh per call: a store-level config keeps the first query's text in 0.0.19 (bench/FINDINGS.md)
+            cfg = HybridSearchConfig(tsv_column=TSV, **kw)
             return ids(dense_store.similarity_search(text, k=top_k, hybrid_search_config=cfg))
 
         calls[mode] = call
-    config[SHARED_MODE] = {"store_level": describe_cfg(HybridSearchConfig(tsv_column=TSV, **SHARED_CFG)), "k": top_k}
-    calls[SHARED_MODE] = lambda q, vec, text: ids(shared_store.similarity_search(text, k=top_k))
-    return calls, config, shared_store
+    return calls, config
 
 
 def lc_hnsw_calls(engine: PGEngine, emb: PrecomputedEmbeddings, top_k: int) -> tuple[dict[str, Call], dict[str, Any]]:
@@ -227,11 +220,6 @@ def run_phase(calls: dict[str, Call], ds: Dataset, qids: list[str], warmup: int,
             ms[m].append(1000 * (time.perf_counter() - t0))
             runs[m][q] = out
     return runs, ms, errors
-
-
-def lat(values: list[float]) -> dict[str, Any]:
-    return {"p50_ms": round(pct(values, 50), 2), "p95_ms": round(pct(values, 95), 2),
-            "mean_ms": round(float(np.mean(values)), 2), "calls": len(values)}
 
 
 def sparse_match_counts(lc_db: str, texts: Sequence[str]) -> list[int]:
@@ -280,18 +268,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-hnsw", action="store_true", help="skip the peer's HNSW phase")
     ap.add_argument("--limit-queries", type=int, default=0, help="only the first N judged queries (smoke tests)")
     ap.add_argument("--keep-db", action="store_true", help="keep the bench databases")
-    ap.add_argument("--stop-server", choices=("auto", "yes", "no"), default="auto",
-                    help="stop the embedded server at the end: auto = when this run started it")
     args = ap.parse_args(argv)
     meta = start_meta("peers", argv)
     datasets = args.dataset or DEFAULT_DATASETS
 
     t_start = time.perf_counter()
-    load_start = [round(x, 2) for x in os.getloadavg()]
     out_path = Path(args.out)
-    was_running = embedded_status(Path(args.data_dir))["running"]
     admin_dsn = start_embedded(Path(args.data_dir))
-    print(f"embedded server: {admin_dsn} ({'already running' if was_running else 'started'})")
+    print(f"embedded server: {admin_dsn}")
 
     results: dict[str, Any] = {}
     timings: dict[str, Any] = {}
@@ -299,7 +283,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     lc_ext: dict[str, str] = {}
     modes_cfg: dict[str, Any] = {}
     dbs: list[str] = []
-    fingerprint = engine_state()
     engines: list[PGEngine] = []
     try:
         for dpath in datasets:
@@ -330,18 +313,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             lc_ing.update({"rows": stored[0], "rows_with_tsv": stored[1], "texts_shared_by_docs": emb.shared_texts})
 
             # phase 1: everything interleaved
-            lcc, lc_cfg, shared_store = lc_calls(engine, emb, args.top_k)
+            lcc, lc_cfg = lc_calls(engine, emb, args.top_k)
             calls = {**pyhybrid_calls(runner, args.top_k), **lcc}
             modes_cfg.update(lc_cfg)
             t1 = time.perf_counter()
             runs, ms, errors = run_phase(calls, ds, qids, args.warmup, "main phase")
             t_main = time.perf_counter() - t1
-            latency: dict[str, dict[str, Any]] = {m: {"main": lat(v)} for m, v in ms.items()}
-
-            # shared-config diagnostic: what fts_query the store-level config holds now
-            shared_store_cfg = shared_store._PGVectorStore__vs.hybrid_search_config  # the store's own config
-            first_text = ds.query_text[qids[0]] if qids else None
-            stuck = (shared_store_cfg is not None and len(qids) > 1 and shared_store_cfg.fts_query == first_text)
+            latency: dict[str, dict[str, Any]] = {m: {"main": summarize(v)} for m, v in ms.items()}
 
             # phase 2: the peer with an HNSW index
             plans: dict[str, str] = {}
@@ -364,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                 "hnsw phase")
                 t_hnsw = time.perf_counter() - t2
                 for m, v in ms2.items():
-                    latency.setdefault(m, {})["hnsw"] = lat(v)
+                    latency.setdefault(m, {})["hnsw"] = summarize(v)
                 runs.update({m: runs2[m] for m in hc})
                 for m in ("pyhybrid_dense", "pyhybrid_hybrid"):  # the control must return the same lists
                     same = sum(runs2[m][q] == runs[m][q] for q in qids)
@@ -401,9 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "lc_sparse_zero_match_queries": sum(c == 0 for c in counts),
                 "lc_sparse_under10_queries": sum(c < 10 for c in counts),
                 "lc_sparse_median_matches": float(np.median(counts)) if counts else None,
-                "shared_config_fts_query_stuck": stuck,
                 "lc_dense_equals_pyhybrid_dense": sum(runs["lc_dense"][q] == runs["pyhybrid_dense"][q] for q in qids),
-                "shared_equals_per_call": sum(runs[SHARED_MODE][q] == runs["lc_hybrid_rrf_100"][q] for q in qids),
                 "sanity": sanity, "plans": plans, "errors": errors,
                 "pyhybrid_skipped_calls": runner.errors[:3] + ([f"... {len(runner.errors)} in all"]
                                                                if len(runner.errors) > 3 else []),
@@ -420,8 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         modes_cfg.update({
             "pyhybrid_hybrid": {"call": f"tenant.retrieve(query_embedding, query_text, top_k={args.top_k})",
-                                "effective": "dense + BM25 (pg_textsearch), rrf, rrf_k 60, weights 1/1, per_source_k "
-                                             f"{max(3 * args.top_k, 30)}, graph off (no seeds)"},
+                                "effective": "the engine's defaults (meta.engine), graph off (no seeds)"},
             "pyhybrid_dense": {"call": f"tenant.retrieve(query_embedding, top_k={args.top_k}, keyword_weight=0, "
                                        "graph_weight=0)"},
             "exact_dense": {"reference": "exact cosine in numpy over the same f16 vectors"},
@@ -432,12 +407,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "top_k": args.top_k, "warmup": args.warmup, "batch_size": args.batch_size,
                 "content": "title + ' ' + text", "embeddings": "corpus/queries .minilm.f16.npy (all-MiniLM-L6-v2)",
                 "pyhybrid_queries_as": "tenant login role (row-level security on), one transaction per call; "
-                                       "exact_threshold: engine default (5,000)",
+                                       "exact_threshold: the engine's default",
                 "lc_queries_as": f"role {LC_ROLE} (owner of its database, not a superuser); driver postgresql+psycopg; "
                                  "SQLAlchemy default pool",
                 "modes": modes_cfg, "server": server_info, "lc_extensions": lc_ext, "versions": versions(),
-                "engine": fingerprint, "data_dir": args.data_dir,
-                "loadavg_start": load_start, "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+                "data_dir": args.data_dir,
             },
             "timings": timings,
         }
@@ -448,12 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with suppress(Exception):  # the run's own error matters more
                 e._run_as_sync(e.close())
         if not args.keep_db:
-            with psycopg.connect(admin_dsn, autocommit=True) as c:
-                for dbname in dbs:
-                    drop_database(c, dbname)
-        if args.stop_server == "yes" or (args.stop_server == "auto" and not was_running):
-            stopped = stop_embedded(Path(args.data_dir))
-            print(f"embedded server at {args.data_dir} {'stopped' if stopped else 'was not running'}")
+            drop_databases(admin_dsn, dbs)
     return 0
 
 

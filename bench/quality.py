@@ -1,35 +1,16 @@
 #!/usr/bin/env python
-"""Retrieval quality of pyhybrid on IR test collections: dense, BM25, ts_rank and their RRF fusion.
+"""Retrieval quality on IR test collections: dense, BM25, ts_rank and their fusions (bench/README.md).
 
     python bench/quality.py --dataset DIR [--dataset DIR ...] --out FILE.json
 
-Each DIR has the layout of ../shared/datasets/* (corpus.jsonl, corpus.ids.txt, corpus.minilm.f16.npy,
-queries.jsonl, queries.ids.txt, queries.minilm.f16.npy, qrels.tsv). For every collection the script
-creates a fresh database on the embedded server, migrates it, ingests the corpus (title + " " + text with
-the given embeddings) for one tenant and runs every judged query as that tenant's login role (so row-level
-security applies). Writes FILE.json ({"datasets": {name: {mode: {"ndcg@10", "recall@100", "mrr@10", ...}}}}).
-
-Modes (all top_k results of one engine call per query unless said otherwise):
-  dense, bm25, ts_rank          hybrid_retrieve with one source (weights 1,0,0 / 0,1,0)
-  hybrid_bm25, hybrid_ts_rank   hybrid_retrieve, dense + lexical, plain RRF (weights 1/1, rrf_k 60)
-  exact_dense                   exact cosine in numpy over the same f16 embeddings (the sanity reference)
-  ref_bm25                      Okapi BM25 in Python over PostgreSQL's to_tsvector('english') lexemes with the
-                                index's k1 and b, query terms weighted by their count: a reference for bm25
-  hybrid_bm25_<fusion>_tuned, hybrid_ts_rank_<fusion>_tuned
-                                hybrid_retrieve with fusion rrf, convex, dbsf or blend at the grid setting of that
-                                method that keeps fused nDCG@10 >= the best single branch on every collection,
-                                with the best mean nDCG@10
-  hybrid_bm25_tuned, hybrid_ts_rank_tuned
-                                the best of the three (the same rows as that method's)
-
-The grid (fusion x weights x rrf_k x per_source_k; for blend, rrf_k holds its lexical saturation k) is evaluated in Python with pyhybrid.fusion.fuse_scores
-(the arithmetic of SQL's hybrid.fuse) over each branch's list and scores, fetched once per query and
-per_source_k with hybrid.search_dense / hybrid.search_lexical; the script checks that this fusion
-reproduces the engine's hybrid_retrieve output at the default setting and at every tuned one. The grid is
-tuned ON the reported collections (they are training sets), so a leave-one-collection-out estimate (the
-setting picked on the other collections, scored on the held-out one) is reported too, for each method and
-for the choice among all of them. A per_source_k below top_k fuses shorter lists: its recall@100 counts
-what the fused list holds (at most 2 x per_source_k); the engine is then called with top_k = per_source_k.
+Each collection (the layout of ../shared/datasets/*) in a fresh database as one tenant, every judged query as its
+login role (RLS on). Modes: dense, bm25, ts_rank (one branch each); hybrid_bm25, hybrid_ts_rank (dense + lexical,
+plain RRF 1/1, rrf_k 60); exact_dense (numpy) and ref_bm25 (Okapi BM25 in Python over PostgreSQL's lexemes with
+the index's k1 and b), the references; hybrid_<lexical>_<fusion>_tuned and hybrid_<lexical>_tuned (the best of
+them), the grid's picks: fusion x weights x rrf_k x per_source_k, fused in Python (pyhybrid.fusion, checked
+against hybrid_retrieve), the best mean nDCG@10 among the settings whose fusion beats the best single branch on
+every collection. Tuned on the collections reported, so leave-one-collection-out too. A per_source_k below top_k
+fuses shorter lists (recall@100 counts at most 2 x per_source_k).
 """
 
 from __future__ import annotations
@@ -46,12 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from tqdm import tqdm
 
-from _common import Dataset, bm25_run, engine_state, evaluate, exact_cosine_run, load_dataset, start_meta, write_result
-from pyhybrid import AbstainedWarning, Chunk, HybridWeights, connect, migrate
+from _common import (Dataset, bm25_run, drop_databases, evaluate, exact_cosine_run, fresh_database, installed_versions,
+                     load_dataset, start_meta, vector_literal, write_result)
+from pyhybrid import AbstainedWarning, Chunk, HybridClient, HybridWeights, connect, migrate
 from pyhybrid.errors import InvalidParameterError
 from pyhybrid.fusion import TERM_COVERAGE, blend_score, fuse_scores, lexical_strength
 from pyhybrid.server import start_embedded
@@ -76,37 +57,21 @@ DENSE_SQL = "SELECT chunk_id, value FROM hybrid.search_dense(%s::vector, %s) ORD
 LEX_SQL = "SELECT chunk_id, value FROM hybrid.search_lexical(%s, %s, lexical => %s) ORDER BY rank"
 
 
-def vector_literal(v: np.ndarray) -> str:
-    """pgvector text form, float32 values written as the client library writes them."""
-    return "[" + ",".join(repr(float(x)) for x in np.asarray(v, dtype=np.float32)) + "]"
-
-
 # ---------------------------------------------------------------- database set-up
 
 def setup_database(admin_dsn: str, dbname: str, exact_threshold: int | None) -> tuple[str, str, dict[str, Any]]:
     """A fresh, migrated database with tenant TENANT bound to ROLE; returns (admin dsn, tenant dsn, info)."""
-    with psycopg.connect(admin_dsn, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
-        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    fresh_database(admin_dsn, dbname, ROLE)
     db = make_conninfo(admin_dsn, dbname=dbname)
     migrate.upgrade(db)
-    info: dict[str, Any] = {}
     with psycopg.connect(db, autocommit=True) as c:
         c.execute("SELECT hybrid.create_tenant(%s)", (TENANT,))
-        c.execute(
-            "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '" + ROLE + "') "
-            "THEN CREATE ROLE " + ROLE + " LOGIN; END IF; END$$"
-        )
         c.execute("SELECT hybrid.grant_tenant(%s, %s)", (ROLE, TENANT))
         if exact_threshold is not None:
-            c.execute(
-                "INSERT INTO hybrid.setting (key, value) VALUES ('exact_threshold', %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (str(exact_threshold),),
-            )
-        info["postgres"] = c.execute("SHOW server_version").fetchone()[0]
-        info["extensions"] = dict(c.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall())
-        info["bm25_available"] = bool(c.execute("SELECT hybrid.bm25_available()").fetchone()[0])
+            c.execute("INSERT INTO hybrid.setting (key, value) VALUES ('exact_threshold', %s) "
+                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(exact_threshold),))
+        bm25 = bool(c.execute("SELECT hybrid.bm25_available()").fetchone()[0])
+    info = {**installed_versions(db), "bm25_available": bm25}
     return db, make_conninfo(db, user=ROLE), info
 
 
@@ -150,6 +115,12 @@ def reference_bm25(db: str, ds: Dataset, qids: list[str], params: dict[str, Any]
     return bm25_run(ds.doc_ids, doc_tf, q_tf, float(params.get("k1", 1.2)), float(params.get("b", 0.75)), top_k)
 
 
+def quiet_connect(dsn: str) -> HybridClient:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return connect(dsn)
+
+
 def ingest(db: str, ds: Dataset, batch_size: int) -> dict[str, Any]:
     seen: set[str] = set()
     rows: list[int] = []
@@ -161,10 +132,7 @@ def ingest(db: str, ds: Dataset, batch_size: int) -> dict[str, Any]:
         print(f"  warning: {len(ds.doc_ids) - len(rows)} duplicate doc ids skipped (first kept)")
     t0 = time.perf_counter()
     totals = {"inserted": 0, "updated": 0, "unchanged": 0, "superseded": 0}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        client = connect(db)
-    with client, tqdm(total=len(rows), desc=f"{ds.name}: ingest", unit="doc") as bar:
+    with quiet_connect(db) as client, tqdm(total=len(rows), desc=f"{ds.name}: ingest", unit="doc") as bar:
         for s in range(0, len(rows), batch_size):
             batch = [
                 Chunk(chunk_id=ds.doc_ids[i], document_id=ds.doc_ids[i], content=ds.doc_text[ds.doc_ids[i]],
@@ -188,9 +156,7 @@ class Runner:
     """Engine calls as the tenant role, one transaction each."""
 
     def __init__(self, tenant_dsn: str, top_k: int) -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.client = connect(tenant_dsn)
+        self.client = quiet_connect(tenant_dsn)
         self.top_k = top_k
         self.errors: list[str] = []
 
@@ -369,7 +335,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     t_start = time.perf_counter()
     out_path = Path(args.out)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     admin_dsn = start_embedded(Path(args.data_dir))
     print(f"embedded server: {admin_dsn}")
 
@@ -381,7 +346,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     server_info: dict[str, Any] = {}
     bm25_params: dict[str, Any] = {}
     dbs: list[str] = []
-    fingerprints: dict[str, Any] = {}
     try:
         for dpath in args.dataset:
             t_ds = time.perf_counter()
@@ -394,9 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 qids = qids[: args.limit_queries]
             print(f"\n== {name}: {len(ds.doc_ids)} docs, {len(qids)} judged queries ({ds.path})")
             dbname = ("pyhybrid_quality_" + re.sub(r"[^a-z0-9_]", "_", name.lower()))[:63]
-            fingerprint = engine_state()
             db, tenant_dsn, server_info = setup_database(admin_dsn, dbname, exact_threshold)
-            fingerprints[name] = fingerprint
             dbs.append(dbname)
             ing = ingest(db, ds, args.batch_size)
             bm25_params = bm25_index_params(db) or bm25_params
@@ -418,8 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # checks: the grid's inputs reproduce the engine
             p0 = args.per_source_k
             diag: dict[str, Any] = {}
-            for single, key in (("dense", "dense"), ("bm25", "bm25"), ("ts_rank", "ts_rank")):
-                same = sum(runs[single][q] == lists[(key, p0)][q][: args.top_k] for q in qids)
+            for single in ("dense", *LEXICAL):
+                same = sum(runs[single][q] == lists[(single, p0)][q][: args.top_k] for q in qids)
                 diag[f"{single}_mode_equals_branch_list"] = f"{same}/{len(qids)}"
             for lex in LEXICAL:
                 same = sum(runs[f"hybrid_{lex}"][q] == fuse(lists, scores, q, lex, "rrf", 1.0, 1.0, args.rrf_k, p0,
@@ -427,12 +389,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                            for q in qids)
                 diag[f"hybrid_{lex}_engine_equals_python_rrf"] = f"{same}/{len(qids)}"
             # queries whose list holds a chunk id more than once (0s kept: the count is the check)
-            repeated: dict[str, int] = {}
-            for mode_name, mode_run in runs.items():
-                repeated[mode_name] = sum(len(mode_run[q]) != len(set(mode_run[q])) for q in qids)
-            for (branch, branch_k), lst in lists.items():
-                repeated[f"branch_{branch}_k{branch_k}"] = sum(len(lst[q]) != len(set(lst[q])) for q in qids)
-            diag["queries_with_repeated_ids"] = repeated
+            diag["queries_with_repeated_ids"] = {
+                **{m: sum(len(r[q]) != len(set(r[q])) for q in qids) for m, r in runs.items()},
+                **{f"branch_{b}_k{k}": sum(len(x[q]) != len(set(x[q])) for q in qids) for (b, k), x in lists.items()}}
             if runner.errors:
                 diag["skipped_calls"] = {"count": len(runner.errors), "first": runner.errors[0]}
             if "ref_bm25" in runs:
@@ -451,13 +410,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "recall@100_exact": res["exact_dense"]["recall@100"]}
             print(f"SANITY {'OK' if ok else 'FAIL'}: {name} dense nDCG@10 {d:.4f} vs exact cosine {e:.4f} "
                   f"(diff {d - e:+.4f}, tolerance {SANITY_TOL})")
-            best_single = {}
-            for lex in LEXICAL:
-                cand = max(("dense", lex), key=lambda m: res[m]["ndcg@10"])
-                best_single[lex] = {"mode": cand, "ndcg@10": res[cand]["ndcg@10"]}
+            best = {lex: max(("dense", lex), key=lambda m: res[m]["ndcg@10"]) for lex in LEXICAL}
             states[name] = {"ds": ds, "qids": qids, "lists": lists, "scores": scores, "terms": terms, "db": db,
                             "tenant_dsn": tenant_dsn,
-                            "best_single": best_single}
+                            "best_single": {lex: {"mode": m, "ndcg@10": res[m]["ndcg@10"]} for lex, m in best.items()}}
             timings[name] = {"ingest": ing, **qtimes, "dataset_seconds": round(time.perf_counter() - t_ds, 1)}
             print("  " + ", ".join(f"{m} {v['ndcg@10']:.3f}" for m, v in res.items()))
 
@@ -546,14 +502,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 t["p50_ms"] = round(float(np.median(call_ms)), 2) if call_ms else None
             timings["tuned_seconds"] = round(time.perf_counter() - t_tuned, 1)
 
-        for n in names:
-            for lex, b in bar[n].items():
-                if not b["plain_meets"]:
-                    print(f"BAR: {n}: plain RRF (dense+{lex}) nDCG@10 {b['plain_rrf']:.4f} < best single "
-                          f"{b['best_single_mode']} {b['best_single']:.4f}")
-                if "tuned" in b and not b["tuned_meets"]:
-                    print(f"BAR FAIL: {n}: tuned (dense+{lex}) nDCG@10 {b['tuned']:.4f} < best single "
-                          f"{b['best_single_mode']} {b['best_single']:.4f}")
+        for n, lex, b in [(n, lex, b) for n in names for lex, b in bar[n].items() if not b.get("tuned_meets", b["plain_meets"])]:
+            print(f"BAR FAIL: {n}: dense+{lex} nDCG@10 {b.get('tuned', b['plain_rrf']):.4f} (tuned, else plain RRF) < best "
+                  f"single {b['best_single_mode']} {b['best_single']:.4f}")
         timings["total_seconds"] = round(time.perf_counter() - t_start, 1)
 
         out: dict[str, Any] = {
@@ -568,7 +519,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "embeddings": "corpus/queries .minilm.f16.npy (all-MiniLM-L6-v2)",
                 "queries_as": f"role {ROLE} (non-superuser, row-level security on), one transaction per call",
                 "server": server_info, "bm25_index": bm25_params, "data_dir": args.data_dir,
-                "engine": fingerprints,
             },
             "tuned": tuned,
             "abstention": abstention,
@@ -586,9 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"cosine {s['exact_dense']:.4f} by more than {SANITY_TOL}")
     finally:
         if not args.keep_db:
-            with psycopg.connect(admin_dsn, autocommit=True) as c:
-                for dbname in dbs:
-                    c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+            drop_databases(admin_dsn, dbs)
     return 0 if all(s["ok"] for s in sanity.values()) else 1
 
 

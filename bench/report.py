@@ -1,4 +1,4 @@
-"""Render bench/RESULTS.md and the plots from the stored results: python bench/report.py [--results DIR] [--out FILE]."""
+"""Render bench/RESULTS.md and the latency plot from the stored results: python bench/report.py [--results DIR] [--out FILE]."""
 
 from __future__ import annotations
 
@@ -43,8 +43,6 @@ def provenance(meta: dict[str, Any], name: str) -> list[str]:
              + (f"; 1-min load average {load[0]:.2f} at the start (a shared machine)" if load else "")
              + (f"; wall {meta['wall_s']:.0f} s" if meta.get("wall_s") else "") + f". File `results/{name}`.", ""]
     lines += [f"Command: `{cmd}`" if cmd else "Command: not recorded in the result.", ""]
-    if meta.get("rerun") and meta["rerun"] != cmd:
-        lines += [f"Re-run with the suite as it is now: `{meta['rerun']}`", ""]
     return lines
 
 
@@ -131,31 +129,29 @@ def latency(d: dict[str, Any]) -> list[str]:
         built = {k: x.get("built_with", "vectorscale defaults" if k == "diskann" else "m 16, ef_construction 64")
                  for k, x in r.get("index_kinds", {}).items()}
         out += md_table(["dense index kind (--index-kinds)", "built with", "p50 ms", "p95 ms", "recall@10", "min", "queries at 0",
-                         "build s", "MB"], [[k, built[k], x["p50_ms"], x["p95_ms"], x["recall_at_10_mean"], x["recall_at_10_min"],
-                                             x["zero_recall_queries"], x["build_s"], x["size_mb"]]
+                         "build s", "core-s", "MB"], [[k, built[k], x["p50_ms"], x["p95_ms"], x["recall_at_10_mean"], x["recall_at_10_min"],
+                                                      x["zero_recall_queries"], x["build_s"], x.get("build_core_s", "-"), x["size_mb"]]
                                             for k, x in r["index_kinds"].items()]
                         ) if r.get("index_kinds") else []
         ing, st = r.get("ingest", {}), r.get("storage", {})
         rows: Table = []
         if r.get("resumed"):
-            rows.append(["ingest", "not re-measured: a kept database measured again (--resume)" +
-                         (f"; its load {r['resumed']['ingest_load_s']} s and HNSW rebuild {r['resumed']['hnsw_rebuild_s']} s "
-                          "were taken from the interrupted build's log" if isinstance(r["resumed"], dict) else "")])
-        if ing and not (isinstance(r.get("resumed"), dict) and not ing.get("edges_submitted")):
+            rows.append(["ingest", "not re-measured: a kept database measured again (--resume)"])
+        if r.get("rebuild"):  # --resume --rebuild
+            rows.append([f"its indexes rebuilt first (bulk_load, build_workers {r['rebuild']['build_workers']})",
+                         f"{r['rebuild']['s']} s; the same indexes as before: {r['rebuild']['same_indexes_as_before']}"])
+        if ing:
             held = "HNSW, GIN, BM25" if "index_rebuild_s" in ing else "HNSW"  # before 92ee358: HNSW alone
             rows.append(["ingest (TenantSession.ingest)", f"{ing['chunks_per_s']:,} chunks/s, " + (f"inside bulk_load() ({held} dropped, rebuilt after)" if ing.get("bulk_load") else "HNSW present")])
             if ing.get("bulk_load"):
                 rows.append([f"{held} rebuild; load + rebuild", f"{ing.get('index_rebuild_s', ing.get('hnsw_rebuild_s'))} s; {ing['load_plus_rebuild_chunks_per_s']:,} chunks/s"])
-            if ing.get("index_builds"):  # since c4dec50
-                b = ing["index_builds"]
-                names = {"gin": "GIN", "bm25": "BM25", "hnsw_largest_partition": f"the dense index (HNSW or IVFFlat) of {b['hnsw_largest_partition'].get('partition')}",
-                         "hnsw_other_partitions": "the other partitions' dense indexes", "other": "the rest",
-                         "all": "the whole rebuild"}
-                rows.append(["the rebuild by part (s, CPU busy)" if "overlapping" not in b else
-                             "the rebuild by part (s while one ran: builds on several connections overlap; CPU busy)", "; ".join(f"{n} {b[k]['s']} s, {b[k]['cpu_busy_pct']}%"
-                                                                           for k, n in names.items() if b.get(k, {}).get("s"))])
-            if ing.get("edges_per_s"):
-                rows.append(["add_edges", f"{ing['edges_per_s']:,} edges/s ({ing['edges_submitted']:,} edges)"])
+        if b := ing.get("index_builds") or r.get("rebuild", {}).get("index_builds"):
+            names = {"gin": "GIN", "bm25": "BM25", "hnsw_largest_partition": f"the dense index (HNSW or IVFFlat) of {b['hnsw_largest_partition'].get('partition')}",
+                     "hnsw_other_partitions": "the other partitions' dense indexes", "other": "the rest", "all": "the whole rebuild"}
+            rows.append(["the rebuild by part (s while one ran: builds on several connections overlap; CPU busy)",
+                         "; ".join(f"{n} {b[k]['s']} s, {b[k]['cpu_busy_pct']}%" for k, n in names.items() if b.get(k, {}).get("s"))])
+        if ing.get("edges_per_s"):
+            rows.append(["add_edges", f"{ing['edges_per_s']:,} edges/s ({ing['edges_submitted']:,} edges)"])
         if st:
             rows.append(["storage", ", ".join(f"{k[:-3]} {v:,} MB" for k, v in st.items())])
         if r.get("memory"):
@@ -231,28 +227,6 @@ def ingest(d: dict[str, Any]) -> list[str]:
     return out
 
 
-def dense_kinds(d: dict[str, Any]) -> list[str]:
-    rows = []
-    for t in d["tenants"]:
-        h = t["hnsw"]
-        rows.append([t["tenant"], t["rows"], "HNSW", f"m {h['m']}, ef_construction {h['ef_construction']}; ef_search {h['ef_search']}",
-                     h["build"]["s"], h["build"]["core_s"], h["mb"], h["search"]["p50_ms"], h["search"]["p95_ms"],
-                     h["search"]["recall_at_10"], h["search"]["min"], h["search"]["at_0"], h["insert_rows_per_s"]])
-        for b in t["ivfflat"]:
-            for probes, x in b["probes"].items():
-                rows.append([t["tenant"], t["rows"], f"IVFFlat, build {b['build_no']}", f"{b['lists']} lists; {probes} probes",
-                             b["build"]["s"], b["build"]["core_s"], b["mb"], x["p50_ms"], x["p95_ms"], x["recall_at_10"], x["min"],
-                             x["at_0"], b["insert_rows_per_s"]])
-    return md_table(["tenant", "rows", "kind", "built with; searched at", "build s", "core-s", "MB", "p50 ms", "p95 ms",
-                     "recall@10", "min", "at 0", "inserts/s"], rows)
-
-
-def online_ingest(d: dict[str, Any]) -> list[str]:
-    return md_table(["tenant", "rows before", "dense index", "chunks", "median batch chunks/s", "chunks/s"],
-                    [[t, v["rows_before"], ", ".join(v["dense_index"]), sum(b["chunks"] for b in v["batches"]),
-                      v["median_batch_chunks_per_s"], v["chunks_per_s"]] for t, v in d["tenants"].items()])
-
-
 RUN = {"replicas": "python bench/load.py --replicas 0 1 2", "ingest": "python bench/load.py --ingest-docs 200 --embedder-sweep"}
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "quality": ("Retrieval quality on the shared collections", quality),
@@ -261,14 +235,10 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "latency": ("Latency and recall", latency), "tenants": ("Scale in tenants", tenants),
     "load": ("Load: concurrent clients, every operation", load), "replicas": ("Read replicas", replicas),
     "ingest": ("Ingest: documents through `pyhybrid ingest`, beside the embedder", ingest),
-    "ivfflat_ab": ("Dense index kinds by partition size: HNSW against IVFFlat", dense_kinds),
-    "online_ingest": ("Online ingest into partitions of each dense index kind", online_ingest),
 }
 
 
 def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -286,43 +256,12 @@ def plot_latency(runs: list[tuple[dict[str, Any], str]], out: Path) -> Path | No
     for ax, lb in zip(axes[0], labels):
         for m in ("dense", "lexical_bm25", "graph", "hybrid_retrieve", "client_fusion"):
             ax.plot(sizes, [r["latency"][lb][m]["p95_ms"] for r, _ in runs], "o-", label=METHODS[m] + " p95")
-        ax.set_xscale("log")
+        ax.set(xscale="log", title=f"{lb} tenant", ylabel="ms")
         ax.set_xticks(sizes, [f"{s:,}\n(git {g})" for s, g in zip(sizes, (g for _, g in runs))])
-        ax.set_title(f"{lb} tenant")
-        ax.set_ylabel("ms")
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.suptitle("p95 latency by corpus size (2 shared cores; each size measured at its own commit)", fontsize=10)
     return _save(fig, out / "latency_vs_size.png")
-
-
-def plot_quality(d: dict[str, Any], out: Path) -> Path:
-    names = list(d["datasets"])
-    modes = [m for m in d["datasets"][names[0]] if not m.endswith("_tuned") or m in ("hybrid_bm25_tuned",)]
-    fig, ax = plt.subplots(figsize=(10, 4))
-    w = 0.8 / len(modes)
-    for j, m in enumerate(modes):
-        ax.bar([i + j * w for i in range(len(names))], [d["datasets"][n][m]["ndcg@10"] for n in names], w, label=m)
-    ax.set_xticks([i + 0.4 - w / 2 for i in range(len(names))], names)
-    ax.set_ylabel("nDCG@10")
-    ax.legend(fontsize=7, ncol=4)
-    fig.suptitle(f"nDCG@10 by mode (engine {d['meta']['engine'].get('git_head')})", fontsize=10)
-    return _save(fig, out / "quality_by_mode.png")
-
-
-def plot_tenants(d: dict[str, Any], out: Path) -> Path:
-    n = [s["tenants"] for s in d["steps"]]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(n, [s["retrieve"]["warm_ms"]["median"] for s in d["steps"]], "o-", label="hybrid_retrieve warm p50")
-    ax.plot(n, [s["retrieve"]["warm_ms"]["p95"] for s in d["steps"]], "o--", label="hybrid_retrieve warm p95")
-    ax.plot(n, [1000 * s["create_s"]["median"] for s in d["steps"]], "s-", label="create_tenant p50")
-    ax.set_xscale("log")
-    ax.set_xlabel("tenants (a partition each)")
-    ax.set_ylabel("ms")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.suptitle(f"By number of tenants (engine {d['meta']['engine'].get('git_head')})", fontsize=10)
-    return _save(fig, out / "latency_vs_tenants.png")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,11 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         d = json.loads(p.read_text())
         if "meta" in d and d["meta"].get("benchmark") in SECTIONS:
             found.setdefault(d["meta"]["benchmark"], []).append((p.name, d))
-    plots: list[Path | None] = []
     lat_runs = [(r, d["meta"]["engine"].get("git_head", "?")) for _, d in found.get("latency", []) for r in d["runs"]]
-    plots.append(plot_latency(lat_runs, args.results))
-    plots += [plot_quality(d, args.results) for _, d in found.get("quality", [])[:1]]
-    plots += [plot_tenants(d, args.results) for _, d in found.get("tenants", [])[:1]]
+    plot = plot_latency(lat_runs, args.results)
     lines = ["# Benchmark results", "",
              "Rendered by `python bench/report.py` from the JSON files in `bench/results/`; do not edit by hand. Each "
              "section names the engine commit, the machine, the date and the command of its result file; re-running a "
@@ -350,9 +286,9 @@ def main(argv: list[str] | None = None) -> int:
             lines += [f"No result of the current engine stored yet: run `{RUN.get(key, 'python bench/' + key + '.py')}` (bench/README.md).", ""]
         for name, d in found.get(key, []):
             lines += provenance(d["meta"], name) + render(d)
-    lines += ["## Plots", ""] + [f"![{p.stem}](results/{p.name})" for p in plots if p] + [""]
+    lines += ["## Plots", "", f"![{plot.stem}](results/{plot.name})", ""] if plot else []
     args.out.write_text("\n".join(lines), encoding="utf-8")
-    print(args.out, *[p for p in plots if p], sep="\n")
+    print(args.out, *[plot] if plot else [], sep="\n")
     return 0
 
 

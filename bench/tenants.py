@@ -94,15 +94,6 @@ def catalog_facts(admin: psycopg.Connection[Any]) -> dict[str, Any]:
             "largest_catalogs_mb": {r[0]: round(int(r[1]) / 2**20, 1) for r in top}}
 
 
-def textsearch_shmem(admin: psycopg.Connection[Any]) -> dict[str, Any]:
-    rows = admin.execute(
-        "SELECT name, off, size, allocated_size FROM pg_shmem_allocations "
-        "WHERE name ILIKE '%tapir%' OR name ILIKE '%textsearch%' OR name ILIKE '%bm25%' ORDER BY name").fetchall()
-    total = admin.execute("SELECT sum(allocated_size) FROM pg_shmem_allocations").fetchone()
-    return {"entries": [{"name": r[0], "size": int(r[2]), "allocated_size": int(r[3])} for r in rows],
-            "main_segment_allocated_mb": round(int(total[0]) / 2**20, 1)}  # type: ignore[index]
-
-
 def textsearch_dsa(admin: psycopg.Connection[Any], tid: str) -> dict[str, Any]:
     """pg_textsearch's own report (bm25_summarize_index) for tid's BM25 index: the size of its shared DSA area
     (one for every BM25 index of the server) and that index's memtable."""
@@ -122,23 +113,6 @@ def textsearch_dsa(admin: psycopg.Connection[Any], tid: str) -> dict[str, Any]:
     if m := re.search(r"on-disk: (\d+) bytes", text):
         out["on_disk_bytes"] = int(m.group(1))
     return out
-
-
-def lock_capacity(admin: psycopg.Connection[Any]) -> dict[str, Any]:
-    """How many lock entries one transaction can hold here: hybrid.chunk and all its partitions locked, then
-    temporary tables created 100 at a time until the lock table is full; rolled back."""
-    last: list[Any] = []
-    err = None
-    try:
-        with admin.transaction(force_rollback=True):
-            admin.execute("LOCK TABLE hybrid.chunk IN ACCESS SHARE MODE")
-            for i in range(0, 1_000_000, 100):
-                admin.execute("DO $$BEGIN FOR i IN %s..%s LOOP EXECUTE format('CREATE TEMP TABLE bt_lc_%%s (a int)', i); "
-                              "END LOOP; END$$" % (i, i + 99))
-                last = admin.execute("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()").fetchall()
-    except psycopg.Error as exc:
-        err = error_text(exc).splitlines()[0]
-    return {"lock_entries_held_before_error": int(last[0][0]) if last else None, "error": err}
 
 
 def retrieve_kwargs(rng: np.random.Generator) -> dict[str, Any]:
@@ -206,33 +180,11 @@ def drop_tenant(admin: psycopg.Connection[Any], tid: str) -> tuple[float, dict[s
     return time.perf_counter() - t0, {r[0]: int(r[1]) for r in rows}
 
 
-def cascade_locks(admin: psycopg.Connection[Any]) -> int | str:
-    """Relation locks of the RI statement of hybrid.chunk's ON DELETE CASCADE foreign key to hybrid.corpus (a saved
-    generic plan, no tenant key) for a corpus with no chunk, rolled back; "n/a" from revision 0005, which removed it."""
-    fk = admin.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'hybrid.chunk'::regclass "
-                       "AND contype = 'f'").fetchone()
-    if fk is not None and fk[0] == 0:
-        return "n/a (no foreign key)"
-    try:
-        with admin.transaction(force_rollback=True):
-            admin.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            admin.execute("PREPARE bt_cascade(text, text) AS DELETE FROM hybrid.chunk WHERE tenant_id = $1 AND corpus_id = $2")
-            admin.execute("EXECUTE bt_cascade('no-such-tenant', 'main')")
-            n = admin.execute("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'relation'").fetchone()
-        return int(n[0]) - 1  # type: ignore[index]  # minus pg_locks
-    except psycopg.Error as exc:
-        return "error: " + error_text(exc).splitlines()[0]
-    finally:
-        with suppress(psycopg.Error):
-            admin.execute("DEALLOCATE bt_cascade")
-
-
 def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[Any], have: int,
                  created: list[str], rng: np.random.Generator, out: dict[str, Any]) -> None:
     """Fills out as it goes (what was measured before an error stays)."""
     out.update(catalog_facts(admin))
     out["memory"] = server_memory(args.data_dir)
-    out["pg_textsearch_shmem"] = textsearch_shmem(admin)
     out["pg_textsearch_dsa"] = textsearch_dsa(admin, created[-1])
     # the sample: the first and the last created, and random others
     n = min(args.sample, have)
@@ -287,7 +239,6 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
     probe_drop = [drop_tenant(admin, pid)[0] for pid in probes]
     out["retrieve_after_create"] = {"before_ms": stats_s(steady, ms=True), "after_ms": stats_s(after, ms=True),
                                     "probe_create_s": stats_s(probe_create), "probe_drop_empty_s": stats_s(probe_drop)}
-    out["fk_cascade_locks"] = cascade_locks(admin)
     if args.drops:
         pool = [t for t in created if t not in set(sample)]
         victims = [pool[int(i)] for i in rng.choice(len(pool), size=min(args.drops, len(pool)), replace=False)] if pool else []
@@ -350,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         t_create_start = time.perf_counter()
         have = next_id = 0  # have: live tenants (drops at each step lower it)
         steps = sorted(args.steps)
-        for si, step in enumerate(steps):
+        for step in steps:
             creates: list[float] = []
             ingests: list[float] = []
             stop = False
@@ -402,8 +353,6 @@ def main(argv: list[str] | None = None) -> int:
                 stop = True
             have = len(created)
             row["tenants_after_drops"] = have
-            if stop or si == len(steps) - 1:
-                row["lock_capacity"] = lock_capacity(admin)
             row["measure_s"] = round(time.perf_counter() - t_m, 1)
             row["elapsed_min"] = round((time.perf_counter() - t_all) / 60, 1)
             row["loadavg"] = [round(x, 2) for x in os.getloadavg()]
