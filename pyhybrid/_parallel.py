@@ -10,42 +10,46 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from .query import RetrieveQuery
+from .query import PARAMETERS, RetrieveQuery
+from .types import BRANCHES, Branch
 
-_FLOOR = "({f}::float8 IS NULL OR hybrid._branch_score('{b}', s.value) >= {f}::float8)"
-DENSE_SQL = ("SELECT s.chunk_id, s.value FROM hybrid.search_dense(%(query_embedding)s::vector, %(k)s::integer, "
-             "%(corpus_ids)s::text[], %(filter)s::jsonb) s WHERE "
-             + _FLOOR.format(f="%(min_vector_score)s", b="dense") + " ORDER BY s.rank")
-LEXICAL_SQL = ("SELECT s.chunk_id, s.value FROM hybrid.search_lexical(%(query_text)s::text, %(k)s::integer, "
-               "%(corpus_ids)s::text[], %(filter)s::jsonb, %(lexical)s::text) s WHERE "
-               + _FLOOR.format(f="%(min_keyword_score)s", b="lexical") + " ORDER BY s.rank")
-# seeds: the given ones, else the best graph_expand of the dense and lexical lists fused, as hybrid.retrieve
-# picks them (NULL when both are empty: then the graph branch does not run)
-GRAPH_SQL = ("SELECT s.chunk_id, s.value::integer AS value FROM ("
-             "SELECT CASE WHEN cardinality(%(graph_seeds)s::text[]) > 0 THEN %(graph_seeds)s::text[] ELSE (SELECT array_agg(f.id ORDER BY f.score DESC, f.id) "
-             "FROM hybrid.rrf_fuse(jsonb_build_array(to_jsonb(%(d_ids)s::text[]), to_jsonb(%(l_ids)s::text[])), "
-             "ARRAY[%(vector_weight)s, %(keyword_weight)s]::float8[], rrf_k => %(rrf_k)s::float8, "
-             "top_k => %(graph_expand)s::integer) f) END AS seeds) z "
-             "CROSS JOIN LATERAL (SELECT * FROM hybrid.search_graph(z.seeds, %(graph_hops)s::integer, %(k)s::integer, "
-             "%(corpus_ids)s::text[], %(filter)s::jsonb, %(graph_edge_types)s::text[]) WHERE z.seeds IS NOT NULL) s "
-             "WHERE " + _FLOOR.format(f="%(min_graph_score)s", b="graph") + " ORDER BY s.rank")
-_SCORES = ("(SELECT coalesce(jsonb_agg(hybrid._fusion_score(%(fusion)s::text, '{b}', u.v) ORDER BY u.o), '[]') "
-           "FROM unnest(%({v})s::float8[]) WITH ORDINALITY u(v, o))")
-FUSE_HYDRATE_SQL = (
-    # the lexical list weighs keyword_weight * its strength, as in hybrid.retrieve (term_coverage)
-    "WITH f AS (SELECT array_agg(x.id) AS ids, array_agg(x.score) AS scores FROM hybrid.fuse("
-    "jsonb_build_array(to_jsonb(%(d_ids)s::text[]), to_jsonb(%(l_ids)s::text[]), to_jsonb(%(g_ids)s::text[])), "
-    "ARRAY[%(vector_weight)s, %(keyword_weight)s::float8 * CASE WHEN %(term_coverage)s::integer > 1 AND cardinality(%(l_ids)s::text[]) > 0 "
-    "THEN hybrid.lexical_strength(%(query_text)s::text, %(l_ids)s::text[], %(term_coverage)s::integer) ELSE 1 END, "
-    "%(graph_weight)s]::float8[], %(fusion)s::text, %(rrf_k)s::float8, "
-    "NULL, CASE WHEN %(fusion)s::text <> 'rrf' THEN jsonb_build_array("
-    + ", ".join(_SCORES.format(b=b, v=v) for b, v in (("dense", "d_vals"), ("lexical", "l_vals"), ("graph", "g_vals")))
-    + ") END) x) "
-    "SELECT h.* FROM f, hybrid.hydrate(f.ids, f.scores, %(d_ids)s::text[], %(d_vals)s::float8[], %(l_ids)s::text[], "
-    "%(l_vals)s::float8[], %(g_ids)s::text[], %(g_vals)s::integer[], top_k => %(top_k)s::integer, "
-    "skip => %(skip)s::integer, per_document => %(per_document)s::boolean, siblings => %(siblings)s::integer, "
-    "with_graph_context => %(with_graph_context)s::boolean) h")
-"""Fusion (hybrid.fuse, hybrid.retrieve's arithmetic) and hydration (hybrid.hydrate) of the branch lists, in one statement."""
+LISTS = tuple(b for b in BRANCHES if b.stage == "list")
+"""The branches searched from the query and fused (hybrid.branch's list stage), in their order."""
+
+
+def branch_sql(b: Branch) -> str:
+    """One list branch's hits as hybrid.retrieve takes them: its search function, cut at its floor."""
+    extra = "".join(f", {e} => %({e})s::{PARAMETERS[e]}" for e in b.extra)
+    return (f"SELECT s.chunk_id, s.value FROM {b.search}(%({b.query_param})s::{PARAMETERS[b.query_param]}, "
+            f"%(k)s::integer, %(corpus_ids)s::text[], %(filter)s::jsonb{extra}) s "
+            f"WHERE (%({b.floor_param})s::float8 IS NULL OR hybrid._branch_score('{b.name}', s.value) >= "
+            f"%({b.floor_param})s::float8) ORDER BY s.rank")
+
+
+def fuse_hydrate_sql(names: Sequence[str]) -> str:
+    """Fusion (hybrid.fuse, hybrid.retrieve's arithmetic) and hydration (hybrid.hydrate) of the lists of the branches
+    that ran, in one statement. The lexical list weighs its weight x its strength, as in hybrid.retrieve (term_coverage)."""
+    def weight(n: str) -> str:
+        w = f"%(w_{n})s::float8"
+        if n == "lexical":
+            w += (f" * CASE WHEN %(term_coverage)s::integer > 1 AND cardinality(%(ids_{n})s::text[]) > 0 "
+                  f"THEN hybrid.lexical_strength(%(query_text)s::text, %(ids_{n})s::text[], %(term_coverage)s::integer) "
+                  f"ELSE 1 END")
+        return w
+
+    scores = ", ".join(f"(SELECT coalesce(jsonb_agg(hybrid._fusion_score(%(fusion)s::text, '{n}', u.v) ORDER BY u.o), "
+                       f"'[]') FROM unnest(%(vals_{n})s::float8[]) WITH ORDINALITY u(v, o))" for n in names)
+    return ("WITH f AS (SELECT array_agg(x.id) AS ids, array_agg(x.score) AS scores FROM hybrid.fuse("
+            "jsonb_build_array(" + ", ".join(f"to_jsonb(%(ids_{n})s::text[])" for n in names) + "), "
+            "ARRAY[" + ", ".join(weight(n) for n in names) + "]::float8[], %(fusion)s::text, %(rrf_k)s::float8, NULL, "
+            "CASE WHEN %(fusion)s::text <> 'rrf' THEN jsonb_build_array(" + scores + ") END) x) "
+            "SELECT h.* FROM f, hybrid.hydrate(f.ids, f.scores, jsonb_build_object("
+            + ", ".join(f"'{n}', jsonb_build_object('ids', to_jsonb(%(ids_{n})s::text[]), "
+                        f"'values', to_jsonb(%(vals_{n})s::float8[]))" for n in names)
+            + "), top_k => %(top_k)s::integer, skip => %(skip)s::integer, per_document => %(per_document)s::boolean, "
+            "siblings => %(siblings)s::integer, with_graph_context => %(with_graph_context)s::boolean) h")
+
+
 READ_ONLY_SNAPSHOT_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 """How a pooled client's read-only session starts: one snapshot for all its statements, which it can share."""
 LEADER_SQL = ("SELECT pg_export_snapshot() AS snapshot, current_setting('transaction_isolation') AS isolation, "
@@ -59,50 +63,38 @@ FATAL = ("40", "53", "57")
 
 @dataclass
 class Plan:
-    """Which branches a query runs, as hybrid.retrieve decides: those independent of each other, and a
-    graph branch that waits for dense and lexical (graph_expand with no graph_seeds)."""
+    """Which list branches a query runs at once, as hybrid.retrieve decides: those whose query is given and whose
+    weight is above 0. A call with the graph branch (whose hits score from their seeds' fused scores, graph_decay)
+    or with abstain (hybrid.retrieve's decision and notice) is left to the one call."""
 
     first: list[str] = field(default_factory=list)
-    graph_after: bool = False
     graph: bool = False
     abstain: bool = False
 
     @classmethod
     def of(cls, q: RetrieveQuery) -> Plan:
-        plan = cls(abstain=q.abstain)
-        if q.query_embedding is not None and q.vector_weight > 0:
-            plan.first.append("dense")
-        if q.query_text is not None and q.query_text.strip() and q.keyword_weight > 0:
-            plan.first.append("lexical")
-        if q.graph_weight > 0 and (q.graph_seeds or q.graph_expand > 0):
-            plan.graph = True
-        if q.graph_weight > 0:
-            if q.graph_seeds:
-                plan.first.append("graph")
-            elif q.graph_expand > 0:
-                plan.graph_after = True
-        return plan
+        def asked(b: Branch) -> bool:
+            value = getattr(q, b.query_param)
+            return value is not None and (not isinstance(value, str) or value.strip() != "")
+
+        return cls(first=[b.name for b in LISTS if asked(b) and getattr(q, b.weight_param) > 0],
+                   graph=q.graph_weight > 0 and (bool(q.graph_seeds) or q.graph_expand > 0), abstain=q.abstain)
 
     @property
     def worth_it(self) -> bool:
         """At least two branches can run at once (else the one call does the same in fewer round trips), and no
-        graph branch: since graph_decay a graph hit scores from the fused score of the seed that reached it,
-        which hybrid.search_graph does not return, so a call with the graph runs as the one call; so does a call
-        with abstain (the decision and its notice are hybrid.retrieve's)."""
+        graph branch or abstention."""
         return len(self.first) >= 2 and not self.graph and not self.abstain
 
 
-def params(q: RetrieveQuery) -> dict[str, Any]:
-    """The query's parameters plus each branch's depth k, as hybrid.retrieve computes it."""
+def params(q: RetrieveQuery, plan: Plan) -> dict[str, Any]:
+    """The query's parameters plus each branch's depth k, as hybrid.retrieve computes it, and its weight."""
     p = q.params()
     p["k"] = q.per_source_k if q.per_source_k is not None else min(10000, max((q.skip + q.top_k) * 3, 30))
-    for b in ("d", "l", "g"):
-        p[f"{b}_ids"], p[f"{b}_vals"] = [], []
+    for b in LISTS:
+        p[f"ids_{b.name}"], p[f"vals_{b.name}"] = [], []
+        p[f"w_{b.name}"] = getattr(q, b.weight_param)
     return p
-
-
-_BRANCH_SQL = {"dense": DENSE_SQL, "lexical": LEXICAL_SQL, "graph": GRAPH_SQL}
-_KEYS = {"dense": "d", "lexical": "l", "graph": "g"}
 
 
 class Fallback(Exception):
@@ -157,7 +149,7 @@ async def retrieve(leader_conn: psycopg.AsyncConnection[Any], pool: AsyncConnect
     (leader: LEADER_SQL's row), fused and hydrated on the leader connection. Raises Fallback where the one
     call must be made instead."""
     plan = Plan.of(q)
-    p = params(q)
+    p = params(q, plan)
     conns = await _acquire(pool, len(plan.first), wait)
     try:
         if len(conns) < 2:
@@ -165,24 +157,22 @@ async def retrieve(leader_conn: psycopg.AsyncConnection[Any], pool: AsyncConnect
         _check(await asyncio.gather(*(_import(c, leader) for c in conns), return_exceptions=True))
 
         async def run(conn: psycopg.AsyncConnection[Any], branches: list[str]) -> None:
-            for b in branches:
-                cur = await conn.execute(_BRANCH_SQL[b], p)
+            for name in branches:
+                cur = await conn.execute(branch_sql(next(b for b in LISTS if b.name == name)), p)
                 rows = await cur.fetchall()
-                p[f"{_KEYS[b]}_ids"] = [r["chunk_id"] for r in rows]
-                p[f"{_KEYS[b]}_vals"] = [r["value"] for r in rows]
+                p[f"ids_{name}"] = [r["chunk_id"] for r in rows]
+                p[f"vals_{name}"] = [r["value"] for r in rows]
 
-        # the branches round-robin over the connections; a dependent graph branch after dense and lexical
+        # the branches round-robin over the connections
         share = [plan.first[i::len(conns)] for i in range(len(conns))]
         _check(await asyncio.gather(*(run(c, s) for c, s in zip(conns, share)), return_exceptions=True))
-        if plan.graph_after:
-            _check(await asyncio.gather(run(conns[0], ["graph"]), return_exceptions=True))
     except BaseException:
         await asyncio.gather(*(_release(pool, c) for c in conns), return_exceptions=True)
         raise
     # the workers' transactions end while the leader fuses and hydrates
     releases = asyncio.gather(*(_release(pool, c) for c in conns), return_exceptions=True)
     try:
-        cur = await leader_conn.execute(FUSE_HYDRATE_SQL, p)
+        cur = await leader_conn.execute(fuse_hydrate_sql(plan.first), p)
         return await cur.fetchall()
     finally:
         await releases

@@ -13,7 +13,7 @@ import shlex
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import psycopg
 import psycopg.sql
@@ -25,7 +25,8 @@ from ._jsonl import read_jsonl
 from .errors import InvalidParameterError, PyhybridError, from_psycopg
 from .ingest import ingest_records
 from .query import RetrieveQuery
-from .types import ChunkRef, HybridWeights
+from .fusion import FUSIONS
+from .types import BRANCHES, Branch, ChunkRef, HybridWeights
 
 APP_ROLE = "pyhybrid_app"
 
@@ -124,18 +125,23 @@ def _tenant_hint(args: argparse.Namespace) -> Iterator[None]:
             f"(admin), or pass --create-tenant") from exc
 
 
+def table_branches(refs: Sequence[ChunkRef]) -> list[Branch]:
+    """The branches a results table shows a rank column for: those of 0.3 always, a later one where a row has it."""
+    return [b for b in BRANCHES if b.rank_column or any(b.name in r.ranks for r in refs)]
+
+
 def _print_table(refs: Sequence[ChunkRef], *, width: int = 72, skip: int = 0, rerank: bool = False) -> None:
     idw = max([26, *(len(r.chunk_id) for r in refs)])  # whole ids: a cut id can look like another one
     rr = f" {'rerank':>8}" if rerank else ""
-    print(f"{'rank':>4}  {'chunk':<{idw}}{rr} {'fused':>8}  {'dense':>5} {'lex':>5} {'graph':>5}  content")
+    shown = table_branches(refs)
+    print(f"{'rank':>4}  {'chunk':<{idw}}{rr} {'fused':>8}  " + " ".join(f"{b.label or b.name:>5}" for b in shown)
+          + "  content")
     for i, r in enumerate(refs, start=skip + 1):
-        def rk(v: int | None) -> str:
-            return "-" if v is None else str(v)
         text = " ".join((r.content or "").split())
         text = text if len(text) <= width else text[: width - 1] + "…"
         rs = "" if not rerank else f" {'-':>8}" if r.rerank_score is None else f" {r.rerank_score:8.5f}"
-        print(f"{i:>4}  {r.chunk_id:<{idw}}{rs} {r.score:8.5f}  {rk(r.vector_rank):>5} {rk(r.keyword_rank):>5} "
-              f"{rk(r.graph_rank):>5}  {text}")
+        ranks = " ".join(f"{r.ranks.get(b.name, '-'):>5}" for b in shown)
+        print(f"{i:>4}  {r.chunk_id:<{idw}}{rs} {r.score:8.5f}  {ranks}  {text}")
 
 
 def _print_context(ref: ChunkRef) -> None:
@@ -160,6 +166,22 @@ def psql_block(conn: psycopg.Connection[Any], query: RetrieveQuery, tenant: str,
     if acl:
         lines.append(f"SET LOCAL hybrid.acl_labels = {_literal(conn, ','.join(acl))};")
     return "\n".join([*lines, query.to_sql(), "COMMIT;"])
+
+
+def _json_flag(flag: str) -> Callable[[str], Any]:
+    """A parser of a flag's JSON value, naming the flag in its error."""
+    def parse(text: str) -> Any:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise argparse.ArgumentTypeError(f"{flag} must be JSON: {exc.msg} at character {exc.pos + 1}") from None
+    return parse
+
+
+def _extra(args: argparse.Namespace) -> dict[str, Any]:
+    """The search flags RetrieveQuery's fields declare themselves (metadata "cli"), where given."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(RetrieveQuery)
+            if "cli" in f.metadata and getattr(args, f.name, None) is not None}
 
 
 def _query(args: argparse.Namespace) -> RetrieveQuery:
@@ -201,7 +223,7 @@ def _query(args: argparse.Namespace) -> RetrieveQuery:
         filter=flt, graph_hops=args.graph_hops,
         lexical=args.lexical, graph_expand=args.graph_expand if graph else 0,
         with_graph_context=True, per_document=args.per_document, skip=args.skip, siblings=args.siblings,
-        graph_edge_types=args.graph_edge_types, abstain=args.abstain, **weights,
+        graph_edge_types=args.graph_edge_types, abstain=args.abstain, **weights, **_extra(args),
     )
 
 
@@ -890,7 +912,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--abstain", action="store_true",
                    help="no rows when nothing is relevant: the best dense hit below the tenant's calibrated floor "
                         "and none of the 3 best lexical hits holding every query term (pyhybrid tenant calibrate)")
-    s.add_argument("--fusion", choices=["rrf", "convex", "dbsf", "blend"], default=None,
+    s.add_argument("--fusion", choices=list(FUSIONS), default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")
     s.add_argument("--skip", type=int, default=0,
@@ -910,6 +932,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--filter", help='metadata filter as JSON, e.g. \'{"lang": "en"}\' (default: none)')
     s.add_argument("--acl", help="comma-separated ACL labels the caller holds (default: none)")
     s.add_argument("--per-document", action="store_true", help="best chunk per document only")
+    for f in dataclasses.fields(RetrieveQuery):  # hybrid_retrieve's parameters that carry their own flag
+        if "cli" in f.metadata:
+            cli = f.metadata["cli"]
+            s.add_argument(cli["flag"], dest=f.name, default=None, help=cli["help"],
+                           type={"float": float, "json": _json_flag(cli["flag"])}[cli["parse"]])
     s.add_argument("--json", action="store_true",
                    help="print the rows as JSON (with --explain: an object of rows, explain and the psql block)")
     s.add_argument("--explain", action="store_true",

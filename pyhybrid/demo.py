@@ -12,7 +12,7 @@ import psycopg
 from . import _sql
 from .client import HybridClient
 from .ingest import ingest_records
-from .types import ChunkRef
+from .types import BRANCHES, ChunkRef
 
 TENANTS = ("acme", "globex")
 # hybrid_retrieve's defaults (convex fusion, weights 1, 1) plus graph expansion from the best hit, with a
@@ -25,8 +25,7 @@ DEMO_SEARCH_FLAGS = "--graph-expand 1 --graph-weight 1 --graph-decay 0.4"
 
 
 def _sources(ref: ChunkRef) -> list[str]:
-    return [name for name, rank in (("dense", ref.vector_rank), ("lexical", ref.keyword_rank),
-                                     ("graph", ref.graph_rank)) if rank is not None]
+    return [b.name for b in BRANCHES if b.name in ref.ranks]
 
 
 def check_claims(refs: list[ChunkRef], claims: dict[str, Any]) -> list[str]:
@@ -84,12 +83,17 @@ def _rank(v: int | None) -> str:
 
 
 def _table(refs: list[ChunkRef], expect: set[str]) -> None:
-    print(f"  {'#':>2}  {'chunk':<20} {'fused':>7}  {'dense':>5} {'lex':>4} {'graph':>5}  title")
+    from .cli import table_branches
+
+    shown = table_branches(refs)
+    widths = [max(4, len(b.label or b.name)) for b in shown]
+    print(f"  {'#':>2}  {'chunk':<20} {'fused':>7}  " + " ".join(f"{b.label or b.name:>{w}}" for b, w in zip(shown, widths))
+          + "  title")
     for i, r in enumerate(refs, start=1):
         mark = "*" if r.chunk_id in expect else " "
         title = str(r.metadata.get("title", ""))[:44]
-        print(f"  {i:>2}{mark} {r.chunk_id:<20} {r.score:7.4f}  {_rank(r.vector_rank):>5} {_rank(r.keyword_rank):>4} "
-              f"{_rank(r.graph_rank):>5}  {title}")
+        ranks = " ".join(f"{_rank(r.ranks.get(b.name)):>{w}}" for b, w in zip(shown, widths))
+        print(f"  {i:>2}{mark} {r.chunk_id:<20} {r.score:7.4f}  {ranks}  {title}")
 
 
 def _context(ref: ChunkRef) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import warnings
 from typing import Any, Sequence
 
+from ._paths import sql_dir
 from .errors import InvalidParameterError, RetrievalError
-from .types import _check_rrf_k, _check_weight
-from .types import ChunkRef
+from .types import BRANCH, BRANCHES, ChunkRef, _check_rrf_k, _check_weight
 
 
 def check_fusion_args(n_lists: int, weights: Sequence[float] | None, rrf_k: float, top_k: int | None) -> list[float]:
@@ -62,27 +63,62 @@ def rrf_fuse(
     return _fuse_refs("rrf_fuse", rankings, weights, "rrf", rrf_k, top_k)
 
 
-FUSIONS = ("rrf", "convex", "dbsf", "blend")
+def _fusion_methods() -> tuple[tuple[str, bool], ...]:
+    """(name, needs_scores) of each fusion method, read from the one list SQL's hybrid.fusion_methods() holds
+    (sql/idempotent/004_registry.sql)."""
+    text = sql_dir().joinpath("idempotent", "004_registry.sql").read_text(encoding="utf-8")
+    rows = text.split("-- fusion methods:", 1)[1].split("-- end of fusion methods", 1)[0]
+    return tuple((name, flag == "true") for name, flag in re.findall(r"^\s*\('(\w+)', (true|false),", rows, re.M))
+
+
+FUSIONS = tuple(name for name, _ in _fusion_methods())
+"""The fusion methods of hybrid_retrieve and hybrid.fuse, in the registry's order (the default, convex, first)."""
+RANK_ONLY = frozenset(name for name, needs_scores in _fusion_methods() if not needs_scores)
+"""The methods that fuse ranks alone (no scores needed): rrf."""
+
+
+def shown(value: Any) -> str:
+    """A caller's value as SQL's hybrid._shown echoes it in an error: quoted, at most 64 characters whole."""
+    if value is None:
+        return "NULL"
+    text = str(value)
+    if len(text) <= 64:
+        return "'" + text.replace("'", "''") + "'"
+    return "'" + text[:40].replace("'", "''") + f"'... ({len(text)} characters)"
+
+
+def no_such(what: str, value: Any) -> InvalidParameterError:
+    """The error SQL's hybrid._no_such raises: what ('fusion' or 'branch') must be one of the registry's names."""
+    names = FUSIONS if what == "fusion" else tuple(b.name for b in BRANCHES)
+    return InvalidParameterError(f"{what} must be one of {', '.join(shown(n) for n in names)}, got {shown(value)}")
+
+
+def check_fusion(fusion: Any) -> str:
+    """fusion, if it is one of FUSIONS (else 22023 with SQL's words)."""
+    if not isinstance(fusion, str) or fusion not in FUSIONS:
+        raise no_such("fusion", fusion)
+    return fusion
 
 # the largest score (in size) fusion accepts, as SQL's hybrid._check_scores: weights times scores summed stay finite
 MAX_SCORE = 1e12
 
-# blend's saturation constant for lexical scores: hybrid._blend_score's, chosen on the shared collections
-# (bench/quality.py's leave-one-collection-out grid at top_k 10)
-BLEND_K = 10.0
+# blend's saturation constant for lexical scores: the lexical branch's blend_k (hybrid.branch), chosen on the shared
+# collections (bench/quality.py's leave-one-collection-out grid at top_k 10)
+BLEND_K = float(BRANCH["lexical"].blend_k or 0)
 
 
-def blend_score(branch: str, value: float, k: float = BLEND_K) -> float:
-    """A branch hit's score on blend's absolute 0..1 scale, as hybrid._blend_score (k: its constant).
-
-    branch: 'dense' (value: the cosine distance; gives the similarity, 0 if negative), 'lexical' (value: the
-    BM25 or ts_rank score s; gives s / (s + k)) or 'graph' (value: the hop count; gives 1 / hops).
-    """
-    if branch == "dense":
+def blend_score(branch: str, value: float, k: float | None = None) -> float:
+    """A branch hit's score on blend's absolute 0..1 scale, as hybrid._blend_score, by the branch's scale:
+    a distance (dense: the cosine distance) gives the similarity 1 - d, 0 if negative; a score s (lexical: BM25 or
+    ts_rank) gives s / (s + k), k the branch's blend_k (BLEND_K for lexical) unless given; hops give 1 / hops."""
+    b = BRANCH.get(branch)
+    if b is None:
+        raise no_such("branch", branch)
+    if b.scale == "distance":
         return max(0.0, 1 - value)
-    if branch == "lexical":
+    if b.scale == "score":
         s = max(0.0, value)
-        return s / (s + k)
+        return s / (s + (k if k is not None else b.blend_k or BLEND_K))
     return 1 / value
 
 
@@ -142,7 +178,9 @@ def fusion_term(fusion: str, weight: float, rrf_k: float, rank: int, score: floa
     lo, hi, mean, sd = stats
     if fusion == "convex":
         return weight * ((score - lo) / (hi - lo) if hi > lo else 1.0)
-    return weight * (min(1.0, max(0.0, (score - (mean - 3 * sd)) / (6 * sd))) if sd > 0 else 1.0)
+    if fusion == "dbsf":
+        return weight * (min(1.0, max(0.0, (score - (mean - 3 * sd)) / (6 * sd))) if sd > 0 else 1.0)
+    raise no_such("fusion", fusion)
 
 
 def fuse_scores(
@@ -151,15 +189,14 @@ def fuse_scores(
 ) -> list[tuple[str, float, list[int | None]]]:
     """Fuse ranked id lists: (id, score, rank in each list) by score desc, then id; as SQL's hybrid.fuse.
 
-    fusion: 'rrf' (ranks), 'convex' (each list's scores min-max normalized) or 'dbsf' (normalized by
+    fusion (one of FUSIONS): 'rrf' (ranks), 'convex' (each list's scores min-max normalized) or 'dbsf' (normalized by
     mean +- 3 population standard deviations, clipped to 0..1) or 'blend' (the scores as given, weighted: bring
     them on an absolute, bounded scale, e.g. by blend_score). scores: one number per id of each
     ranking, higher is better (needed by convex, dbsf and blend). A repeated id keeps its best rank and the score
     there; ids found only in lists of weight 0 are dropped.
     """
-    if fusion not in FUSIONS:
-        raise InvalidParameterError(f"fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got {fusion!r}")
-    if fusion != "rrf":
+    check_fusion(fusion)
+    if fusion not in RANK_ONLY:
         if scores is None:
             raise InvalidParameterError(
                 f"scores must be given for fusion '{fusion}': one list of numbers (higher is better) per ranking")
@@ -180,9 +217,9 @@ def fuse_scores(
         seen: dict[str, tuple[int, float | None]] = {}
         for r, item in enumerate(ranking, start=1):
             if item not in seen:
-                seen[item] = (r, float(scores[i][r - 1]) if scores is not None and fusion != "rrf" else None)
+                seen[item] = (r, float(scores[i][r - 1]) if scores is not None and fusion not in RANK_ONLY else None)
         entries.append(seen)
-        if fusion != "rrf" and seen:
+        if fusion not in RANK_ONLY and seen:
             # in rank order, as hybrid.fuse's window aggregates read them
             stats.append(list_stats([sc for _, sc in sorted(seen.values(), key=lambda e: e[0])]))  # type: ignore[misc]
         else:

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import InvalidParameterError
-from .fusion import GRAPH_DECAY, TERM_COVERAGE
+from .fusion import GRAPH_DECAY, TERM_COVERAGE, check_fusion
 from .types import HybridWeights
 from .types import _check_rrf_k as _rrf_k
 from .types import _check_weight as _weight
@@ -25,12 +25,10 @@ MAX_QUERY_TEXT = 20000
 """The longest query_text hybrid.retrieve accepts, in characters (a query, not a document)."""
 MAX_GRAPH_SEEDS = 1000
 """The most graph_seeds hybrid.retrieve accepts."""
-FUSIONS = ("rrf", "convex", "dbsf", "blend")
-"""The fusion methods of hybrid_retrieve and hybrid.fuse (pyhybrid.fusion.fuse_scores mirrors them)."""
-
-
-def _sql(sql_type: str) -> Any:
-    return {"sql_type": sql_type}
+def _sql(sql_type: str, **cli: Any) -> Any:
+    """A field's SQL type; cli: the flag `pyhybrid search` gives it (flag, help, and parse: 'float' or 'json'), for the
+    parameters its own flags do not cover."""
+    return {"sql_type": sql_type, **({"cli": cli} if cli else {})}
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,7 +44,8 @@ class RetrieveQuery:
     graph_expand: seed the graph branch with the best N dense/lexical hits (0..100).
     with_graph_context: add each row's graph neighbourhood. per_document: the best chunk per document.
     fusion: 'rrf' (ranks), 'convex' (min-max normalized scores), 'dbsf' (scores normalized by mean +- 3
-    standard deviations) or 'blend' (scores on an absolute scale: cosine, s / (s + BLEND_K) for BM25, 1 / hops; pyhybrid.fusion); see FUSIONS. skip: fused rows to skip before the top_k returned (0..10000 - top_k;
+    standard deviations) or 'blend' (scores on an absolute scale: cosine, s / (s + BLEND_K) for BM25, 1 / hops; pyhybrid.fusion);
+    FUSIONS lists them. skip: fused rows to skip before the top_k returned (0..10000 - top_k;
     pages are stable when per_source_k >= skip + top_k is given). siblings: add the n nearest chunks of the
     same document on each side of each hit (0..20). graph_edge_types: traverse only these edge types.
     min_vector_score, min_keyword_score, min_graph_score: per-branch floors (0 to 1,000,000, or None) on the
@@ -61,7 +60,9 @@ class RetrieveQuery:
     (pyhybrid.fusion.lexical_strength; docs/searching.md). abstain: return no rows (and an AbstainedWarning)
     when nothing is relevant: the dense branch's best hit below the tenant's calibrated floor
     (TenantSession.calibrate_abstention) and none of the three best lexical hits holding every term of the query; a call with
-    graph_seeds is never abstained.
+    graph_seeds is never abstained. diversity: 0 to 1 (0: off): the page is chosen by maximal marginal relevance,
+    each row the candidate of the greatest (1 - diversity) x relevance - diversity x its greatest similarity to the
+    rows above it (docs/searching.md).
     """
 
     query_embedding: Any = field(default=None, metadata=_sql("vector"))
@@ -90,6 +91,10 @@ class RetrieveQuery:
     graph_decay: float = field(default=GRAPH_DECAY, metadata=_sql("double precision"))
     term_coverage: int = field(default=TERM_COVERAGE, metadata=_sql("integer"))
     abstain: bool = field(default=False, metadata=_sql("boolean"))
+    diversity: float = field(default=0.0, metadata=_sql(
+        "double precision", flag="--diversity", parse="float",
+        help="0 to 1: the page chosen by maximal marginal relevance over the chunks' embeddings, so that near-duplicates "
+             "do not fill it (default 0: off)"))
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -109,8 +114,7 @@ class RetrieveQuery:
             low = self.skip + self.top_k
             _int_between("per_source_k", self.per_source_k, low, 10000,
                          low_name=f"top_k ({low})" if self.skip == 0 else f"skip + top_k ({low})")
-        if self.fusion not in FUSIONS:
-            raise InvalidParameterError(f"fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got {self.fusion!r}")
+        check_fusion(self.fusion)
         _int_between("siblings", self.siblings, 0, 20)
         put(self, "graph_edge_types", _str_list("graph_edge_types", self.graph_edge_types))
         if self.graph_edge_types is not None and len(self.graph_edge_types) > 100:
@@ -134,6 +138,10 @@ class RetrieveQuery:
         _int_between("graph_hops", self.graph_hops, 1, 3)
         _int_between("graph_expand", self.graph_expand, 0, 100)
         _int_between("term_coverage", self.term_coverage, 1, 32)
+        if isinstance(self.diversity, bool) or not isinstance(self.diversity, (int, float)) \
+                or not 0 <= self.diversity <= 1:
+            raise InvalidParameterError(f"diversity must be a number from 0 (off) to 1, got {self.diversity!r}")
+        put(self, "diversity", float(self.diversity))
         if self.lexical not in (None, "bm25", "ts_rank"):
             raise InvalidParameterError(f"lexical must be 'bm25', 'ts_rank' or NULL (automatic), got {self.lexical!r}")
         for name in ("with_graph_context", "per_document", "abstain"):
@@ -217,7 +225,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "score": "double precision", "vector_rank": "integer", "keyword_rank": "integer", "graph_rank": "integer",
     "vector_distance": "double precision", "keyword_score": "double precision", "graph_distance": "integer",
     "content": "text", "metadata": "jsonb", "acl_labels": "text[]", "position": "integer", "graph_context": "jsonb",
-    "siblings": "jsonb",
+    "siblings": "jsonb", "ranks": "jsonb", "scores": "jsonb",
 }
 """The columns of hybrid.retrieve_row (what hybrid_retrieve returns), in order; a test holds it to the SQL type."""
 

@@ -11,6 +11,47 @@ from .errors import InvalidParameterError
 
 
 @dataclass(frozen=True)
+class Branch:
+    """A retrieval branch, as SQL's registry hybrid.branch declares it (a test holds the two equal).
+
+    stage: 'list' (searched from the query, fused) or 'graph' (expanded from the fused list's seeds). scale: what
+    its own measure is: 'distance' (lower is better; its score is 1 - d), 'score' (higher is better) or 'hops'
+    (its score is 1 / hops). blend_k: blend's saturation constant for a score, s / (s + blend_k). query_param,
+    weight_param, floor_param: its hybrid_retrieve parameters; search: its search function, whose first four
+    parameters are the query, top_k, corpus_ids and filter (extra: the RetrieveQuery fields it also takes, by
+    name); rank_column, value_column: its columns in hybrid_retrieve's rows (the branches of 0.3); label: its
+    column heading in the CLI's tables.
+    """
+
+    name: str
+    position: int
+    stage: str
+    scale: str
+    blend_k: float | None
+    query_param: str
+    weight_param: str
+    floor_param: str
+    search: str
+    rank_column: str | None = None
+    value_column: str | None = None
+    label: str = ""
+    extra: tuple[str, ...] = ()
+
+
+BRANCHES: tuple[Branch, ...] = (
+    Branch("dense", 1, "list", "distance", None, "query_embedding", "vector_weight", "min_vector_score",
+           "hybrid.search_dense", "vector_rank", "vector_distance", "dense"),
+    Branch("lexical", 2, "list", "score", 10.0, "query_text", "keyword_weight", "min_keyword_score",
+           "hybrid.search_lexical", "keyword_rank", "keyword_score", "lex", ("lexical",)),
+    Branch("graph", 100, "graph", "hops", None, "graph_seeds", "graph_weight", "min_graph_score",
+           "hybrid.search_graph", "graph_rank", "graph_distance", "graph"),
+)
+"""The retrieval branches in hybrid.branch's order: the Python mirror of that registry."""
+
+BRANCH = {b.name: b for b in BRANCHES}
+
+
+@dataclass(frozen=True)
 class ChunkRef:
     """A chunk returned by retrieval, with its fused score and each source's rank and raw score."""
 
@@ -32,6 +73,11 @@ class ChunkRef:
     graph_context: tuple[Mapping[str, Any], ...] | None = None
     siblings: tuple[Mapping[str, Any], ...] | None = None
     rerank_score: float | None = None
+    ranks: Mapping[str, int] = field(default_factory=dict)
+    """The row's rank in each branch that found it, by branch name (hybrid.branch), 1 = best."""
+    scores: Mapping[str, float] = field(default_factory=dict)
+    """The row's own measure in each branch that found it, by branch name, as the branch's search function returns
+    it (dense: the cosine distance; lexical: the BM25 or ts_rank score; graph: hops)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ChunkRef:
@@ -56,6 +102,8 @@ class ChunkRef:
             position=row.get("position"),
             graph_context=tuple(ctx) if ctx is not None else None,
             siblings=tuple(sib) if sib is not None else None,
+            ranks=dict(row.get("ranks") or {}),
+            scores={k: float(v) for k, v in (row.get("scores") or {}).items()},
         )
 
 

@@ -96,8 +96,9 @@ def test_a_branch_function_names_a_top_k_out_of_range(db: Db, sql: str, top_k: i
     ("ARRAY['a-0'], ARRAY['NaN']::float8[]", "scores[1] must be a finite number between -1e12 and 1e12, got NaN"),
     ("ARRAY['a-0', 'a-1'], ARRAY[1, 'Infinity']::float8[]",
      "scores[2] must be a finite number between -1e12 and 1e12, got Infinity"),
-    ("ARRAY['a-0'], ARRAY[1]::float8[], dense_ids => ARRAY['a-0'], dense_values => ARRAY['NaN']::float8[]",
-     "dense_values[1] must be a finite number between -1e12 and 1e12, got NaN"),
+    ("ARRAY['a-0'], ARRAY[1]::float8[], lists => '{\"dense\": {\"ids\": [\"a-0\"], \"values\": [\"NaN\"]}}'",
+     'lists.dense: must be {"ids": [strings], "values": [numbers between -1e12 and 1e12]}, as many values as ids, '
+     "at most 10000"),
 ])
 def test_hydrate_refuses_a_score_that_is_not_a_finite_number(db: Db, args: str, message: str) -> None:
     # once: hydrate returned the row with its NaN score

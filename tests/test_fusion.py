@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from psycopg.rows import dict_row
 
 from pyhybrid import Chunk, ChunkRef, InvalidParameterError, RetrieveQuery, fuse
-from pyhybrid.fusion import blend_score, fuse_scores
+from pyhybrid.fusion import FUSIONS, RANK_ONLY, blend_score, fuse_scores, shown
+from pyhybrid.query import PARAMETERS
+from pyhybrid.types import BRANCHES
 from tests.conftest import Api, Db
 from tests.helpers import chunks, near, unit
 
@@ -50,7 +52,41 @@ HAND = {
 }
 
 
-@pytest.mark.parametrize("fusion", ["rrf", "convex", "dbsf", "blend"])
+def test_one_list_of_fusion_methods_and_of_branches_in_sql_and_python(template_dsn_conn: psycopg.Connection) -> None:
+    rows = template_dsn_conn.execute("SELECT name, needs_scores FROM hybrid.fusion_methods()").fetchall()
+    assert [r[0] for r in rows] == list(FUSIONS) and {r[0] for r in rows if not r[1]} == RANK_ONLY
+    assert set(HAND) == set(FUSIONS)  # every declared method has its hand computation below
+    branches = template_dsn_conn.execute(
+        "SELECT name, position, stage, scale, blend_k, query_param, weight_param, floor_param, "
+        "split_part(search::regproc::text, '(', 1), rank_column, value_column FROM hybrid.branches()").fetchall()
+    assert branches == [(b.name, b.position, b.stage, b.scale, b.blend_k, b.query_param, b.weight_param, b.floor_param,
+                         b.search, b.rank_column, b.value_column) for b in BRANCHES]
+    assert all(b.query_param in PARAMETERS and b.weight_param in PARAMETERS and b.floor_param in PARAMETERS
+               and set(b.extra) <= set(PARAMETERS) for b in BRANCHES)
+
+
+@pytest.mark.parametrize("fusion", ["nope", "", "RRF", None])
+def test_an_unknown_fusion_method_is_named_with_the_declared_ones_everywhere(template_dsn_conn: psycopg.Connection,
+                                                                           fusion: str | None) -> None:
+    from pyhybrid.fusion import fusion_term
+
+    message = f"fusion must be one of 'convex', 'rrf', 'dbsf', 'blend', got {shown(fusion)}"
+    for sql in ("SELECT hybrid._fusion_term(%s, 1, 60, 1, 0.5, 0, 1, 0.5, 0.1)", "SELECT hybrid._check_fusion(%s)",
+                "SELECT * FROM hybrid.fuse('[[\"a\"]]', fusion => %s, scores => '[[1]]')"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
+            template_dsn_conn.execute(sql, (fusion,))
+        assert info.value.diag.message_primary == message, sql
+    for call in (lambda: fusion_term(fusion, 1, 60, 1, 0.5, (0, 1, 0.5, 0.1)),  # type: ignore[arg-type]
+                 lambda: fuse_scores([["a"]], fusion=fusion, scores=[[1.0]]),  # type: ignore[arg-type]
+                 lambda: RetrieveQuery(query_text="x", fusion=fusion)):  # type: ignore[arg-type]
+        with pytest.raises(InvalidParameterError) as py:
+            call()
+        assert str(py.value) == message
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"^branch must be one of 'dense', 'lexical', 'graph'"):
+        template_dsn_conn.execute("SELECT hybrid._branch_score('nope', 1)")
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
 def test_fuse_matches_a_hand_computation_in_sql_and_python(template_dsn_conn: psycopg.Connection,
                                                           fusion: str) -> None:
     rows = template_dsn_conn.execute(
@@ -81,7 +117,7 @@ def _scored(draw: st.DrawFn) -> tuple[list[list[str]], list[list[float]], list[f
     num = st.floats(min_value=-50, max_value=50, allow_nan=False, allow_infinity=False, width=32)
     scores = [sorted((draw(num) for _ in lst), reverse=True) for lst in lists]
     weights = [draw(st.sampled_from([0.0, 0.5, 1.0, 2.0, 0.3])) for _ in range(n)]
-    return lists, scores, weights, draw(st.sampled_from(["rrf", "convex", "dbsf", "blend"])), draw(
+    return lists, scores, weights, draw(st.sampled_from(FUSIONS)), draw(
         st.one_of(st.none(), st.integers(1, 20)))
 
 
@@ -97,8 +133,8 @@ def test_python_fuse_equals_sql_fuse_on_random_inputs(template_dsn_conn: psycopg
 
 
 FUSE_ERRORS = [
-    ("'[[\"a\"]]', fusion => 'borda'", ([["a"]], "borda", None), "fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got 'borda'"),
-    ("'[[\"a\"]]', fusion => NULL", ([["a"]], None, None), "fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got "),
+    ("'[[\"a\"]]', fusion => 'borda'", ([["a"]], "borda", None), "fusion must be one of 'convex', 'rrf', 'dbsf', 'blend', got 'borda'"),
+    ("'[[\"a\"]]', fusion => NULL", ([["a"]], None, None), "fusion must be one of 'convex', 'rrf', 'dbsf', 'blend', got NULL"),
     ("'[[\"a\"]]', fusion => 'convex'", ([["a"]], "convex", None), "scores must be given for fusion 'convex'"),
     ("'[[\"a\", \"b\"]]', fusion => 'dbsf', scores => '[[1]]'", ([["a", "b"]], "dbsf", [[1]]),
      "one number for each id of rankings"),
@@ -138,7 +174,7 @@ def _corpus(api: Api) -> None:
     api.ingest("acme", docs, corpus_id="qms")
 
 
-@pytest.mark.parametrize("fusion", ["rrf", "convex", "dbsf", "blend"])
+@pytest.mark.parametrize("fusion", FUSIONS)
 def test_retrieve_fuses_the_branch_lists_as_hybrid_fuse_does(db: Db, api: Api, fusion: str) -> None:
     _corpus(api)
     q = near(unit(1), 7, 0.3)
@@ -161,7 +197,7 @@ def test_retrieve_fuses_the_branch_lists_as_hybrid_fuse_does(db: Db, api: Api, f
 def test_pages_are_disjoint_and_together_equal_one_call_of_twice_the_size(db: Db, api: Api) -> None:
     _corpus(api)
     q = near(unit(1), 8, 0.3)
-    for fusion in ("rrf", "convex", "dbsf", "blend"):
+    for fusion in FUSIONS:
         kw = dict(query_embedding=q, query_text="pump occlusion alarm", per_source_k=30, fusion=fusion)
         one = [r.chunk_id for r in api.retrieve("acme", top_k=10, skip=0, **kw)]
         two = [r.chunk_id for r in api.retrieve("acme", top_k=10, skip=10, **kw)]
@@ -179,7 +215,7 @@ PAGE_ERRORS = [
     ("skip => 9991", {"skip": 9991}, "skip must be between 0 and 9990"),
     ("skip => 10, per_source_k => 15", {"skip": 10, "per_source_k": 15},
      r"per_source_k must be between skip \+ top_k \(20\) and 10000"),
-    ("fusion => 'borda'", {"fusion": "borda"}, "fusion must be 'rrf', 'convex', 'dbsf' or 'blend', got 'borda'"),
+    ("fusion => 'borda'", {"fusion": "borda"}, "fusion must be one of 'convex', 'rrf', 'dbsf', 'blend', got 'borda'"),
     ("siblings => 21", {"siblings": 21}, "siblings must be between 0 and 20"),
     ("siblings => -1", {"siblings": -1}, "siblings must be between 0 and 20"),
     ("graph_edge_types => array_fill('X'::text, ARRAY[101])", {"graph_edge_types": ["X"] * 101},
@@ -237,7 +273,7 @@ def test_graph_edge_types_traverse_only_the_named_relations(db: Db, api: Api, re
 
 # ---------------------------------------------------------------- explain
 
-@pytest.mark.parametrize("fusion", ["rrf", "convex", "dbsf", "blend"])
+@pytest.mark.parametrize("fusion", FUSIONS)
 def test_explain_reports_each_branch_and_contributions_that_add_up_to_the_score(db: Db, api: Api, fusion: str) -> None:
     _corpus(api)
     q = near(unit(1), 9, 0.3)

@@ -225,7 +225,9 @@ async def test_a_tenant_login_role_runs_parallel_as_itself(corpus: Db, spied: li
 async def test_a_failing_branch_falls_back_to_the_one_call(corpus: Db, spied: list[str],
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # the lexical branch's statement breaks on the pooled connection: the one call answers instead
-    monkeypatch.setitem(_parallel._BRANCH_SQL, "lexical", "SELECT 1 / 0 AS chunk_id")
+    real = _parallel.branch_sql
+    monkeypatch.setattr(_parallel, "branch_sql",
+                        lambda b: "SELECT 1 / 0 AS chunk_id" if b.name == "lexical" else real(b))
     q = _query()
     async with AsyncHybridClient(corpus.dsn("pyh_app"), pool=True, max_size=4) as client:
         async with client.tenant("acme", read_only=True) as t:
@@ -298,7 +300,10 @@ def test_hydrate_siblings_leave_out_chunks_outside_the_acl(corpus: Db) -> None:
     ({"skip": -1}, "skip must be between 0 and 9990"),
     ({"siblings": 21}, "siblings must be between 0 and 20"),
     ({"per_document": None}, "per_document must be true or false"),
-    ({"dense_ids": ["a"], "dense_values": []}, "each branch list needs one value per id"),
+    ({"lists": '{"dense": {"ids": ["a"], "values": []}}'},
+     r"lists.dense: must be \{\"ids\": \[strings\], \"values\": \[numbers between -1e12 and 1e12\]\}"),
+    ({"lists": '{"nope": {"ids": [], "values": []}}'}, "branch must be one of 'dense', 'lexical', 'graph', got 'nope'"),
+    ({"lists": '{"dense": {"ids": ["a"], "values": [1e13]}}'}, "lists.dense: must be"),
 ])
 def test_hydrate_rejects_bad_arguments_with_22023(corpus: Db, kw: dict[str, Any], message: str) -> None:
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):

@@ -10,10 +10,12 @@ from ..types import ChunkRef
 
 
 def ref_metadata(ref: ChunkRef) -> dict[str, Any]:
-    """What a framework document carries besides its text: ids, the fused score and each branch's rank."""
+    """What a framework document carries besides its text: ids, the fused score, and each branch's rank and own
+    measure (ranks, scores: by branch name; vector_rank, keyword_rank, graph_rank as in 0.3)."""
     return {
         **dict(ref.metadata),
         "chunk_id": ref.chunk_id, "document_id": ref.document_id, "corpus_id": ref.corpus_id,
         "tenant_id": ref.tenant_id, "position": ref.position, "score": ref.score,
         "vector_rank": ref.vector_rank, "keyword_rank": ref.keyword_rank, "graph_rank": ref.graph_rank,
+        "ranks": dict(ref.ranks), "scores": dict(ref.scores),
     }

@@ -249,6 +249,97 @@ $$;
 COMMENT ON FUNCTION hybrid._dense_statement(text, integer) IS
 'The text of the dense branch''s index scan for an index kind (hybrid._dense_kind; the dimension spliced in, as a typmod cannot be a parameter): candidates in the order of the index''s expression, ranked by the exact cosine distance. hybrid.search_dense runs it for halfvec and bit (for vector it runs the equivalent static statement); bench/latency.py --index-kinds runs it for each kind.';
 
+-- hybrid._dense_index_list: one list through the partition's dense index, at the breadth the session has set
+CREATE OR REPLACE FUNCTION hybrid._dense_index_list(tenant_key integer, kind text, dim integer, ef integer, tenant text,
+                                                    acl text[], acl_all boolean, corpus_ids text[], filter jsonb,
+                                                    query_embedding vector, top_k integer,
+                                                    OUT ids text[], OUT ds double precision[])
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- tenant_key a constant: the tenant's partition alone is planned
+AS $$
+BEGIN
+    IF kind = 'vector' THEN
+        SELECT array_agg(s.chunk_id ORDER BY s.d, s.chunk_id), array_agg(s.d ORDER BY s.d, s.chunk_id) INTO ids, ds
+        FROM (SELECT c.chunk_id, (c.embedding <=> query_embedding)::double precision AS d
+              FROM hybrid.chunk c
+              WHERE c.tenant_key = _dense_index_list.tenant_key
+                AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, tenant, acl, acl_all)
+                AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+                AND (filter IS NULL OR c.metadata @> filter)
+              ORDER BY c.embedding <=> query_embedding
+              LIMIT top_k) s;
+        RETURN;
+    END IF;
+    -- above 2,000 dimensions the index holds embedding::halfvec(dim), or above 4,000 binary_quantize(embedding)::bit(dim)
+    -- (hybrid._dense_kind): the scan orders by that same expression, the dimension spliced in as a literal (a typmod
+    -- cannot be a parameter), and the candidates are ranked by the exact cosine of the vectors. Binary codes rank
+    -- coarsely: a wider list (ef_search, at least 4 x top_k) is re-ranked. The values are parameters of a one-shot
+    -- plan, so the tenant key still prunes to one partition.
+    EXECUTE 'SELECT array_agg(h.chunk_id ORDER BY h.rank), array_agg(h.value ORDER BY h.rank) FROM ('
+            || hybrid._dense_statement(kind, dim) || ') h (chunk_id, rank, value)'
+    INTO ids, ds
+    USING query_embedding, tenant_key, tenant, acl, acl_all, corpus_ids, filter, top_k,
+          CASE kind WHEN 'halfvec' THEN top_k ELSE greatest(ef, 4 * top_k) END;
+END
+$$;
+COMMENT ON FUNCTION hybrid._dense_index_list(integer, text, integer, integer, text, text[], boolean, text[], jsonb, vector,
+                                             integer) IS
+'hybrid.search_dense''s list through the partition''s index of kind (vector: the embedding''s own HNSW or IVFFlat index; halfvec, bit: the index of that expression, re-ranked by exact cosine): the caller''s top_k visible chunks in corpus_ids matching filter, by cosine distance, at the breadth set in the session (hnsw.ef_search, ivfflat.probes).';
+REVOKE ALL ON FUNCTION hybrid._dense_index_list(integer, text, integer, integer, text, text[], boolean, text[], jsonb, vector,
+                                                integer) FROM PUBLIC;
+
+-- hybrid._dense_audit_miss: whether the dense audit's sample proves an index list wrong
+CREATE OR REPLACE FUNCTION hybrid._dense_audit_miss(tenant_key integer, part regclass, cached boolean, sample_rows integer,
+                                                    tenant text, acl text[], acl_all boolean, corpus_ids text[],
+                                                    filter jsonb, query_embedding vector, d10 double precision,
+                                                    ids text[]) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- tenant_key a constant: the tenant's partition alone is planned
+AS $$
+DECLARE
+    v_miss boolean;
+BEGIN
+    -- HNSW can miss a query's true neighbours entirely (the beam descends into another topic cluster:
+    -- bench/FINDINGS.md#queries-at-recall-0-in-mid-sized-partitions-and-the-dense-audit-dense_audit). A fixed sample
+    -- of the partition is compared with the list: a visible chunk of the sample nearer than the list's 10th row (d10;
+    -- any, for a list shorter than top_k) and not in it proves the list wrong. It never fires on a list whose top 10 is
+    -- right; it catches a miss when a chunk of the missed region is in the sample.
+    IF cached THEN
+        -- the sample cached with the same setting and no write since (hybrid.refresh_audit_samples): its rows
+        -- together, where read from the partition each was a page of its own; its nearer rows outside the list are
+        -- then asked of the partition, which says whether the caller sees them (ACL, corpus, filter)
+        RETURN EXISTS (
+            SELECT 1 FROM hybrid.chunk c
+            WHERE c.tenant_key = _dense_audit_miss.tenant_key AND c.tenant_id = tenant
+              AND c.chunk_id = ANY (ARRAY(SELECT s.chunk_id FROM hybrid.chunk_audit_sample s
+                                          WHERE s.tenant_key = _dense_audit_miss.tenant_key
+                                            AND (s.embedding <=> query_embedding) < d10 AND s.chunk_id <> ALL (ids)))
+              AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, tenant, acl, acl_all)
+              AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+              AND (filter IS NULL OR c.metadata @> filter)
+              AND (c.embedding <=> query_embedding) < d10);
+    END IF;
+    -- the partition by name (planning the parent's scan cost more): its first live chunks in hashtext(chunk_id) order
+    -- (hybrid.chunk_audit_sample_idx), a sample of rows across the partition, not of blocks, whose chunks share
+    -- documents and topics (bench/FINDINGS.md#the-dense-audits-sample-by-row-audit_eval)
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM (SELECT c.chunk_id, c.embedding, c.tenant_id, c.superseded, '
+        'c.acl_labels, c.corpus_id, c.metadata FROM %s c WHERE NOT c.superseded ORDER BY hashtext(c.chunk_id) '
+        'LIMIT $1) c WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4) '
+        'AND ($5::text[] IS NULL OR c.corpus_id = ANY ($5)) AND ($6::jsonb IS NULL OR c.metadata @> $6) '
+        'AND (c.embedding <=> $7) < $8 AND c.chunk_id <> ALL ($9))', part)
+    INTO v_miss
+    USING sample_rows, tenant, acl, acl_all, corpus_ids, filter, query_embedding, d10, ids;
+    RETURN v_miss;
+END
+$$;
+COMMENT ON FUNCTION hybrid._dense_audit_miss(integer, regclass, boolean, integer, text, text[], boolean, text[], jsonb,
+                                             vector, double precision, text[]) IS
+'The dense audit''s verdict on one index list (ids): true when a chunk of the partition''s sample (the cached copy, hybrid.chunk_audit_sample, where cached, else the partition''s first sample_rows live chunks by hashtext(chunk_id)) that the caller can see, in corpus_ids and matching filter, is nearer to query_embedding than d10 (the list''s 10th distance; infinity for a short list) and not in the list.';
+REVOKE ALL ON FUNCTION hybrid._dense_audit_miss(integer, regclass, boolean, integer, text, text[], boolean, text[], jsonb,
+                                                vector, double precision, text[]) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION hybrid.search_dense(
     query_embedding vector, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     exact_threshold integer DEFAULT NULL)
@@ -282,7 +373,6 @@ DECLARE
     v_miss boolean;
     v_widened boolean := false;
     v_cached boolean;
-    v_d10 double precision;
     v_probes text;
 BEGIN
     PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
@@ -317,79 +407,22 @@ BEGIN
         LOOP
             PERFORM set_config('hnsw.ef_search', v_ef::text, true);
             PERFORM set_config('ivfflat.probes', (v_probes::integer * CASE WHEN v_widened THEN 4 ELSE 1 END)::text, true);
-            IF v_kind <> 'vector' THEN
-                -- above 2,000 dimensions the index holds embedding::halfvec(dim), or above 4,000
-                -- binary_quantize(embedding)::bit(dim) (hybrid._dense_kind): the scan orders by that same
-                -- expression, with the dimension spliced in as a literal (a typmod cannot be a parameter),
-                -- and the candidates are ranked by the exact cosine of the vectors. Binary codes rank
-                -- coarsely: a wider list (ef_search, at least 4 x top_k) is re-ranked. The values are
-                -- parameters of a one-shot plan, so the tenant key still prunes to one partition.
-                EXECUTE 'SELECT array_agg(h.chunk_id ORDER BY h.rank), array_agg(h.value ORDER BY h.rank) FROM ('
-                        || hybrid._dense_statement(v_kind, v_dim) || ') h (chunk_id, rank, value)'
-                INTO v_ids, v_ds
-                USING query_embedding, v_key, v_tenant, v_acl, v_all, corpus_ids, filter, top_k,
-                      CASE v_kind WHEN 'halfvec' THEN top_k ELSE greatest(v_ef, 4 * top_k) END;
-            ELSE
-                SELECT array_agg(s.chunk_id ORDER BY s.d, s.chunk_id), array_agg(s.d ORDER BY s.d, s.chunk_id)
-                INTO v_ids, v_ds
-                FROM (SELECT c.chunk_id, (c.embedding <=> query_embedding)::double precision AS d
-                      FROM hybrid.chunk c
-                      WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
-                        AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
-                        AND (filter IS NULL OR c.metadata @> filter)
-                      ORDER BY c.embedding <=> query_embedding
-                      LIMIT top_k) s;
-            END IF;
-            -- The audit: HNSW can miss a query's true neighbours entirely (the beam descends into another
-            -- topic cluster; on the synthetic benchmark's 50,000-chunk partition with pgvector's (16, 64)
-            -- graph, 10 queries in 6,000 over 6 builds at recall@10 0; none with the audit, for dense p50
-            -- 3.6 -> 5.6 ms: bench/FINDINGS.md#queries-at-recall-0-in-mid-sized-partitions-and-the-dense-audit-dense_audit).
-            -- A fixed sample of the scope (dense_audit_rows
-            -- rows, default 1,000; TABLESAMPLE SYSTEM REPEATABLE: the same blocks every call, so they stay
-            -- cached) is compared with the list: a visible chunk of the sample that is nearer than the
-            -- list's 10th row (or its last) and not in it proves the list wrong: the list is searched again
-            -- at the widest breadth, and a list still wrong is replaced by an exact search of the scope.
-            -- It never fires on a list whose top 10 is right; it catches a miss when a chunk of the
-            -- missed region is in the sample.
-            -- A list shorter than top_k (selective filters past the iterative scan's limit) is audited
-            -- against any visible chunk outside it.
+            SELECT l.ids, l.ds INTO v_ids, v_ds
+            FROM hybrid._dense_index_list(v_key, v_kind, v_dim, v_ef, v_tenant, v_acl, v_all, corpus_ids, filter,
+                                          query_embedding, top_k) l;
+            -- the audit (hybrid._dense_audit_miss): a sampled chunk nearer than the list's 10th and not in it proves
+            -- the list wrong
             v_ids := coalesce(v_ids, '{}');
             v_miss := false;
             IF v_sample > 0 THEN
                 v_part := coalesce(v_part, hybrid._chunk_partition(v_key));
                 v_sample_rows := coalesce(v_sample_rows, hybrid._audit_sample_rows(v_part, v_sample));
-                v_d10 := CASE WHEN cardinality(v_ids) < top_k THEN 'Infinity'::float8 ELSE v_ds[least(cardinality(v_ds), 10)] END;
-                -- the sample cached with the same setting and no write since (hybrid.refresh_audit_samples):
-                -- its rows together (2,236 rows in 448 pages at 500,000 chunks, where read from the partition
-                -- each was a page of its own: 1.9 against 7.5 ms); its nearer rows outside the list are then
-                -- asked of the partition, which says whether the caller sees them (ACL, corpus, filter)
                 v_cached := coalesce(v_cached, EXISTS (SELECT 1 FROM hybrid.chunk_audit_sample_state st
                                                        WHERE st.tenant_key = v_key AND st.base = v_sample));
-                IF v_cached THEN
-                    v_miss := EXISTS (
-                        SELECT 1 FROM hybrid.chunk c
-                        WHERE c.tenant_key = v_key AND c.tenant_id = v_tenant
-                          AND c.chunk_id = ANY (ARRAY(SELECT s.chunk_id FROM hybrid.chunk_audit_sample s
-                                                      WHERE s.tenant_key = v_key AND (s.embedding <=> query_embedding) < v_d10
-                                                        AND s.chunk_id <> ALL (v_ids)))
-                          AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
-                          AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
-                          AND (filter IS NULL OR c.metadata @> filter)
-                          AND (c.embedding <=> query_embedding) < v_d10);
-                ELSE
-                    -- the partition by name (planning the parent's scan cost 0.6 ms at 100 partitions, this
-                    -- 0.15): its first live chunks in hashtext(chunk_id) order (hybrid.chunk_audit_sample_idx),
-                    -- a sample of rows across the partition; TABLESAMPLE SYSTEM took whole blocks, whose
-                    -- chunks share documents and topics, and passed 6 of 27 lists at recall 0 that this
-                    -- sample of 2,000 rows failed (bench/FINDINGS.md#the-dense-audits-sample-by-row-audit_eval)
-                    EXECUTE format('SELECT EXISTS (SELECT 1 FROM (SELECT c.chunk_id, c.embedding, c.tenant_id, c.superseded, '
-                        'c.acl_labels, c.corpus_id, c.metadata FROM %s c WHERE NOT c.superseded ORDER BY hashtext(c.chunk_id) '
-                        'LIMIT $1) c WHERE hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4) '
-                        'AND ($5::text[] IS NULL OR c.corpus_id = ANY ($5)) AND ($6::jsonb IS NULL OR c.metadata @> $6) '
-                        'AND (c.embedding <=> $7) < $8 AND c.chunk_id <> ALL ($9))', v_part)
-                    INTO v_miss
-                    USING v_sample_rows, v_tenant, v_acl, v_all, corpus_ids, filter, query_embedding, v_d10, v_ids;
-                END IF;
+                v_miss := hybrid._dense_audit_miss(v_key, v_part, v_cached, v_sample_rows, v_tenant, v_acl, v_all,
+                                                   corpus_ids, filter, query_embedding,
+                                                   CASE WHEN cardinality(v_ids) < top_k THEN 'Infinity'::float8
+                                                        ELSE v_ds[least(cardinality(v_ds), 10)] END, v_ids);
             END IF;
             EXIT WHEN NOT v_miss OR v_ef >= 1000;
             v_ef := 1000;
@@ -548,23 +581,13 @@ BEGIN
         RAISE EXCEPTION 'lexical => ''bm25'' needs the pg_textsearch extension, which is not installed'
             USING ERRCODE = '0A000', HINT = 'Use lexical => ''ts_rank'', or install pg_textsearch and run pyhybrid migrate.';
     END IF;
-    -- Always the BM25 index's ordered scan: it keeps scanning past rows the tenant, ACL or filter
-    -- drop, so small tenants lose nothing; computed row by row (a non-index plan), <@> gives
-    -- different, wrong scores. Before 1.3.1 pg_textsearch can leave a term out of a row's score when
-    -- the index has several segments (timescale/pg_textsearch#365, fixed in 1.2.0) and return a row
-    -- twice with two scores (#417, fixed in 1.3.1): there, unless the partition's index is known to
-    -- have one segment and no write since (hybrid._bm25_scan_exact, hybrid.merge_bm25), fetch a few
-    -- extra and re-score those rows with <@> (~0.2 ms a row; the scan's partial scores cost SciFact
-    -- 0.01 nDCG@10, measured). Otherwise the scan's own score (bm25_get_current_score()) is <@>'s,
-    -- but for a query of one word repeated, which 1.0's scan scores as if written once: re-scored.
-    -- hybrid.bm25_scores says which for the transaction. Scores are negative (lower is better);
-    -- 0 means no term matched.
-    -- The statement reads the tenant's partition by name, through the partition's own BM25 index,
-    -- whose statistics (N, document frequencies, lengths) are the tenant's alone. Through the parent
-    -- it cannot: named by the parent's index, pg_textsearch 1.0 scores every partition's rows
-    -- against one partition's index (another tenant's: wrong, mostly zero scores), and naming the
-    -- partition's index on the parent's column is refused. The partition's own policies (the
-    -- parent's, tenant and ACL) apply to hybrid_definer here.
+    -- Always the BM25 index's ordered scan of the tenant's partition, by name, through the partition's own index,
+    -- whose statistics are the tenant's alone (through the parent, pg_textsearch 1.0 scores every partition's rows
+    -- against one partition's index); it keeps scanning past rows the tenant, ACL or filter drop. Before 1.3.1 a
+    -- multi-segment index can leave a term out of a score (pg_textsearch #365) or return a row twice (#417): unless the
+    -- index is known to have one segment and no write since (hybrid._bm25_scan_exact), a few extra rows are fetched and
+    -- re-scored with <@>, as is a query of one word repeated, which 1.0's scan scores as if written once.
+    -- hybrid.bm25_scores says which for the transaction. Scores are negative (lower is better); 0: no term matched.
     v_part := hybrid._chunk_partition(v_key);
     IF v_index IS NULL THEN
         RAISE EXCEPTION 'the tenant''s partition has no BM25 index' USING ERRCODE = '55000',
@@ -578,9 +601,8 @@ BEGIN
                                   FROM pg_class k, unnest(k.reloptions) o
                                   WHERE k.oid = v_index::regclass AND o LIKE 'text_config=%'), query_text)) t), true);
     PERFORM set_config('hybrid.bm25_scores', CASE WHEN v_scan THEN 'index scan' ELSE 're-scored' END, true);
-    -- the terms a hit holds (for hybrid.retrieve's term coverage: hybrid._terms_held), read by the primary key
-    -- for the three best hits only, in this statement (a statement of its own cost a call 0.44 ms, mostly
-    -- planning: bench/FINDINGS.md#the-one-calls-own-statements-fewer-and-flatter-engine_ab)
+    -- the terms a hit holds (hybrid.retrieve's term coverage: hybrid._terms_held), read by the primary key for the
+    -- three best hits only, in this statement (bench/FINDINGS.md#the-one-calls-own-statements-fewer-and-flatter-engine_ab)
     RETURN QUERY EXECUTE format($sql$
     SELECT r.chunk_id, r.rank, r.sc,
            CASE WHEN $8 IS NOT NULL AND r.rank <= 3
@@ -638,6 +660,31 @@ $$;
 COMMENT ON FUNCTION hybrid._visible_chunk_ids(integer, text[], text[], jsonb, text, text[], boolean) IS
 'The ids among ids of live chunks of the tenant (its partition) that the caller may see, in the given corpora and matching filter: the graph branch''s visibility check of a hop.';
 
+-- hybrid._edge_type_tables: the label tables of some of the caller's tenant's edge types (the graph branch's filter)
+CREATE OR REPLACE FUNCTION hybrid._edge_type_tables(names text[]) RETURNS oid[]
+LANGUAGE plpgsql STABLE SECURITY INVOKER  -- the graph branch's, as hybrid_definer
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_known text[] := hybrid._edge_types_seen(names);
+    v_unknown text;
+BEGIN
+    -- edge types are the tenant's own names (hybrid.edge_type): another tenant's type, a type whose edges the
+    -- caller cannot see (hybrid._edge_types_seen) and a name nobody uses get the same answer
+    SELECT t INTO v_unknown FROM unnest(names) t WHERE t IS NULL OR NOT t = ANY (v_known) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'graph_edge_types: % is not an edge type of this tenant', hybrid._shown(v_unknown)
+            USING ERRCODE = '22023', HINT = 'Loading an edge registers its type; SELECT name FROM hybrid.edge_types() lists them.';
+    END IF;
+    -- each type's edges live in its opaque label table
+    RETURN (SELECT coalesce(array_agg(to_regclass('hybrid_graph.rel_' || et.slot)::oid), '{}') FROM hybrid.edge_type et
+            WHERE et.tenant_id = hybrid._current_tenant() AND et.name = ANY (v_known));
+END
+$$;
+COMMENT ON FUNCTION hybrid._edge_type_tables(text[]) IS
+'The oids of the AGE label tables holding the current tenant''s edges of the types names; 22023 "is not an edge type of this tenant" for a name the caller may not know of (another tenant''s, one whose edges it cannot see, or nobody''s: one answer).';
+REVOKE ALL ON FUNCTION hybrid._edge_type_tables(text[]) FROM PUBLIC;
+
 -- hybrid._graph_walk: the graph branch, hop by hop, with the seed each hit was reached from
 CREATE OR REPLACE FUNCTION hybrid._graph_walk(
     graph_seeds text[], graph_hops integer DEFAULT 1, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL,
@@ -646,12 +693,9 @@ RETURNS TABLE (chunk_id text, rank integer, value double precision, seed text)
 -- invoker rights: only hybrid.search_graph and hybrid.retrieve (both run as hybrid_definer) call it
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators live in ag_catalog
--- Each hop's statement joins short id arrays to the graph's btrees, a plan that fits every tenant and
--- every seed list; planning it anew on each call (custom plans, the default for statements with
--- parameters) cost two thirds of a call: 1.10 -> 0.36 ms at a 1% tenant of 100k chunks, results
--- identical over 270 calls (latency_0.1_vs_0.2.md at commit 49a26d2, bench/FINDINGS.md#results-of-earlier-engines-removed). These statements read no chunk:
--- which candidates are visible chunks is asked of hybrid._visible_chunk_ids, planned for the
--- tenant's partition alone (a generic plan over hybrid.chunk would lock every partition).
+-- each hop's statement joins short id arrays to the graph's btrees, a plan that fits every tenant and seed list:
+-- planned once, not on each call (bench/FINDINGS.md#results-of-earlier-engines-removed). They read no chunk: which
+-- candidates are visible chunks is asked of hybrid._visible_chunk_ids, planned for the tenant's partition alone
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
@@ -672,8 +716,6 @@ DECLARE
     v_next_kind text[];
     v_next_via boolean[];
     v_types oid[];
-    v_known text[];
-    v_unknown text;
     h integer;
 BEGIN
     PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
@@ -686,17 +728,7 @@ BEGIN
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';
     END IF;
     IF graph_edge_types IS NOT NULL THEN
-        -- edge types are the tenant's own names (hybrid.edge_type): another tenant's type and a name
-        -- nobody uses get the same answer; each type's edges live in its opaque label table
-        -- (and a type whose edges the caller cannot see, the same: hybrid._edge_types_seen)
-        v_known := hybrid._edge_types_seen(graph_edge_types);
-        SELECT t INTO v_unknown FROM unnest(graph_edge_types) t WHERE t IS NULL OR NOT t = ANY (v_known) LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION 'graph_edge_types: % is not an edge type of this tenant', hybrid._shown(v_unknown)
-                USING ERRCODE = '22023', HINT = 'Loading an edge registers its type; SELECT name FROM hybrid.edge_types() lists them.';
-        END IF;
-        SELECT coalesce(array_agg(to_regclass('hybrid_graph.rel_' || et.slot)::oid), '{}') INTO v_types
-        FROM hybrid.edge_type et WHERE et.tenant_id = v_tenant AND et.name = ANY (v_known);
+        v_types := hybrid._edge_type_tables(graph_edge_types);
     END IF;
     -- seeds the caller cannot see start no path: a chunk seed must be a visible live chunk
     SELECT array_agg(s.id ORDER BY s.p), array_agg(s.p ORDER BY s.p), array_agg(g.kind ORDER BY s.p)
@@ -783,56 +815,85 @@ $$;
 COMMENT ON FUNCTION hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]) IS
 'Graph branch: live chunks reachable from graph_seeds (chunk or entity ids) in 1..graph_hops edges of hybrid_graph (of the tenant''s edge types graph_edge_types only, where given: 22023 for a name the tenant does not use), either direction, hop by hop under RLS (no path crosses a chunk the caller cannot see, or an entity no such chunk links to); the top_k nearest, ranked by hop distance (value), then by the position of the seed they came from. Seeds themselves are not returned.';
 
+-- The branches of 0.3, registered (hybrid.branch; a branch's row stands by its search function)
+INSERT INTO hybrid.branch AS b (name, position, stage, scale, blend_k, query_param, weight_param, floor_param, search,
+                               rank_column, value_column, meaning) VALUES
+    ('dense', 1, 'list', 'distance', NULL, 'query_embedding', 'vector_weight', 'min_vector_score',
+     'hybrid.search_dense(vector, integer, text[], jsonb, integer)', 'vector_rank', 'vector_distance',
+     'the cosine distance of the chunk''s embedding to query_embedding (pgvector; an exact scan, HNSW or IVFFlat)'),
+    -- blend_k 10 won bench/quality.py's leave-one-collection-out grid (k in 1..50, weights 1/1, top_k 10) on
+    -- three of the four shared collections' folds, and on all four
+    ('lexical', 2, 'list', 'score', 10, 'query_text', 'keyword_weight', 'min_keyword_score',
+     'hybrid.search_lexical(text, integer, text[], jsonb, text)', 'keyword_rank', 'keyword_score',
+     'the BM25 (pg_textsearch) or ts_rank score of the chunk''s text for query_text'),
+    ('graph', 100, 'graph', 'hops', NULL, 'graph_seeds', 'graph_weight', 'min_graph_score',
+     'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])', 'graph_rank', 'graph_distance',
+     'the hops from the seed that reached the chunk (graph_seeds, or the best graph_expand of the fused lists)')
+ON CONFLICT (name) DO UPDATE SET position = excluded.position, stage = excluded.stage, scale = excluded.scale,
+    blend_k = excluded.blend_k, query_param = excluded.query_param, weight_param = excluded.weight_param,
+    floor_param = excluded.floor_param, search = excluded.search, rank_column = excluded.rank_column,
+    value_column = excluded.value_column, meaning = excluded.meaning
+WHERE (b.*) IS DISTINCT FROM (excluded.*);
+
+-- hybrid._branch_score and hybrid._blend_score: a branch hit's own measure as a score, written once per scale
+-- and generated from hybrid.branch, so that the planner inlines a plain CASE over the branch names (a
+-- lookup of the registry for every hit would cost each call its rows)
+DO $scores$
+DECLARE
+    v_own text;
+    v_blend text;
+BEGIN
+    SELECT string_agg(format('WHEN %L THEN %s', b.name, CASE b.scale WHEN 'distance' THEN '1 - value'
+                                                             WHEN 'score' THEN 'value' ELSE '1 / value' END),
+                      ' ' ORDER BY b.position),
+           string_agg(format('WHEN %L THEN %s', b.name, CASE b.scale WHEN 'distance' THEN 'greatest(0, 1 - value)'
+               WHEN 'score' THEN format('greatest(0, value) / (greatest(0, value) + %s)', b.blend_k)
+               ELSE '1 / value' END), ' ' ORDER BY b.position)
+    INTO v_own, v_blend FROM hybrid.branch b;
+    -- STABLE, not IMMUTABLE: the ELSE raises (hybrid._no_such), and an immutable CASE arm with constant
+    -- arguments could be run at planning whichever arm the call takes
+    EXECUTE format('CREATE OR REPLACE FUNCTION hybrid._branch_score(branch text, value double precision) '
+                   'RETURNS double precision LANGUAGE sql STABLE PARALLEL SAFE AS %L',
+                   format('SELECT CASE branch %s ELSE hybrid._no_such(%L, branch) END', v_own, 'branch'));
+    EXECUTE format('CREATE OR REPLACE FUNCTION hybrid._blend_score(branch text, value double precision) '
+                   'RETURNS double precision LANGUAGE sql STABLE PARALLEL SAFE AS %L',
+                   format('SELECT CASE branch %s ELSE hybrid._no_such(%L, branch) END', v_blend, 'branch'));
+END
+$scores$;
+COMMENT ON FUNCTION hybrid._branch_score(text, double precision) IS
+'A branch hit''s own measure as the score convex and dbsf fuse (higher is better), by the branch''s scale in hybrid.branch: a distance d gives 1 - d (dense: the cosine similarity), a score itself (lexical: BM25 or ts_rank), hops h give 1 / h (graph); 22023 for a name hybrid.branch does not hold. Generated from hybrid.branch.';
+COMMENT ON FUNCTION hybrid._blend_score(text, double precision) IS
+'A branch hit''s score on blend''s bounded, absolute 0..1 scale (no per-query normalization), by its scale in hybrid.branch: a distance d gives greatest(0, 1 - d), a score s gives s / (s + blend_k) (0 if negative; lexical: k 10), hops h give 1 / h; 22023 for an unknown branch. Generated from hybrid.branch; pyhybrid/fusion.py''s blend_score mirrors it.';
+
 -- hybrid._rrf_term: the weighted RRF arithmetic, one list's term
 CREATE OR REPLACE FUNCTION hybrid._rrf_term(weight double precision, rrf_k double precision, rank integer)
 RETURNS double precision
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
--- no SET clause, no FROM: the planner inlines it (a generic array form cost ~17 us a row, measured)
+-- no SET clause, no FROM: the planner inlines it
 AS $$
     SELECT coalesce(weight / (rrf_k + rank), 0)
 $$;
 COMMENT ON FUNCTION hybrid._rrf_term(double precision, double precision, integer) IS
-'The weighted RRF arithmetic, written once: a list''s term weight / (rrf_k + rank), 0 where the list does not hold the item (NULL rank). A fused score is the sum of the terms in list order: hybrid.retrieve and hybrid.rrf_fuse both add them so, and pyhybrid/fusion.py mirrors it (a property test holds them equal).';
-
--- hybrid._branch_score: a branch's own measure as the score convex and dbsf fuse (higher is better)
-CREATE OR REPLACE FUNCTION hybrid._branch_score(branch text, value double precision) RETURNS double precision
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-    SELECT CASE branch WHEN 'dense' THEN 1 - value WHEN 'lexical' THEN value ELSE 1 / value END
-$$;
-COMMENT ON FUNCTION hybrid._branch_score(text, double precision) IS
-'The score of a branch hit that convex and dbsf fusion normalize, written once: dense 1 - cosine distance (the cosine similarity), lexical the BM25 or ts_rank score, graph 1 / hop count.';
-
--- hybrid._blend_score: a branch hit's score on the bounded, absolute scale that blend fusion adds up
-CREATE OR REPLACE FUNCTION hybrid._blend_score(branch text, value double precision) RETURNS double precision
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
--- the saturation constant 10 (BLEND_K in pyhybrid/fusion.py) won bench/quality.py's leave-one-collection-out
--- grid (k in 1..50, weights 1/1, top_k 10) on three of the four shared collections' folds, and on all four
-AS $$
-    SELECT CASE branch WHEN 'dense' THEN greatest(0, 1 - value)
-                       WHEN 'lexical' THEN greatest(0, value) / (greatest(0, value) + 10)
-                       ELSE 1 / value END
-$$;
-COMMENT ON FUNCTION hybrid._blend_score(text, double precision) IS
-'The score of a branch hit that blend fusion adds up, in 0..1 with no per-query normalization, written once: dense the cosine similarity (1 - cosine distance, 0 if negative), lexical s / (s + 10) for its BM25 or ts_rank score s (0 if negative), graph 1 / hop count. pyhybrid/fusion.py''s blend_score mirrors it.';
+'The weighted RRF arithmetic, written once: a list''s term weight / (rrf_k + rank), 0 where the list does not hold the item (NULL rank). A fused score is the sum of the terms in list order (hybrid._fuse_lists); pyhybrid/fusion.py mirrors it (a property test holds them equal).';
 
 -- hybrid._fusion_score: the score hybrid._fusion_term reads for a branch hit under a fusion method
 CREATE OR REPLACE FUNCTION hybrid._fusion_score(fusion text, branch text, value double precision)
 RETURNS double precision
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-    SELECT CASE WHEN fusion OPERATOR(pg_catalog.=) 'blend' THEN hybrid._blend_score(branch, value)
+    SELECT CASE WHEN branch IS NULL THEN value  -- a caller's own scores (hybrid.fuse): as given
+                WHEN fusion OPERATOR(pg_catalog.=) 'blend' THEN hybrid._blend_score(branch, value)
                 ELSE hybrid._branch_score(branch, value) END
 $$;
 COMMENT ON FUNCTION hybrid._fusion_score(text, text, double precision) IS
-'A branch hit''s score as hybrid.retrieve fuses it: hybrid._blend_score for blend, hybrid._branch_score for the other methods.';
+'A list entry''s score as hybrid._fuse_lists fuses it: for a branch''s hit hybrid._blend_score under blend, hybrid._branch_score under the other methods; with branch NULL (scores a caller brings to hybrid.fuse) the value as given.';
 
 -- hybrid._fusion_term: one list's contribution to a fused score, for every fusion method
 CREATE OR REPLACE FUNCTION hybrid._fusion_term(fusion text, weight double precision, rrf_k double precision,
                                                rank integer, score double precision, lo double precision,
                                                hi double precision, mean double precision, sd double precision)
 RETURNS double precision
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 -- no SET clause, no FROM: the planner inlines it into the fusing statement
 AS $$
     SELECT CASE
@@ -841,13 +902,59 @@ AS $$
         WHEN fusion OPERATOR(pg_catalog.=) 'blend' THEN weight * score
         WHEN fusion OPERATOR(pg_catalog.=) 'convex' THEN
             weight * CASE WHEN hi > lo THEN (score - lo) / (hi - lo) ELSE 1 END
-        ELSE  -- dbsf
+        WHEN fusion OPERATOR(pg_catalog.=) 'dbsf' THEN
             weight * CASE WHEN sd > 0 THEN least(1, greatest(0, (score - (mean - 3 * sd)) / (6 * sd))) ELSE 1 END
+        ELSE hybrid._no_such('fusion', fusion)
     END
 $$;
 COMMENT ON FUNCTION hybrid._fusion_term(text, double precision, double precision, integer, double precision,
                                         double precision, double precision, double precision, double precision) IS
-'The fusion arithmetic, written once: a list''s term in an item''s fused score, 0 where the list does not hold the item (NULL rank). rrf: weight / (rrf_k + rank). blend: weight * score (the score as given: no per-list normalization; hybrid.retrieve gives hybrid._blend_score). convex: weight * (score - lo) / (hi - lo), lo and hi the lowest and highest score in the list (1 when they are equal). dbsf: weight * (score - (mean - 3 sd)) / (6 sd), clipped to 0..1, mean and sd (population) over the list (1 when sd = 0). Scores are higher-is-better. hybrid.retrieve and hybrid.fuse add the terms in list order; pyhybrid/fusion.py mirrors it.';
+'The fusion arithmetic, written once: a list''s term in an item''s fused score, 0 where the list does not hold the item (NULL rank), by the rules of hybrid.fusion_methods(); 22023 for a method it does not list. Scores are higher-is-better. hybrid._fuse_lists adds the terms in list order; pyhybrid/fusion.py mirrors it.';
+
+-- hybrid._fuse_lists: N ranked lists fused, every method: what hybrid.retrieve and hybrid.fuse both run
+CREATE OR REPLACE FUNCTION hybrid._fuse_lists(fusion text, rrf_k double precision, names text[],
+                                              weights double precision[], entry_list integer[],
+                                              entry_ids text[], entry_vals double precision[])
+RETURNS TABLE (id text, score double precision, ranks integer[], vals double precision[])
+LANGUAGE sql STABLE
+-- a few branches' lists (3 x per_source_k rows at most, 90 by default): with the default estimate of 1,000 rows
+-- the hydration's planner hashed the tenant's whole partition (bench/FINDINGS.md)
+ROWS 60
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- the lists in long form: entry j is entry_ids[j] of list entry_list[j], its raw value entry_vals[j] (a branch's own measure,
+    -- or a caller's score where names[list] is NULL); an entry's rank is its place in its list. Each list's
+    -- statistics are taken in rank order (the sums behind mean and sd add up as pyhybrid/fusion.py's
+    -- list_stats does) and an item's terms are summed in list order
+    WITH raw AS (
+        SELECT x.l AS i, x.id, (row_number() OVER (PARTITION BY x.l ORDER BY x.j))::integer AS r, x.v,
+               hybrid._fusion_score(fusion, names[x.l], x.v) AS s
+        FROM unnest(entry_list, entry_ids, entry_vals) WITH ORDINALITY AS x(l, id, v, j)
+    ), entries AS (
+        -- a repeated id keeps its best rank, and its value there; the list's statistics count it once
+        SELECT DISTINCT ON (raw.i, raw.id) raw.* FROM raw ORDER BY raw.i, raw.id, raw.r
+    ), stats AS (
+        SELECT e.*, min(e.s) OVER w AS lo, max(e.s) OVER w AS hi, avg(e.s) OVER w AS mean, stddev_pop(e.s) OVER w AS sd
+        FROM entries e
+        WINDOW w AS (PARTITION BY e.i ORDER BY e.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    ), fused AS (
+        SELECT st.id, sum(hybrid._fusion_term(fusion, weights[st.i], rrf_k, st.r, st.s, st.lo, st.hi, st.mean, st.sd)
+                          ORDER BY st.i) AS score,
+               array_agg(st.i ORDER BY st.i) AS lists, array_agg(st.r ORDER BY st.i) AS rs,
+               array_agg(st.v ORDER BY st.i) AS vs, bool_or(weights[st.i] > 0) AS live
+        FROM stats st
+        GROUP BY st.id
+    )
+    -- an item only lists of weight 0 hold is dropped
+    SELECT f.id, f.score,
+           ARRAY(SELECT f.rs[array_position(f.lists, li)] FROM generate_series(1, cardinality(weights)) li),
+           ARRAY(SELECT f.vs[array_position(f.lists, li)] FROM generate_series(1, cardinality(weights)) li)
+    FROM fused f
+    WHERE f.live
+$$;
+COMMENT ON FUNCTION hybrid._fuse_lists(text, double precision, text[], double precision[], integer[], text[],
+                                       double precision[]) IS
+'N ranked lists fused by fusion (hybrid._fusion_term, summed in list order): entry j of the long-form arrays is entry_ids[j] at the next rank of list entry_list[j], with its raw value entry_vals[j]; names[i] is list i''s branch (its values become scores by hybrid._fusion_score) or NULL for scores as given; weights[i] its weight. Each item with its fused score and its rank and value in each list (NULL where absent), unordered; items held only by lists of weight 0 are dropped. hybrid.retrieve and hybrid.fuse both fuse through it.';
 
 -- hybrid._lexical_strength: the factor a lexical list's weight is scaled by, from how many query terms its
 -- best hit matches (issue 26: min-max crowns a list whose every hit matched one common word of the query)
@@ -933,28 +1040,12 @@ $$;
 COMMENT ON FUNCTION hybrid.lexical_strength(text, text[], integer) IS
 'The factor hybrid.retrieve multiplies keyword_weight by for the lexical list chunk_ids (best first, as hybrid.search_lexical returns it for query_text): 1 once one of its three best hits holds term_coverage of the query''s distinct terms (all of them, for a shorter query), else the share it holds (hybrid._lexical_strength): with the default 2, a list none of whose hits matches more than one word of a longer query counts at half weight. term_coverage 1: always 1. Fusing lists you bring with hybrid.fuse, pass weights[i] * this for a lexical list to score as hybrid_retrieve does.';
 
--- hybrid._check_fusion: validate the fusion method's name
-CREATE OR REPLACE FUNCTION hybrid._check_fusion(fusion text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF fusion IS NULL OR fusion NOT IN ('rrf', 'convex', 'dbsf', 'blend') THEN
-        RAISE EXCEPTION 'fusion must be ''rrf'', ''convex'', ''dbsf'' or ''blend'', got %', hybrid._shown(fusion)
-            USING ERRCODE = '22023',
-                  HINT = 'rrf fuses ranks; convex and dbsf fuse each list''s scores, normalized per list; blend adds scores on their absolute scale (see hybrid.fuse).';
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION hybrid._check_fusion(text) IS
-'Raises 22023 "fusion must be ''rrf'', ''convex'', ''dbsf'' or ''blend''" for any other value (NULL too).';
-
--- hybrid.fuse: fuse ranked id lists (with their scores) by RRF, convex combination, DBSF or blend
+-- hybrid.fuse: fuse ranked id lists (with their scores) by any fusion method
 CREATE OR REPLACE FUNCTION hybrid.fuse(
     rankings jsonb, weights double precision[] DEFAULT NULL, fusion text DEFAULT 'rrf',
     rrf_k double precision DEFAULT 60, top_k integer DEFAULT NULL, scores jsonb DEFAULT NULL)
 RETURNS TABLE (id text, score double precision, ranks integer[])
-LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
@@ -963,6 +1054,9 @@ DECLARE
     i integer;
     v_bad text;
     v_bad_value text;
+    v_list integer[];
+    v_ids text[];
+    v_vals double precision[];
 BEGIN
     IF rankings IS NULL OR jsonb_typeof(rankings) <> 'array' THEN
         RAISE EXCEPTION 'rankings must be a JSON array of ranked id lists' USING ERRCODE = '22023';
@@ -973,7 +1067,7 @@ BEGIN
         RAISE EXCEPTION 'rankings must be a JSON array of arrays of string ids' USING ERRCODE = '22023';
     END IF;
     PERFORM hybrid._check_fusion(fusion);
-    IF fusion <> 'rrf' THEN
+    IF (SELECT f.needs_scores FROM hybrid.fusion_methods() f WHERE f.name = fusion) THEN
         IF scores IS NULL THEN
             RAISE EXCEPTION 'scores must be given for fusion %: one list of numbers (higher is better) per ranking', hybrid._shown(fusion)
                 USING ERRCODE = '22023';
@@ -996,6 +1090,8 @@ BEGIN
             RAISE EXCEPTION '% must be a finite number between -1e12 and 1e12, got %', v_bad, v_bad_value
                 USING ERRCODE = '22023';
         END IF;
+    ELSE
+        scores := NULL;
     END IF;
     IF weights IS NOT NULL AND cardinality(weights) <> n THEN
         RAISE EXCEPTION 'weights has % entries but rankings has % lists; they must match', cardinality(weights), n
@@ -1009,92 +1105,28 @@ BEGIN
     IF top_k IS NOT NULL THEN
         PERFORM hybrid._check_range('top_k', top_k, 1, 1000);
     END IF;
+    SELECT array_agg(l.i::integer ORDER BY l.i, x.r), array_agg(x.id ORDER BY l.i, x.r),
+           array_agg((scores -> (l.i::integer - 1) ->> (x.r::integer - 1))::float8 ORDER BY l.i, x.r)
+    INTO v_list, v_ids, v_vals
+    FROM jsonb_array_elements(rankings) WITH ORDINALITY AS l(list, i),
+         jsonb_array_elements_text(l.list) WITH ORDINALITY AS x(id, r);
     RETURN QUERY
-    WITH raw AS (
-        SELECT l.i::integer AS i, x.id, x.r::integer AS r,
-               CASE WHEN fusion = 'rrf' THEN NULL ELSE (scores -> (l.i::integer - 1) ->> (x.r::integer - 1))::float8 END AS s
-        FROM jsonb_array_elements(rankings) WITH ORDINALITY AS l(list, i),
-             jsonb_array_elements_text(l.list) WITH ORDINALITY AS x(id, r)
-    ), entries AS (
-        -- a repeated id keeps its best rank, and the score it has there; the list's statistics count it once
-        SELECT DISTINCT ON (raw.i, raw.id) raw.i, raw.id, raw.r, raw.s FROM raw ORDER BY raw.i, raw.id, raw.r
-    ), stats AS (
-        SELECT e.*, min(e.s) OVER w AS lo, max(e.s) OVER w AS hi, avg(e.s) OVER w AS mean, stddev_pop(e.s) OVER w AS sd
-        FROM entries e
-        -- in rank order: the sums behind mean and sd add up as pyhybrid/fusion.py's list_stats does
-        WINDOW w AS (PARTITION BY e.i ORDER BY e.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-    ), fused AS (
-        SELECT st.id, sum(hybrid._fusion_term(fusion, v_weights[st.i], rrf_k, st.r, st.s, st.lo, st.hi, st.mean, st.sd)
-                          ORDER BY st.i) AS score,
-               array_agg(st.i) AS lists, array_agg(st.r) AS rs, bool_or(v_weights[st.i] > 0) AS live
-        FROM stats st
-        GROUP BY st.id
-    )
-    SELECT f.id, f.score,
-           ARRAY(SELECT (SELECT f.rs[j] FROM generate_subscripts(f.lists, 1) j WHERE f.lists[j] = li)
-                 FROM generate_series(1, n) li)
-    FROM fused f
-    WHERE f.live
+    SELECT f.id, f.score, f.ranks
+    FROM hybrid._fuse_lists(fusion, rrf_k, array_fill(NULL::text, ARRAY[n]), v_weights, v_list, v_ids, v_vals) f
     ORDER BY f.score DESC, f.id
     LIMIT top_k;
 END
 $$;
 COMMENT ON FUNCTION hybrid.fuse(jsonb, double precision[], text, double precision, integer, jsonb) IS
-'Fuses ranked id lists the caller brings, with the arithmetic of hybrid_retrieve (hybrid._fusion_term). fusion: ''rrf'' (ranks only: sum weights[i] / (rrf_k + rank_i)), ''convex'' (sum weights[i] * the id''s score min-max normalized within list i), ''dbsf'' (sum weights[i] * the score normalized by mean +- 3 standard deviations of list i, clipped to 0..1) or ''blend'' (sum weights[i] * the score as given: bring scores on an absolute, bounded scale, such as hybrid_retrieve''s blend maps, pyhybrid.fusion.blend_score); an id absent from a list adds 0, a repeated id keeps its best rank. scores: JSON array of arrays of numbers, higher is better, one per id (needed by convex, dbsf and blend). Returns id, score and its rank in each list (NULL where absent), by score descending then id; ids found only in lists of weight 0 are dropped (an id at the bottom of a list keeps its row with convex''s 0). weights default to 1; top_k: 1..1000 or NULL for all.';
+'Fuses ranked id lists the caller brings, with the arithmetic of hybrid_retrieve (hybrid._fuse_lists). fusion: one of hybrid.fusion_methods(): ''rrf'' (ranks only: sum weights[i] / (rrf_k + rank_i)), ''convex'' (sum weights[i] * the id''s score min-max normalized within list i), ''dbsf'' (sum weights[i] * the score normalized by mean +- 3 standard deviations of list i, clipped to 0..1) or ''blend'' (sum weights[i] * the score as given: bring scores on an absolute, bounded scale, such as hybrid_retrieve''s blend maps, pyhybrid.fusion.blend_score); an id absent from a list adds 0, a repeated id keeps its best rank. scores: JSON array of arrays of numbers (-1e12..1e12), higher is better, one per id (needed by every method but rrf). Returns id, score and its rank in each list (NULL where absent), by score descending then id; ids found only in lists of weight 0 are dropped. weights default to 1; top_k: 1..1000 or NULL for all.';
 
 -- hybrid.rrf_fuse: fuse ranked id lists by weighted RRF
 CREATE OR REPLACE FUNCTION hybrid.rrf_fuse(
     rankings jsonb, weights double precision[] DEFAULT NULL, rrf_k double precision DEFAULT 60,
     top_k integer DEFAULT NULL)
 RETURNS TABLE (id text, score double precision, ranks integer[])
-LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
-AS $$
-DECLARE
-    n integer;
-    v_weights double precision[];
-    i integer;
-BEGIN
-    IF rankings IS NULL OR jsonb_typeof(rankings) <> 'array' THEN
-        RAISE EXCEPTION 'rankings must be a JSON array of ranked id lists' USING ERRCODE = '22023';
-    END IF;
-    n := jsonb_array_length(rankings);
-    IF EXISTS (SELECT 1 FROM jsonb_array_elements(rankings) l WHERE jsonb_typeof(l) <> 'array')
-       OR EXISTS (SELECT 1 FROM jsonb_array_elements(rankings) l, jsonb_array_elements(l) x WHERE jsonb_typeof(x) <> 'string') THEN
-        RAISE EXCEPTION 'rankings must be a JSON array of arrays of string ids' USING ERRCODE = '22023';
-    END IF;
-    IF weights IS NOT NULL AND cardinality(weights) <> n THEN
-        RAISE EXCEPTION 'weights has % entries but rankings has % lists; they must match', cardinality(weights), n
-            USING ERRCODE = '22023';
-    END IF;
-    v_weights := coalesce(weights, array_fill(1.0::float8, ARRAY[n]));
-    FOR i IN 1..n LOOP
-        PERFORM hybrid._check_number(format('weights[%s]', i), v_weights[i], false);
-    END LOOP;
-    PERFORM hybrid._check_number('rrf_k', rrf_k, true);
-    IF top_k IS NOT NULL THEN
-        PERFORM hybrid._check_range('top_k', top_k, 1, 1000);
-    END IF;
-    RETURN QUERY
-    WITH entries AS (
-        SELECT l.i::integer AS i, x.id, min(x.r)::integer AS r
-        FROM jsonb_array_elements(rankings) WITH ORDINALITY AS l(list, i),
-             jsonb_array_elements_text(l.list) WITH ORDINALITY AS x(id, r)
-        GROUP BY l.i, x.id
-    ), fused AS (
-        SELECT e.id, sum(hybrid._rrf_term(v_weights[e.i], rrf_k, e.r) ORDER BY e.i) AS score,
-               array_agg(e.i) AS lists, array_agg(e.r) AS rs
-        FROM entries e
-        GROUP BY e.id
-    )
-    SELECT f.id, f.score,
-           ARRAY(SELECT (SELECT f.rs[j] FROM generate_subscripts(f.lists, 1) j WHERE f.lists[j] = li)
-                 FROM generate_series(1, n) li)
-    FROM fused f
-    WHERE f.score > 0
-    ORDER BY f.score DESC, f.id
-    LIMIT top_k;
-END
-$$;
+AS $$ SELECT * FROM hybrid.fuse(rankings, weights, 'rrf', rrf_k, top_k) $$;
 COMMENT ON FUNCTION hybrid.rrf_fuse(jsonb, double precision[], double precision, integer) IS
-'Weighted Reciprocal Rank Fusion of ranked id lists: score(d) = sum_i weights[i] / (rrf_k + rank_i(d)), ranks 1-based, an id absent from a list adds 0 (a repeated id keeps its best rank). Returns id, score and its rank in each list (NULL where absent), by score descending then id; ids whose only lists have weight 0 are dropped. rankings: JSON array of arrays of ids; weights default to 1; top_k: 1..1000 or NULL for all.';
+'Weighted Reciprocal Rank Fusion of ranked id lists: hybrid.fuse with fusion ''rrf'': score(d) = sum_i weights[i] / (rrf_k + rank_i(d)), ranks 1-based, an id absent from a list adds 0 (a repeated id keeps its best rank). Returns id, score and its rank in each list (NULL where absent), by score descending then id; ids whose only lists have weight 0 are dropped. rankings: JSON array of arrays of ids; weights default to 1; top_k: 1..1000 or NULL for all.';

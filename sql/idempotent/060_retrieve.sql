@@ -1,4 +1,4 @@
--- hybrid_retrieve: every branch, fused by weighted RRF, hydrated under RLS, in one call.
+-- hybrid_retrieve: the branches of hybrid.branch run, their lists fused, the graph expanded, hydrated under RLS: one call.
 
 -- hybrid.graph_context: each chunk's visible graph neighbourhood
 CREATE OR REPLACE FUNCTION hybrid.graph_context(chunk_ids text[]) RETURNS TABLE (chunk_id text, context jsonb)
@@ -82,46 +82,6 @@ $$;
 COMMENT ON FUNCTION hybrid._explain_branch(text, timestamptz, text[], double precision[], double precision, integer, text) IS
 'One branch''s entry in hybrid.explain_retrieve''s report: plan, rows, depth, weight, milliseconds since started, and the lowest, highest, mean and standard deviation of its scores (hybrid._branch_score).';
 
--- hybrid._fuse_branches: the dense and lexical lists fused (the ranking graph expansion builds on)
-CREATE OR REPLACE FUNCTION hybrid._fuse_branches(fusion text, vector_weight double precision,
-                                                 keyword_weight double precision, rrf_k double precision,
-                                                 d_ids text[], d_scores double precision[],
-                                                 l_ids text[], l_scores double precision[])
-RETURNS TABLE (id text, dr integer, lr integer, dv double precision, lv double precision, score double precision)
-LANGUAGE sql IMMUTABLE
--- at most the two lists' ids (2 x per_source_k, 60 by default): with the default estimate of 1,000
--- rows the planner hashed the tenant's whole partition to hydrate them (a 9,657-chunk tenant of a 1M
--- install: a seq scan of 18 ms in a 19.6 ms statement, against 6.4 ms by the primary key)
-ROWS 60
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    -- each branch's score, higher is better: dense 1 - cosine distance, lexical its score (for blend,
-    -- mapped onto 0..1 by hybrid._blend_score), with each list's lowest, highest, mean and standard
-    -- deviation for convex and dbsf, summed in rank order (as hybrid.fuse and pyhybrid/fusion.py's
-    -- list_stats do)
-    WITH d0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'dense', x.v) AS s
-        FROM unnest(d_ids, d_scores) WITH ORDINALITY AS x(id, v, r)
-    ), l0 AS (
-        SELECT x.id, x.v, x.r::integer AS r, hybrid._fusion_score(fusion, 'lexical', x.v) AS s
-        FROM unnest(l_ids, l_scores) WITH ORDINALITY AS x(id, v, r)
-    ), d AS (
-        SELECT d0.*, min(d0.s) OVER w AS lo, max(d0.s) OVER w AS hi, avg(d0.s) OVER w AS mean,
-               stddev_pop(d0.s) OVER w AS sd
-        FROM d0 WINDOW w AS (ORDER BY d0.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-    ), l AS (
-        SELECT l0.*, min(l0.s) OVER w AS lo, max(l0.s) OVER w AS hi, avg(l0.s) OVER w AS mean,
-               stddev_pop(l0.s) OVER w AS sd
-        FROM l0 WINDOW w AS (ORDER BY l0.r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-    )
-    SELECT coalesce(d.id, l.id), d.r, l.r, d.v, l.v,
-           hybrid._fusion_term(fusion, vector_weight, rrf_k, d.r, d.s, d.lo, d.hi, d.mean, d.sd)
-         + hybrid._fusion_term(fusion, keyword_weight, rrf_k, l.r, l.s, l.lo, l.hi, l.mean, l.sd)
-    FROM d FULL JOIN l ON l.id = d.id
-$$;
-COMMENT ON FUNCTION hybrid._fuse_branches(text, double precision, double precision, double precision, text[],
-                                          double precision[], text[], double precision[]) IS
-'hybrid.retrieve''s fusion of its dense and lexical lists (ids, values as hybrid.search_dense / search_lexical return them, best first) by fusion (hybrid._fusion_term): each id with its ranks, values and fused score. Graph expansion seeds from the best of them and scores a neighbour from its seed''s score (hybrid._graph_term).';
 
 -- hybrid._graph_score: a graph hit's fused score
 CREATE OR REPLACE FUNCTION hybrid._graph_score(own double precision, weight double precision, seed_score double precision,
@@ -185,10 +145,185 @@ $$;
 COMMENT ON FUNCTION hybrid.calibrate_abstention(double precision, integer) IS
 'Stores and returns the current tenant''s abstention floor, which hybrid_retrieve(abstain => true) applies: the quantile (default 0.96, chosen on the shared collections: docs/searching.md) of the cosine similarity between two of the tenant''s chunks, over every pair of a random sample of sample of its live chunks (all of them in a tenant that small). Writers only (42501 for a reader); 55000 with fewer than 20 chunks with embeddings. Re-run it after large ingests.';
 
+-- hybrid._run_branch: one branch of hybrid.retrieve run, its hits cut at its floor; a failure caught and reported
+CREATE OR REPLACE FUNCTION hybrid._run_branch(
+    branch text, k integer, score_floor double precision, weight double precision, with_report boolean,
+    query_embedding vector, query_text text, lexical text, terms text[], term_coverage integer,
+    seeds text[], graph_hops integer, graph_edge_types text[], corpus_ids text[], filter jsonb,
+    OUT ids text[], OUT vals double precision[], OUT hit_seeds text[], OUT strength double precision,
+    OUT info jsonb, OUT report jsonb, OUT failed text)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER  -- hybrid.retrieve's, as hybrid_definer
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_held integer;
+    v_state text;
+    v_msg text;
+    v_t timestamptz := clock_timestamp();
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM hybrid.branch b WHERE b.name = branch) THEN
+        PERFORM hybrid._no_such('branch', branch);
+    END IF;
+    strength := 1;
+    info := '{}';
+    -- each branch is collected whole or not at all, so a failure leaves nothing half-filled; a floor cuts the
+    -- list before it seeds the graph or is fused (abstention: below it, nothing)
+    BEGIN
+        CASE branch
+        WHEN 'dense' THEN
+            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank) INTO ids, vals
+            FROM hybrid.search_dense(query_embedding, k, corpus_ids, filter) s
+            WHERE score_floor IS NULL OR hybrid._branch_score('dense', s.value) >= score_floor;
+        WHEN 'lexical' THEN
+            -- the branch counts the terms its three best hits hold (hybrid._term_match_in's rule) in its own statement
+            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank), max(s.terms_held)
+            INTO ids, vals, v_held
+            FROM hybrid._lexical_hits(query_text, k, corpus_ids, filter, lexical, nullif(terms, '{}')) s
+            WHERE score_floor IS NULL OR hybrid._branch_score('lexical', s.value) >= score_floor;
+            info := jsonb_build_object('query_terms', NULL, 'best_hit_terms', NULL);
+            IF terms IS NOT NULL AND cardinality(ids) > 0 THEN
+                -- a weak list (none of its three best hits holds term_coverage of the query's terms) weighs less:
+                -- min-max would otherwise lift its best hit to 1 beside the dense list's
+                strength := hybrid._lexical_strength(cardinality(terms), coalesce(v_held, 0), term_coverage);
+                info := jsonb_build_object('query_terms', cardinality(terms), 'best_hit_terms', coalesce(v_held, 0));
+            END IF;
+        WHEN 'graph' THEN
+            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank), array_agg(s.seed ORDER BY s.rank)
+            INTO ids, vals, hit_seeds
+            FROM hybrid._graph_walk(seeds, graph_hops, k, corpus_ids, filter, graph_edge_types) s
+            WHERE score_floor IS NULL OR hybrid._branch_score('graph', s.value) >= score_floor;
+        END CASE;
+        IF with_report THEN  -- for hybrid.explain_retrieve: the branch's plan, rows, time and score statistics
+            report := hybrid._explain_branch(branch, v_t, ids, vals, weight * strength, k,
+                                             hybrid._branch_plan(branch, k, corpus_ids, filter, lexical, seeds, graph_hops))
+                || CASE WHEN info ? 'query_terms' THEN jsonb_build_object('given_weight', weight, 'term_coverage',
+                       info || jsonb_build_object('term_coverage', term_coverage, 'strength', strength)) ELSE '{}' END;
+        END IF;
+    EXCEPTION
+    WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
+        RAISE;  -- a lock timeout, deadlock, serialization failure, resource or admin error ends the call
+    WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
+        RAISE WARNING 'hybrid_retrieve.source_failed: source=% sqlstate=% reason=%', branch, v_state, v_msg;
+        ids := NULL;
+        vals := NULL;
+        hit_seeds := NULL;
+        failed := v_state || ': ' || v_msg;
+        report := jsonb_build_object('branch', branch, 'failed', failed);
+    END;
+    ids := coalesce(ids, '{}');
+    vals := coalesce(vals, '{}');
+END
+$$;
+COMMENT ON FUNCTION hybrid._run_branch(text, integer, double precision, double precision, boolean, vector, text, text, text[],
+                                       integer, text[], integer, text[], text[], jsonb) IS
+'One branch of hybrid.retrieve (a name of hybrid.branch) run for the current tenant: its hits (ids, their own measures vals, for the graph each hit''s seed) cut at score_floor; for the lexical branch the strength its term coverage gives its weight (hybrid._lexical_strength) and the counts behind it (info); with with_report, its entry in hybrid.explain_retrieve''s report (plan, rows, time, weight x strength, score statistics). A failure is caught, warned as hybrid_retrieve.source_failed and returned (failed: SQLSTATE and message), unless it is a lock timeout, deadlock, serialization, resource or admin error, which ends the call.';
+
+-- hybrid._branch_plan: how a branch searched, for hybrid.explain_retrieve
+CREATE OR REPLACE FUNCTION hybrid._branch_plan(branch text, k integer, corpus_ids text[], filter jsonb, lexical text,
+                                               seeds text[], graph_hops integer) RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_key integer := hybrid._tenant_key(hybrid._current_tenant());
+    p integer;
+BEGIN
+    CASE branch
+    WHEN 'dense' THEN
+        p := hybrid._dense_plan(v_key, corpus_ids, filter, NULL, k);
+        RETURN CASE WHEN p = 0 THEN 'exact scan'
+                    ELSE coalesce(hybrid._ivfflat_plan(v_key), format('HNSW index%s, ef_search %s',
+                             CASE hybrid._dense_kind(hybrid.embedding_dim()) WHEN 'vector' THEN ''
+                                  WHEN 'halfvec' THEN ' on halfvec copies (exact cosine re-rank)'
+                                  ELSE ' on binary codes (exact cosine re-rank)' END, p))
+                         || coalesce(', audit ' || current_setting('hybrid.dense_audit', true), '') END;
+    WHEN 'lexical' THEN
+        RETURN CASE WHEN coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END) = 'ts_rank'
+                    THEN 'ts_rank over the GIN index'
+                    WHEN hybrid._bm25_ready(hybrid._bm25_partition_index(v_key)::regclass)
+                    THEN format('BM25 index (the tenant''s statistics; scores: %s)',
+                                coalesce(nullif(current_setting('hybrid.bm25_scores', true), ''), 'index scan'))
+                    ELSE 'ts_rank over the GIN index (the BM25 index is stale)' END;
+    WHEN 'graph' THEN
+        RETURN format('%s hop(s) from %s seed(s)', graph_hops, cardinality(seeds));
+    END CASE;
+END
+$$;
+COMMENT ON FUNCTION hybrid._branch_plan(text, integer, text[], jsonb, text, text[], integer) IS
+'What hybrid.explain_retrieve reports as a branch''s plan: dense: exact scan, or the HNSW (ef_search, index kind) or IVFFlat index and the audit''s outcome; lexical: BM25 index or ts_rank (and why); graph: hops and seeds.';
+
+-- hybrid._diversify: maximal marginal relevance over the fused list's best candidates
+CREATE OR REPLACE FUNCTION hybrid._diversify(p_key integer, p_tenant text, p_acl text[], p_all boolean, INOUT ids text[],
+                                             INOUT scores double precision[], diversity double precision, pick integer)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- p_key a constant: one partition planned
+AS $$
+DECLARE
+    m integer := least(cardinality(ids), greatest(3 * pick, 30));  -- the candidates the page is chosen from
+    v_ids text[];
+    v_rel double precision[];
+    v_emb vector[];
+    v_sim double precision[];  -- m x m, row-major: the cosine similarity of two candidates (0 without embeddings)
+    v_near double precision[];  -- each candidate's greatest similarity to those chosen
+    v_free boolean[];
+    v_out text[] := '{}';
+    v_top double precision;
+    best integer;
+    best_value double precision;
+    value double precision;
+    i integer;
+    step integer;
+BEGIN
+    IF coalesce(cardinality(ids), 0) < 2 OR diversity = 0 THEN
+        RETURN;
+    END IF;
+    v_ids := ids[1:m];
+    v_top := greatest((SELECT max(s) FROM unnest(scores[1:m]) s), 1e-300);
+    v_rel := ARRAY(SELECT s / v_top FROM unnest(scores[1:m]) s);  -- relevance on 0..1, whatever the fusion
+    -- the candidates' embeddings, where the caller can see them (one that it cannot see, hydration drops), then
+    -- each pair's cosine similarity
+    v_emb := ARRAY(SELECT c.embedding FROM unnest(v_ids) WITH ORDINALITY u(id, o)
+                   LEFT JOIN LATERAL (SELECT c.embedding FROM hybrid.chunk c
+                                      WHERE c.tenant_key = p_key AND c.tenant_id = p_tenant AND c.chunk_id = u.id
+                                        AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, p_tenant, p_acl, p_all)
+                                      LIMIT 1) c ON true ORDER BY u.o);
+    SELECT array_agg(coalesce(1 - (a.e <=> b.e), 0) ORDER BY a.o, b.o) INTO v_sim
+    FROM unnest(v_emb) WITH ORDINALITY a(e, o), unnest(v_emb) WITH ORDINALITY b(e, o);
+    v_near := array_fill(NULL::float8, ARRAY[m]);
+    v_free := array_fill(true, ARRAY[m]);
+    -- greedy: the next row is the free candidate of the greatest (1 - diversity) x relevance - diversity x its
+    -- greatest similarity to a row already chosen (the first: the most relevant)
+    FOR step IN 1..least(pick, m) LOOP
+        best := NULL;
+        FOR i IN 1..m LOOP
+            CONTINUE WHEN NOT v_free[i];
+            value := (1 - diversity) * v_rel[i] - diversity * coalesce(v_near[i], 0);
+            IF best IS NULL OR value > best_value THEN
+                best := i;
+                best_value := value;
+            END IF;
+        END LOOP;
+        v_out := v_out || v_ids[best];
+        v_free[best] := false;
+        FOR i IN 1..m LOOP
+            v_near[i] := greatest(coalesce(v_near[i], '-Infinity'), v_sim[(best - 1) * m + i]);
+        END LOOP;
+    END LOOP;
+    -- then the candidates not chosen, in their order; each keeps its fused score
+    SELECT array_agg(x.id ORDER BY coalesce(array_position(v_out, x.id), m + x.o::integer)),
+           array_agg(x.score ORDER BY coalesce(array_position(v_out, x.id), m + x.o::integer))
+    INTO ids, scores FROM unnest(ids, scores) WITH ORDINALITY x(id, score, o);
+END
+$$;
+COMMENT ON FUNCTION hybrid._diversify(integer, text, text[], boolean, text[], double precision[], double precision, integer) IS
+'hybrid.retrieve''s diversity stage, maximal marginal relevance, over a fused list (ids, best first, and their scores, which each keeps): the first pick rows chosen one by one from the best greatest(3 x pick, 30) candidates (ids, best first, with their fused scores), each the candidate of the greatest (1 - diversity) x its score / the best score - diversity x its greatest cosine similarity to a row chosen before it (0 for a candidate without an embedding); the other candidates follow in their order. diversity 0 (or fewer than two candidates): ids as given.';
+
 -- hybrid._hydrate: the rows hybrid.retrieve and hybrid.hydrate return for a fused candidate list, written once
 CREATE OR REPLACE FUNCTION hybrid._hydrate(p_key integer, p_tenant text, p_acl text[], p_all boolean,
-                                           ids text[], scores double precision[], drs integer[], lrs integer[],
-                                           grs integer[], dvs double precision[], lvs double precision[], gvs integer[],
+                                           ids text[], scores double precision[], names text[], e_list integer[],
+                                           e_ids text[], e_ranks integer[], e_vals double precision[],
                                            top_k integer, skip integer, per_document boolean, siblings integer,
                                            with_graph_context boolean)
 RETURNS SETOF hybrid.retrieve_row
@@ -197,33 +332,38 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- p_key a constant: one partition planned
 AS $$
 DECLARE
-    -- the candidates best first, each read by the primary key (LIMIT 1 keeps it a nested loop, which keeps
-    -- that order): without per_document the read stops at skip + top_k visible ones (~skip + top_k heap
-    -- reads, not one a candidate: ~70 at the defaults, which the largest tenant of a 1M install reads from disk)
+    -- the candidates in their order, each read by the primary key (LIMIT 1 keeps it a nested loop, which keeps
+    -- that order): without per_document the read stops at skip + top_k visible ones
     v_read constant text := $r$
-        SELECT f.id AS chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.dr, f.lr, f.gr, f.dv, f.lv, f.gv,
+        SELECT f.id AS chunk_id, c.document_id, c.corpus_id, c.tenant_id, f.score, f.o,
                c.content, c.metadata, c.acl_labels, c.position
-        FROM (SELECT * FROM unnest($5, $6, $7, $8, $9, $10, $11, $12) AS f(id, score, dr, lr, gr, dv, lv, gv)
-              ORDER BY f.score DESC, f.id) f
+        FROM unnest($5, $6) WITH ORDINALITY AS f(id, score, o)
         CROSS JOIN LATERAL (
             SELECT c.document_id, c.corpus_id, c.tenant_id, c.content, c.metadata, c.acl_labels, c.position
             FROM hybrid.chunk c
             WHERE c.tenant_key = $1 AND c.tenant_id = $2 AND c.chunk_id = f.id
               AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, $2, $3, $4)
             LIMIT 1) c$r$;
+    v_legacy text;
 BEGIN
-    -- one statement, planned for this call (p_key a constant), with only the collapse and the columns it
-    -- needs: planning the per_document branch beside the plain one doubled the planning (1.3 against 0.6 ms
-    -- at the 50% tenant of a 1M install), and the siblings' two reads of hybrid.chunk and the graph context
-    -- are planned only when asked for (NULL columns otherwise). Without per_document, one level of query
-    -- around the read (the chain of CTEs it had took 0.34 ms to plan at the 1M install, this 0.24:
-    -- bench/FINDINGS.md#the-one-calls-own-statements-fewer-and-flatter-engine_ab). $1 p_key, $2 p_tenant, $3 p_acl,
-    -- $4 p_all, $5 to $12 the candidates' arrays, $13 top_k, $14 skip, $15 siblings
+    -- each branch's rank and own measure for a row, from the lists in long form ($7 names, $8 to $11 the
+    -- entries): by name in ranks and scores, and in the columns of the branches of 0.3 (hybrid.branch)
+    SELECT string_agg(format('max(e.r) FILTER (WHERE $7[e.l] = %1$L) AS %2$I, max(e.v) FILTER (WHERE $7[e.l] = %1$L) AS %3$I',
+                             b.name, b.rank_column, b.value_column), ', ' ORDER BY b.position)
+    INTO v_legacy FROM hybrid.branch b WHERE b.rank_column IS NOT NULL;
+    -- one statement, planned for this call (p_key a constant), with only the collapse and the columns it needs:
+    -- the siblings' reads of hybrid.chunk and the graph context are planned only when asked for
+    -- (bench/FINDINGS.md#the-one-calls-own-statements-fewer-and-flatter-engine_ab). $1 p_key, $2 p_tenant, $3 p_acl,
+    -- $4 p_all, $5 ids, $6 scores, $7 to $11 the lists, $12 top_k, $13 skip, $14 siblings
     RETURN QUERY EXECUTE format($q$
-    SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, t.dr, t.lr, t.gr, t.dv, t.lv, t.gv,
-           t.content, t.metadata, t.acl_labels, t.position, %s, %s
-    FROM (%s OFFSET $14 LIMIT $13) t
-    ORDER BY t.score DESC, t.chunk_id
+    SELECT t.chunk_id, t.document_id, t.corpus_id, t.tenant_id, t.score, b.vector_rank, b.keyword_rank,
+           b.graph_rank, b.vector_distance, b.keyword_score, b.graph_distance::integer,
+           t.content, t.metadata, t.acl_labels, t.position, %s, %s, b.ranks, b.scores
+    FROM (%s OFFSET $13 LIMIT $12) t
+    CROSS JOIN LATERAL (
+        SELECT %s, jsonb_object_agg($7[e.l], e.r) AS ranks, jsonb_object_agg($7[e.l], e.v) AS scores
+        FROM unnest($8, $9, $10, $11) AS e(l, id, r, v) WHERE e.id = t.chunk_id) b
+    ORDER BY t.o
     $q$,
          CASE WHEN with_graph_context
               THEN '(SELECT gc.context FROM hybrid.graph_context(ARRAY[t.chunk_id]) gc)' ELSE 'NULL::jsonb' END,
@@ -235,26 +375,122 @@ BEGIN
                            WHERE s.tenant_key = $1 AND s.tenant_id = $2 AND s.corpus_id = t.corpus_id
                              AND s.document_id = t.document_id AND s.position < t.position
                              AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, $2, $3, $4)
-                           ORDER BY s.position DESC, s.chunk_id DESC LIMIT $15)
+                           ORDER BY s.position DESC, s.chunk_id DESC LIMIT $14)
                           UNION ALL
                           (SELECT s.chunk_id, s.position, s.content FROM hybrid.chunk s
                            WHERE s.tenant_key = $1 AND s.tenant_id = $2 AND s.corpus_id = t.corpus_id
                              AND s.document_id = t.document_id AND s.position > t.position
                              AND hybrid._visible(s.tenant_id, s.superseded, s.acl_labels, $2, $3, $4)
-                           ORDER BY s.position, s.chunk_id LIMIT $15)) x)$s$
+                           ORDER BY s.position, s.chunk_id LIMIT $14)) x)$s$
               ELSE 'NULL::jsonb' END,
          CASE WHEN per_document
-              -- every candidate, the best of each document (the collapse needs each one's document)
+              -- every candidate, the first of each document (the collapse needs each one's document)
               THEN 'SELECT * FROM (SELECT DISTINCT ON (h.corpus_id, h.document_id) h.* FROM (' || v_read || ') h
-                    ORDER BY h.corpus_id, h.document_id, h.score DESC, h.chunk_id) d ORDER BY d.score DESC, d.chunk_id'
-              ELSE v_read || ' ORDER BY f.score DESC, f.id' END)
-    USING p_key, p_tenant, p_acl, p_all, ids, scores, drs, lrs, grs, dvs, lvs, gvs, top_k, skip, siblings;
+                    ORDER BY h.corpus_id, h.document_id, h.o) d ORDER BY d.o'
+              ELSE v_read || ' ORDER BY f.o' END,
+         v_legacy)
+    USING p_key, p_tenant, p_acl, p_all, ids, scores, names, e_list, e_ids, e_ranks, e_vals, top_k, skip, siblings;
 END
 $$;
-COMMENT ON FUNCTION hybrid._hydrate(integer, text, text[], boolean, text[], double precision[], integer[], integer[],
-                                    integer[], double precision[], double precision[], integer[], integer, integer,
-                                    boolean, integer, boolean) IS
-'The rows of a fused candidate list (ids, fused scores, each id''s rank and raw value in each branch, NULL where it is absent) for tenant p_tenant (partition p_key) under the visibility rule (hybrid._visible with p_acl, p_all): without per_document the candidates are read best first by the primary key and the read stops at skip + top_k visible ones; per_document keeps the best chunk per document; then skip rows and top_k rows by score then chunk_id, with siblings and graph context. hybrid.retrieve and hybrid.hydrate call it; nobody else may.';
+COMMENT ON FUNCTION hybrid._hydrate(integer, text, text[], boolean, text[], double precision[], text[], integer[], text[],
+                                    integer[], double precision[], integer, integer, boolean, integer, boolean) IS
+'The rows of a fused candidate list (ids in the order to return them, their fused scores) for tenant p_tenant (partition p_key) under the visibility rule (hybrid._visible with p_acl, p_all): the candidates read in order by the primary key, the read stopping at skip + top_k visible ones; per_document keeps the first chunk of each document; then skip rows and top_k rows, with siblings and graph context. Each row''s rank and own measure in each branch come from the branches'' lists in long form (names[e_list[j]]''s entry e_ids[j] at rank e_ranks[j] with e_vals[j]): by name in ranks and scores, and in the columns hybrid.branch names for the branches of 0.3. hybrid.retrieve and hybrid.hydrate call it; nobody else may.';
+
+-- hybrid._graph_stage: graph expansion of the fused list (hybrid.retrieve's stage after fusion)
+CREATE OR REPLACE FUNCTION hybrid._graph_stage(
+    INOUT ids text[], INOUT scores double precision[], graph_seeds text[], graph_expand integer, graph_hops integer,
+    graph_edge_types text[], graph_weight double precision, graph_decay double precision,
+    min_graph_score double precision, k integer, with_report boolean, corpus_ids text[], filter jsonb,
+    OUT hits text[], OUT hops double precision[], OUT report jsonb, OUT failed text)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER  -- hybrid.retrieve's, as hybrid_definer
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_auto boolean := coalesce(cardinality(graph_seeds), 0) = 0;
+    -- automatic seeds: the best graph_expand chunks of the fused lists
+    v_seeds text[] := CASE WHEN v_auto THEN ids[1:graph_expand] ELSE graph_seeds END;
+    -- a seed named in graph_seeds that no list holds scores as the best fused hit (1 without one)
+    v_top double precision := coalesce((SELECT max(x) FROM unnest(scores) x), 1);
+    r record;
+BEGIN
+    IF v_seeds IS NULL OR cardinality(v_seeds) = 0 THEN
+        RETURN;
+    END IF;
+    r := hybrid._run_branch('graph', k, min_graph_score, graph_weight, with_report, NULL, NULL, NULL, NULL, NULL, v_seeds,
+                            graph_hops, graph_edge_types, corpus_ids, filter);
+    report := r.report;
+    IF r.failed IS NOT NULL THEN
+        failed := r.failed;
+        RETURN;
+    END IF;
+    hits := r.ids;
+    hops := r.vals;
+    IF with_report THEN
+        report := report || jsonb_build_object('plan', (report ->> 'plan')
+                                || CASE WHEN v_auto THEN format(' (the best %s fused hits)', graph_expand) ELSE '' END)
+            || jsonb_build_object('seeds', to_jsonb(v_seeds), 'graph_decay', graph_decay,
+                   -- each hit's seed, the seed's fused score and its own, which its score builds on
+                   'hits', (SELECT jsonb_object_agg(x.id, jsonb_build_object('seed', x.seed, 'seed_score', coalesce(sb.score, v_top),
+                                                                              'own', coalesce(ob.score, 0)))
+                            FROM unnest(r.ids, r.hit_seeds) AS x(id, seed)
+                            LEFT JOIN unnest(ids, scores) AS sb(id, score) ON sb.id = x.seed
+                            LEFT JOIN unnest(ids, scores) AS ob(id, score) ON ob.id = x.id));
+    END IF;
+    -- a graph hit scores the greater of its own fused score and graph_weight * its seed's * graph_decay ^ hops
+    SELECT array_agg(z.id ORDER BY z.score DESC, z.id), array_agg(z.score ORDER BY z.score DESC, z.id) INTO ids, scores
+    FROM (SELECT coalesce(f.id, g.id) AS id,
+                 CASE WHEN g.id IS NULL THEN f.score
+                      ELSE hybrid._graph_score(coalesce(f.score, 0), graph_weight, coalesce(sb.score, v_top), graph_decay, g.v) END AS score
+          FROM unnest(ids, scores) AS f(id, score)
+          FULL JOIN unnest(r.ids, r.vals, r.hit_seeds) AS g(id, v, seed) ON g.id = f.id
+          LEFT JOIN unnest(ids, scores) AS sb(id, score) ON sb.id = g.seed) z;
+END
+$$;
+COMMENT ON FUNCTION hybrid._graph_stage(text[], double precision[], text[], integer, integer, text[], double precision,
+                                        double precision, double precision, integer, boolean, text[], jsonb) IS
+'hybrid.retrieve''s graph stage: from graph_seeds, else the best graph_expand of the fused list (ids with scores, best first), the graph branch (hybrid._run_branch); each hit scores the greater of its fused score (0 without one) and graph_weight * its seed''s fused score (the best fused score for a seed no list holds, 1 without one) * graph_decay ^ hops (hybrid._graph_score). Returns the list with the hits, re-sorted, the hits and their hops, its explain report, or why it failed.';
+
+-- hybrid._list_stage: hybrid.retrieve's list branches run and collected, before fusion
+CREATE OR REPLACE FUNCTION hybrid._list_stage(
+    k integer, with_report boolean, query_embedding vector, query_text text, vector_weight double precision,
+    keyword_weight double precision, min_vector_score double precision, min_keyword_score double precision,
+    lexical text, terms text[], term_coverage integer, corpus_ids text[], filter jsonb,
+    OUT names text[], OUT weights double precision[], OUT e_list integer[], OUT e_ids text[], OUT e_ranks integer[],
+    OUT e_vals double precision[], OUT active integer, OUT failed text[], OUT report jsonb, OUT lexical_info jsonb)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER  -- hybrid.retrieve's, as hybrid_definer
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    b record;
+    r record;
+BEGIN
+    SELECT '{}', '{}', '{}', '{}', '{}', '{}', 0, '{}', '[]' INTO names, weights, e_list, e_ids, e_ranks, e_vals, active, failed, report;
+    -- the list branches of hybrid.branch in their order, each one asked for (its query given) and weighed above 0;
+    -- a branch's parameters map to its row here
+    FOR b IN SELECT x.* FROM (VALUES ('dense', query_embedding IS NOT NULL, vector_weight, min_vector_score),
+                                     ('lexical', coalesce(btrim(query_text), '') <> '', keyword_weight, min_keyword_score))
+                             AS x(name, asked, weight, score_floor)
+             JOIN hybrid.branch br ON br.name = x.name AND br.stage = 'list'
+             WHERE x.asked AND x.weight > 0 ORDER BY br.position LOOP
+        active := active + 1;
+        r := hybrid._run_branch(b.name, k, b.score_floor, b.weight, with_report, query_embedding, query_text, lexical,
+                                terms, term_coverage, NULL, NULL, NULL, corpus_ids, filter);
+        report := report || coalesce(r.report, '[]');
+        IF r.failed IS NOT NULL THEN
+            failed := failed || r.failed;
+            CONTINUE;
+        END IF;
+        names := names || b.name;
+        weights := weights || b.weight * r.strength;
+        SELECT e_list || array_fill(cardinality(names), ARRAY[cardinality(r.ids)]), e_ids || r.ids,
+               e_ranks || ARRAY(SELECT generate_series(1, cardinality(r.ids))), e_vals || r.vals
+        INTO e_list, e_ids, e_ranks, e_vals;
+        lexical_info := CASE WHEN r.info ? 'query_terms' THEN r.info ELSE lexical_info END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION hybrid._list_stage IS
+'hybrid.retrieve''s list branches (hybrid.branch, stage list), each run (hybrid._run_branch) when its query is given and its weight is above 0: the names of those that answered, their weights (x the lexical strength), their hits in long form (e_list: the index in names; e_ids, e_ranks, e_vals), how many were asked for, the failures (SQLSTATE: message), the explain report and the lexical branch''s term counts.';
 
 -- hybrid.retrieve: every branch, fused, hydrated: the one call
 CREATE OR REPLACE FUNCTION hybrid.retrieve(
@@ -281,297 +517,217 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     min_vector_score double precision DEFAULT NULL,
     min_keyword_score double precision DEFAULT NULL,
     min_graph_score double precision DEFAULT NULL,
-    -- chosen on data: bench/graph_quality.py on CACM (docs/graph.md), at graph_weight 0.5
-    graph_decay double precision DEFAULT 0.4,
-    -- a lexical list none of whose three best hits holds two of the query's terms counts at half weight
-    -- (hybrid.lexical_strength; 2 changes no ranking on the four shared collections: docs/searching.md)
-    term_coverage integer DEFAULT 2,
-    -- no rows when nothing is relevant: the dense branch's best hit below the tenant's calibrated floor
-    -- (hybrid.calibrate_abstention) and none of the three best lexical hits holding every term of the query
-    abstain boolean DEFAULT false)
+    graph_decay double precision DEFAULT 0.4,  -- chosen on CACM's citations (docs/graph.md)
+    term_coverage integer DEFAULT 2,  -- changes no ranking on the shared collections (docs/searching.md)
+    abstain boolean DEFAULT false,
+    diversity double precision DEFAULT 0)
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
--- no plan_cache_mode of its own: its statements read no chunk (the branches and
--- hybrid._hydrate plan theirs for the tenant's partition), so they and hybrid._fuse_branches keep cached
--- plans; planned anew for each call they cost 0.9 ms more a call (the 50% tenant of a 1M install,
--- pg_stat_user_functions)
+-- no plan_cache_mode of its own: its statements read no chunk (the branches and hybrid._hydrate plan theirs for
+-- the tenant's partition), so they keep cached plans (bench/FINDINGS.md#catalog-reads-planned-once-a-session-plan_mode_ab)
 AS $$
 DECLARE
-    v_tenant text;
-    v_key integer;
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
-    v_dim integer;
-    v_k integer;
-    v_dense boolean;
-    v_lex boolean;
-    v_graph boolean;
-    v_active integer := 0;
-    v_failed integer := 0;
-    v_first_state text;
-    v_first_msg text;
-    d_ids text[]; d_scores double precision[];
-    l_ids text[]; l_scores double precision[];
-    g_ids text[]; g_dist integer[]; g_seed text[];
-    v_top double precision;
-    -- the dense and lexical lists fused once (hybrid._fuse_branches), best first: ids, ranks, values, scores
-    f_ids text[]; f_dr integer[]; f_lr integer[]; f_dv double precision[]; f_lv double precision[]; f_sc double precision[];
-    -- that list with the graph's hits, for hybrid._hydrate
-    h_ids text[]; h_dr integer[]; h_lr integer[]; h_gr integer[]; h_dv double precision[]; h_lv double precision[];
-    h_gv integer[]; h_sc double precision[];
-    v_kw double precision := keyword_weight;  -- keyword_weight * the lexical list's strength
-    v_match integer[];
-    v_terms text[];  -- the query's distinct terms, for the lexical branch's term coverage
-    v_held integer;
-    v_floor double precision;
-    v_seeds text[] := graph_seeds;
-    v_state text; v_msg text;
-    -- hybrid.explain_retrieve sets hybrid.explain: then each branch's plan, rows, time and list
-    -- statistics are left in hybrid.explain_report for it (nothing of another tenant is in them)
+    v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
+    v_k integer := coalesce(per_source_k, least(10000, greatest((skip + top_k) * 3, 30)));
+    -- hybrid.explain_retrieve sets hybrid.explain: then each branch's plan, rows, time and list statistics are
+    -- left in hybrid.explain_report for it (nothing of another tenant is in them)
     v_explain boolean := coalesce(current_setting('hybrid.explain', true), '') = 'on';
-    v_report jsonb := '[]';
-    v_t timestamptz;
+    v_terms text[];  -- the query's distinct terms, for the lexical branch's term coverage
+    l record;  -- the list branches (hybrid._list_stage)
+    -- the branches that ran, their weights and their hits in long form (hybrid._fuse_lists, hybrid._hydrate),
+    -- how many were asked for, how many failed (SQLSTATE: message) and the explain report
+    v_names text[];
+    v_weights double precision[];
+    e_list integer[];
+    e_ids text[];
+    e_ranks integer[];
+    e_vals double precision[];
+    v_active integer;
+    v_failed text[];
+    v_report jsonb;
+    f_ids text[];  -- the fused list, best first, and its scores
+    f_sc double precision[];
+    g record;
 BEGIN
-    -- validation: every rule names its parameter (SQLSTATE 22023), in the words of pyhybrid/query.py
+    PERFORM hybrid._check_retrieve(query_embedding, query_text, graph_seeds, corpus_ids, top_k, per_source_k,
+        vector_weight, keyword_weight, graph_weight, rrf_k, filter, graph_hops, lexical, graph_expand, with_graph_context,
+        per_document, fusion, skip, siblings, graph_edge_types, min_vector_score, min_keyword_score, min_graph_score,
+        graph_decay, term_coverage, abstain, diversity);
+    IF v_tenant IS NULL OR v_key IS NULL THEN
+        RETURN;  -- fail closed: no tenant context (or no such tenant), no rows
+    END IF;
+    IF (term_coverage > 1 OR abstain) AND coalesce(btrim(query_text), '') <> '' THEN
+        v_terms := tsvector_to_array(to_tsvector('english'::regconfig, query_text));
+    END IF;
+    l := hybrid._list_stage(v_k, v_explain, query_embedding, query_text, vector_weight, keyword_weight,
+                            min_vector_score, min_keyword_score, lexical, v_terms, term_coverage, corpus_ids, filter);
+    SELECT l.names, l.weights, l.e_list, l.e_ids, l.e_ranks, l.e_vals, l.active, l.failed, l.report
+    INTO v_names, v_weights, e_list, e_ids, e_ranks, e_vals, v_active, v_failed, v_report;
+    -- abstention: with no graph_seeds of the caller's, the call answers only if the dense branch's best hit clears
+    -- the tenant's floor or one of the three best lexical hits holds every term of the query
+    IF abstain AND coalesce(cardinality(graph_seeds), 0) = 0 AND hybrid._abstains(v_tenant,
+           (SELECT 1 - e.v FROM unnest(e_list, e_vals) WITH ORDINALITY e(l, v, o) WHERE v_names[e.l] = 'dense' ORDER BY e.o LIMIT 1),
+           coalesce((l.lexical_info ->> 'query_terms')::integer > 0
+                    AND l.lexical_info ->> 'best_hit_terms' = l.lexical_info ->> 'query_terms', false), v_explain) THEN
+        PERFORM set_config('hybrid.explain_report', v_report::text, true);
+        RETURN;
+    END IF;
+    SELECT array_agg(f.id ORDER BY f.score DESC, f.id), array_agg(f.score ORDER BY f.score DESC, f.id) INTO f_ids, f_sc
+    FROM hybrid._fuse_lists(fusion, rrf_k, v_names, v_weights, e_list, e_ids, e_vals) f;
+    IF graph_weight > 0 AND (coalesce(cardinality(graph_seeds), 0) > 0 OR graph_expand > 0) THEN
+        g := hybrid._graph_stage(f_ids, f_sc, graph_seeds, graph_expand, graph_hops, graph_edge_types, graph_weight,
+                                 graph_decay, min_graph_score, v_k, v_explain, corpus_ids, filter);
+        v_active := v_active + CASE WHEN g.failed IS NOT NULL OR g.hits IS NOT NULL THEN 1 ELSE 0 END;
+        v_report := v_report || coalesce(g.report, '[]');
+        IF g.failed IS NOT NULL THEN
+            v_failed := v_failed || g.failed;
+        ELSIF g.hits IS NOT NULL THEN
+            f_ids := g.ids;
+            f_sc := g.scores;
+            v_names := v_names || 'graph'::text;
+            SELECT e_list || array_fill(cardinality(v_names), ARRAY[cardinality(g.hits)]), e_ids || g.hits,
+                   e_ranks || ARRAY(SELECT generate_series(1, cardinality(g.hits))), e_vals || g.hops
+            INTO e_list, e_ids, e_ranks, e_vals;
+        END IF;
+    END IF;
+    IF v_explain THEN
+        PERFORM set_config('hybrid.explain_report', v_report::text, true);
+    END IF;
+    IF v_active > 0 AND cardinality(v_failed) = v_active THEN
+        RAISE EXCEPTION 'hybrid_retrieve: every active source failed; first: %', substr(v_failed[1], 8)
+            USING ERRCODE = left(v_failed[1], 5);
+    END IF;
+    IF diversity > 0 THEN
+        SELECT d.ids, d.scores INTO f_ids, f_sc
+        FROM hybrid._diversify(v_key, v_tenant, hybrid._current_acl(), hybrid._acl_all(), f_ids, f_sc, diversity,
+                               skip + top_k) d;
+    END IF;
+    RETURN QUERY SELECT * FROM hybrid._hydrate(v_key, v_tenant, hybrid._current_acl(), hybrid._acl_all(), f_ids, f_sc,
+                                               v_names, e_list, e_ids, e_ranks, e_vals, top_k, skip, per_document,
+                                               siblings, with_graph_context);
+END
+$$;
+COMMENT ON FUNCTION hybrid.retrieve IS
+'Hybrid retrieval for the current tenant. The list branches of hybrid.branch, each run when its query is given and its weight is above 0: dense (query_embedding, vector_weight) and lexical (query_text, keyword_weight; lexical => bm25 | ts_rank | NULL for the best available), each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL and to its floor (min_vector_score, min_keyword_score: the branch''s own score, before fusion); their lists fused by fusion (hybrid.fusion_methods(): convex, the default, sums each list''s min-max normalized scores x its weight; rrf sums w / (rrf_k + rank); dbsf normalizes by mean +- 3 sd; blend sums the branch scores on an absolute scale, hybrid._blend_score; see hybrid.fuse). The lexical list weighs keyword_weight x its term coverage''s strength (term_coverage, hybrid.lexical_strength). The graph branch (graph_seeds, or the best graph_expand of the fused list; graph_hops, graph_edge_types, min_graph_score) adds its hits: each scores the greater of its fused score (0 without one) and graph_weight * the fused score of the seed that reached it * graph_decay ^ hops (hybrid._graph_score; graph_weight * graph_decay must be below 1, so it scores below its seed). diversity (0..1, 0 off): the page chosen by maximal marginal relevance over the embeddings (hybrid._diversify). Then per_document (the best chunk per document), skip rows and top_k rows in that order (by score then chunk_id; pages are stable when per_source_k is given), siblings => n (the n nearest visible chunks of the same document on each side, by position) and graph context. Each row carries its rank and own measure in every branch that found it (ranks, scores by branch name; the columns vector_rank ... graph_distance for the branches of 0.3). abstain: no rows (a NOTICE) when the dense branch''s best hit is below the tenant''s floor and no lexical hit holds every query term. A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
+
+-- hybrid._check_retrieve: hybrid.retrieve's arguments checked, every rule naming its parameter (22023), in the
+-- words of pyhybrid/query.py. Its parameters are hybrid.retrieve's, read from the catalog.
+DO $check$
+DECLARE
+    f regprocedure := 'hybrid.retrieve'::regproc::regprocedure;
+BEGIN
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION hybrid._check_retrieve(%s) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public, pg_temp
+AS $body$
+DECLARE
+    v_dim integer;
+BEGIN
     PERFORM hybrid._check_range('top_k', top_k, 1, 1000);
     PERFORM hybrid._check_range('skip', skip, 0, 10000 - top_k);
     IF per_source_k IS NOT NULL THEN
         PERFORM hybrid._check_range('per_source_k', per_source_k, skip + top_k, 10000,
-                                    CASE WHEN skip = 0 THEN format('top_k (%s)', top_k)
-                                         ELSE format('skip + top_k (%s)', skip + top_k) END);
+                                    CASE WHEN skip = 0 THEN format('top_k (%%s)', top_k)
+                                         ELSE format('skip + top_k (%%s)', skip + top_k) END);
     END IF;
     PERFORM hybrid._check_fusion(fusion);
     PERFORM hybrid._check_range('siblings', siblings, 0, 20);
-    PERFORM hybrid._check_number('vector_weight', vector_weight, false);
-    PERFORM hybrid._check_number('keyword_weight', keyword_weight, false);
-    PERFORM hybrid._check_number('graph_weight', graph_weight, false);
-    PERFORM hybrid._check_number('rrf_k', rrf_k, true);
-    IF min_vector_score IS NOT NULL THEN PERFORM hybrid._check_number('min_vector_score', min_vector_score, false); END IF;
-    IF min_keyword_score IS NOT NULL THEN PERFORM hybrid._check_number('min_keyword_score', min_keyword_score, false); END IF;
-    IF min_graph_score IS NOT NULL THEN PERFORM hybrid._check_number('min_graph_score', min_graph_score, false); END IF;
+    PERFORM hybrid._check_number(x.name, x.value, x.positive)
+    FROM (VALUES (1, 'vector_weight', vector_weight, false), (2, 'keyword_weight', keyword_weight, false),
+                 (3, 'graph_weight', graph_weight, false), (4, 'rrf_k', rrf_k, true),
+                 (5, 'min_vector_score', min_vector_score, false), (6, 'min_keyword_score', min_keyword_score, false),
+                 (7, 'min_graph_score', min_graph_score, false)) AS x(o, name, value, positive)
+    WHERE x.o <= 4 OR x.value IS NOT NULL ORDER BY x.o;
     PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
     PERFORM hybrid._check_range('graph_expand', graph_expand, 0, 100);
     PERFORM hybrid._check_range('term_coverage', term_coverage, 1, 32);
     IF graph_decay IS NULL OR graph_decay = 'NaN' OR graph_decay < 0 OR graph_decay >= 1 THEN
-        RAISE EXCEPTION 'graph_decay must be a number from 0 up to (not including) 1, got %', coalesce(graph_decay::text, 'NULL')
+        RAISE EXCEPTION 'graph_decay must be a number from 0 up to (not including) 1, got %%', coalesce(graph_decay::text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
     IF graph_weight * graph_decay >= 1 THEN
-        RAISE EXCEPTION 'graph_weight * graph_decay must be below 1, got %', graph_weight * graph_decay
+        RAISE EXCEPTION 'graph_weight * graph_decay must be below 1, got %%', graph_weight * graph_decay
             USING ERRCODE = '22023',
                   HINT = 'A chunk reached only through the graph scores graph_weight * graph_decay ^ hops times its seed''s score: below the seed only while the product is below 1.';
+    END IF;
+    IF diversity IS NULL OR diversity = 'NaN' OR diversity < 0 OR diversity > 1 THEN
+        RAISE EXCEPTION 'diversity must be a number from 0 (off) to 1, got %%', coalesce(diversity::text, 'NULL')
+            USING ERRCODE = '22023';
     END IF;
     PERFORM hybrid._check_flag('with_graph_context', with_graph_context);
     PERFORM hybrid._check_flag('per_document', per_document);
     PERFORM hybrid._check_flag('abstain', abstain);
     PERFORM hybrid._check_text('query_text', query_text, 20000);
     IF cardinality(graph_edge_types) > 100 THEN
-        RAISE EXCEPTION 'graph_edge_types must hold at most 100 names, got %', cardinality(graph_edge_types) USING ERRCODE = '22023';
+        RAISE EXCEPTION 'graph_edge_types must hold at most 100 names, got %%', cardinality(graph_edge_types) USING ERRCODE = '22023';
     END IF;
     IF cardinality(graph_seeds) > 1000 THEN
-        RAISE EXCEPTION 'graph_seeds must hold at most 1000 ids, got %', cardinality(graph_seeds) USING ERRCODE = '22023';
+        RAISE EXCEPTION 'graph_seeds must hold at most 1000 ids, got %%', cardinality(graph_seeds) USING ERRCODE = '22023';
     END IF;
     IF lexical IS NOT NULL AND lexical NOT IN ('bm25', 'ts_rank') THEN
-        RAISE EXCEPTION 'lexical must be ''bm25'', ''ts_rank'' or NULL (automatic), got %', hybrid._shown(lexical) USING ERRCODE = '22023';
+        RAISE EXCEPTION 'lexical must be ''bm25'', ''ts_rank'' or NULL (automatic), got %%', hybrid._shown(lexical) USING ERRCODE = '22023';
     END IF;
     IF filter IS NOT NULL AND jsonb_typeof(filter) <> 'object' THEN
-        RAISE EXCEPTION 'filter must be a JSON object, got a JSON %', jsonb_typeof(filter) USING ERRCODE = '22023';
+        RAISE EXCEPTION 'filter must be a JSON object, got a JSON %%', jsonb_typeof(filter) USING ERRCODE = '22023';
     END IF;
     IF query_embedding IS NOT NULL THEN
         v_dim := hybrid.embedding_dim();
         IF vector_dims(query_embedding) <> v_dim THEN
-            RAISE EXCEPTION 'query_embedding has % dimensions, expected %', vector_dims(query_embedding), v_dim
+            RAISE EXCEPTION 'query_embedding has %% dimensions, expected %%', vector_dims(query_embedding), v_dim
                 USING ERRCODE = '22023', HINT = 'Embed the query with the model used at ingestion.';
         END IF;
         IF vector_norm(query_embedding) = 0 THEN
             RAISE EXCEPTION 'query_embedding must not be the zero vector (cosine distance is undefined)' USING ERRCODE = '22023';
         END IF;
     END IF;
-    IF query_embedding IS NULL AND (query_text IS NULL OR btrim(query_text) = '')
-       AND (graph_seeds IS NULL OR cardinality(graph_seeds) = 0) THEN
+    IF query_embedding IS NULL AND coalesce(btrim(query_text), '') = '' AND coalesce(cardinality(graph_seeds), 0) = 0 THEN
         RAISE EXCEPTION 'nothing to search: query_embedding, query_text and graph_seeds are all NULL or empty'
             USING ERRCODE = '22023', HINT = 'Give at least one of them.';
     END IF;
-
-    v_dense := query_embedding IS NOT NULL AND vector_weight > 0;
-    v_lex := query_text IS NOT NULL AND btrim(query_text) <> '' AND keyword_weight > 0;
-    v_graph := graph_weight > 0 AND ((graph_seeds IS NOT NULL AND cardinality(graph_seeds) > 0) OR graph_expand > 0);
-    IF NOT (v_dense OR v_lex OR v_graph) THEN
+    IF NOT ((query_embedding IS NOT NULL AND vector_weight > 0) OR (coalesce(btrim(query_text), '') <> '' AND keyword_weight > 0)
+            OR (graph_weight > 0 AND (coalesce(cardinality(graph_seeds), 0) > 0 OR graph_expand > 0))) THEN
         RAISE EXCEPTION 'every source given has weight 0: nothing to fuse' USING ERRCODE = '22023';
     END IF;
+END
+$body$;
+$f$, pg_get_function_arguments(f));
+END
+$check$;
+COMMENT ON FUNCTION hybrid._check_retrieve IS
+'hybrid.retrieve''s arguments checked, each rule naming its parameter (22023), as pyhybrid/query.py checks them: the ranges of top_k, skip, per_source_k, siblings, graph_hops, graph_expand, term_coverage; fusion (hybrid.fusion_methods()); weights, floors and rrf_k (hybrid._check_number); graph_decay and graph_weight * graph_decay below 1; diversity 0..1; flags not NULL; query_text at most 20,000 characters; at most 100 graph_edge_types and 1,000 graph_seeds; lexical; filter an object; query_embedding of the install''s dimension and not zero; something to search, of weight above 0. Its parameters are hybrid.retrieve''s (read from the catalog).';
 
-    v_tenant := hybrid._current_tenant();
-    v_key := hybrid._tenant_key(v_tenant);
-    IF v_tenant IS NULL OR v_key IS NULL THEN
-        RETURN;  -- fail closed: no tenant context (or no such tenant), no rows
+-- hybrid._abstains: whether hybrid.retrieve(abstain => true) returns nothing (and says so)
+CREATE OR REPLACE FUNCTION hybrid._abstains(tenant text, best_similarity double precision, lexical_full_match boolean,
+                                            with_report boolean) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_floor double precision;
+BEGIN
+    SELECT t.abstain_floor INTO v_floor FROM hybrid.tenant t WHERE t.tenant_id = tenant;
+    IF v_floor IS NULL THEN
+        RAISE EXCEPTION 'abstain needs tenant %''s abstention floor, which is not calibrated', tenant
+            USING ERRCODE = '55000',
+                  HINT = 'A writer of the tenant runs SELECT hybrid.calibrate_abstention() (pyhybrid tenant calibrate), once its documents are in.';
     END IF;
-    -- each branch's depth depends on skip + top_k only when per_source_k is not given: stable pages need it given
-    v_k := coalesce(per_source_k, least(10000, greatest((skip + top_k) * 3, 30)));
-
-    -- each branch is collected whole or not at all, so a failure leaves nothing half-filled
-    IF v_dense THEN
-        v_active := v_active + 1;
-        v_t := clock_timestamp();
-        BEGIN
-            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank)
-            INTO d_ids, d_scores
-            FROM hybrid.search_dense(query_embedding, v_k, corpus_ids, filter) s
-            -- a floor cuts the list before it seeds the graph or is fused (abstention: below it, nothing)
-            WHERE min_vector_score IS NULL OR hybrid._branch_score('dense', s.value) >= min_vector_score;
-            IF v_explain THEN
-                v_report := v_report || hybrid._explain_branch('dense', v_t, d_ids, d_scores, vector_weight, v_k,
-                    (SELECT CASE WHEN p = 0 THEN 'exact scan' ELSE coalesce(hybrid._ivfflat_plan(v_key), format('HNSW index%s, ef_search %s', CASE hybrid._dense_kind(hybrid.embedding_dim()) WHEN 'vector' THEN '' WHEN 'halfvec' THEN ' on halfvec copies (exact cosine re-rank)' ELSE ' on binary codes (exact cosine re-rank)' END, p)) || coalesce(', audit ' || current_setting('hybrid.dense_audit', true), '') END
-                     FROM hybrid._dense_plan(v_key, corpus_ids, filter, NULL, v_k) p));
-            END IF;
-        EXCEPTION
-        WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
-            RAISE;  -- a lock timeout, deadlock, serialization failure, resource or admin error ends the call
-        WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
-            RAISE WARNING 'hybrid_retrieve.source_failed: source=dense sqlstate=% reason=%', v_state, v_msg;
-            v_report := v_report || jsonb_build_object('branch', 'dense', 'failed', v_state || ': ' || v_msg);
-            v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
-        END;
+    IF with_report THEN
+        PERFORM set_config('hybrid.explain_abstention', jsonb_build_object(
+            'floor', v_floor, 'best_similarity', best_similarity, 'lexical_full_match', lexical_full_match)::text, true);
     END IF;
-    IF v_lex THEN
-        v_active := v_active + 1;
-        v_t := clock_timestamp();
-        BEGIN
-            -- a weak list (none of its three best hits holds term_coverage of the query's terms) weighs less: min-max would
-            -- otherwise lift its best hit to 1 beside the dense list's. The branch counts the terms its three best
-            -- hits hold (hybrid._term_match_in's rule) in its own statement; a floor keeps a prefix of the list
-            IF term_coverage > 1 OR abstain THEN
-                v_terms := tsvector_to_array(to_tsvector('english'::regconfig, query_text));
-            END IF;
-            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank), max(s.terms_held)
-            INTO l_ids, l_scores, v_held
-            FROM hybrid._lexical_hits(query_text, v_k, corpus_ids, filter, lexical, nullif(v_terms, '{}')) s
-            WHERE min_keyword_score IS NULL OR hybrid._branch_score('lexical', s.value) >= min_keyword_score;
-            IF v_terms IS NOT NULL AND cardinality(l_ids) > 0 THEN
-                v_match := ARRAY[cardinality(v_terms), coalesce(v_held, 0)];
-                v_kw := keyword_weight * hybrid._lexical_strength(v_match[1], v_match[2], term_coverage);
-            END IF;
-            IF v_explain THEN
-                v_report := v_report || (jsonb_build_object('given_weight', keyword_weight, 'term_coverage', jsonb_build_object(
-                    'term_coverage', term_coverage, 'query_terms', v_match[1], 'best_hit_terms', v_match[2],
-                    'strength', v_kw / keyword_weight))
-                    || hybrid._explain_branch('lexical', v_t, l_ids, l_scores, v_kw, v_k,
-                    CASE WHEN coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END) = 'ts_rank'
-                         THEN 'ts_rank over the GIN index'
-                         WHEN hybrid._bm25_ready(hybrid._bm25_partition_index(hybrid._tenant_key(hybrid._current_tenant()))::regclass) THEN format('BM25 index (the tenant''s statistics; scores: %s)', coalesce(nullif(current_setting('hybrid.bm25_scores', true), ''), 'index scan'))
-                         ELSE 'ts_rank over the GIN index (the BM25 index is stale)' END));
-            END IF;
-        EXCEPTION
-        WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
-            RAISE;  -- a lock timeout, deadlock, serialization failure, resource or admin error ends the call
-        WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
-            RAISE WARNING 'hybrid_retrieve.source_failed: source=lexical sqlstate=% reason=%', v_state, v_msg;
-            v_report := v_report || jsonb_build_object('branch', 'lexical', 'failed', v_state || ': ' || v_msg);
-            v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
-        END;
+    IF coalesce(best_similarity < v_floor, true) AND NOT lexical_full_match THEN
+        RAISE NOTICE 'hybrid_retrieve.abstained: the best dense hit (similarity %) is below tenant %''s floor (%) and none of the three best lexical hits holds every query term',
+            coalesce(round(best_similarity::numeric, 4)::text, 'none'), tenant, round(v_floor::numeric, 4);
+        RETURN true;
     END IF;
-    -- abstention: with no graph_seeds of the caller's, the call answers only if the dense branch's best hit
-    -- clears the tenant's floor or one of the three best lexical hits holds every term of the query
-    IF abstain AND (graph_seeds IS NULL OR cardinality(graph_seeds) = 0) THEN
-        SELECT t.abstain_floor INTO v_floor FROM hybrid.tenant t WHERE t.tenant_id = v_tenant;
-        IF v_floor IS NULL THEN
-            RAISE EXCEPTION 'abstain needs tenant %''s abstention floor, which is not calibrated', v_tenant
-                USING ERRCODE = '55000',
-                      HINT = 'A writer of the tenant runs SELECT hybrid.calibrate_abstention() (pyhybrid tenant calibrate), once its documents are in.';
-        END IF;
-        IF v_explain THEN
-            PERFORM set_config('hybrid.explain_abstention', jsonb_build_object(
-                'floor', v_floor, 'best_similarity', 1 - d_scores[1],
-                'lexical_full_match', coalesce(v_match[1] > 0 AND v_match[2] = v_match[1], false))::text, true);
-        END IF;
-        IF coalesce(1 - d_scores[1] < v_floor, true) AND NOT coalesce(v_match[1] > 0 AND v_match[2] = v_match[1], false) THEN
-            RAISE NOTICE 'hybrid_retrieve.abstained: the best dense hit (similarity %) is below tenant %''s floor (%) and none of the three best lexical hits holds every query term',
-                coalesce(round((1 - d_scores[1])::numeric, 4)::text, 'none'), v_tenant, round(v_floor::numeric, 4);
-            IF v_explain THEN
-                PERFORM set_config('hybrid.explain_report', v_report::text, true);
-            END IF;
-            RETURN;
-        END IF;
-    END IF;
-    -- the two lists fused once, into arrays that graph expansion and the final statement read (the call
-    -- used to run the SQL function two or three times, ~0.6 ms each while its body was planned anew)
-    SELECT array_agg(b.id ORDER BY b.score DESC, b.id), array_agg(b.dr ORDER BY b.score DESC, b.id),
-           array_agg(b.lr ORDER BY b.score DESC, b.id), array_agg(b.dv ORDER BY b.score DESC, b.id),
-           array_agg(b.lv ORDER BY b.score DESC, b.id), array_agg(b.score ORDER BY b.score DESC, b.id)
-    INTO f_ids, f_dr, f_lr, f_dv, f_lv, f_sc
-    FROM hybrid._fuse_branches(fusion, vector_weight, v_kw, rrf_k, d_ids, d_scores, l_ids, l_scores) b;
-    -- a seed named in graph_seeds that neither list holds scores as the best fused hit (1 without one)
-    v_top := coalesce((SELECT max(x) FROM unnest(f_sc) x), 1);
-    IF v_graph THEN
-        IF v_seeds IS NULL OR cardinality(v_seeds) = 0 THEN
-            -- automatic seeds: the best graph_expand chunks of the dense and lexical lists, fused by fusion
-            v_seeds := f_ids[1:graph_expand];
-        END IF;
-        IF v_seeds IS NOT NULL THEN
-            v_active := v_active + 1;
-            v_t := clock_timestamp();
-            BEGIN
-                SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value::integer ORDER BY s.rank),
-                       array_agg(s.seed ORDER BY s.rank)
-                INTO g_ids, g_dist, g_seed
-                FROM hybrid._graph_walk(v_seeds, graph_hops, v_k, corpus_ids, filter, graph_edge_types) s
-                WHERE min_graph_score IS NULL OR hybrid._branch_score('graph', s.value) >= min_graph_score;
-                IF v_explain THEN
-                    v_report := v_report || (hybrid._explain_branch('graph', v_t, g_ids, g_dist::double precision[],
-                        graph_weight, v_k, format('%s hop(s) from %s seed(s)%s', graph_hops, cardinality(v_seeds),
-                            CASE WHEN graph_seeds IS NULL OR cardinality(graph_seeds) = 0
-                                 THEN format(' (the best %s dense/lexical hits)', graph_expand) ELSE '' END))
-                        || jsonb_build_object('seeds', to_jsonb(v_seeds), 'graph_decay', graph_decay,
-                               -- each hit's seed, the seed's fused score and its own, which its score builds on
-                               'hits', (SELECT jsonb_object_agg(x.id, jsonb_build_object('seed', x.seed,
-                                                                                         'seed_score', coalesce(sb.score, v_top),
-                                                                                         'own', coalesce(ob.score, 0)))
-                                        FROM unnest(g_ids, g_seed) AS x(id, seed)
-                                        LEFT JOIN unnest(f_ids, f_sc) AS sb(id, score) ON sb.id = x.seed
-                                        LEFT JOIN unnest(f_ids, f_sc) AS ob(id, score) ON ob.id = x.id)));
-                END IF;
-            EXCEPTION
-            WHEN lock_not_available OR transaction_rollback OR insufficient_resources OR operator_intervention THEN
-                RAISE;  -- a lock timeout, deadlock, serialization failure, resource or admin error ends the call
-            WHEN OTHERS THEN
-                GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT;
-                RAISE WARNING 'hybrid_retrieve.source_failed: source=graph sqlstate=% reason=%', v_state, v_msg;
-                v_report := v_report || jsonb_build_object('branch', 'graph', 'failed', v_state || ': ' || v_msg);
-                v_failed := v_failed + 1; v_first_state := coalesce(v_first_state, v_state); v_first_msg := coalesce(v_first_msg, v_msg);
-            END;
-        END IF;
-    END IF;
-    IF v_explain THEN
-        PERFORM set_config('hybrid.explain_report', v_report::text, true);
-    END IF;
-    IF v_active > 0 AND v_failed = v_active THEN
-        RAISE EXCEPTION 'hybrid_retrieve: every active source failed; first: %', v_first_msg
-            USING ERRCODE = v_first_state;
-    END IF;
-
-    -- the fused list: a graph hit scores the greater of its own score and graph_weight * its seed's *
-    -- graph_decay ^ hops
-    WITH b AS (
-        SELECT * FROM unnest(f_ids, f_dr, f_lr, f_dv, f_lv, f_sc) AS b(id, dr, lr, dv, lv, score)
-    ), g AS (
-        SELECT x.id, x.r::integer AS r, x.v, coalesce(sb.score, v_top) AS seed_score
-        FROM unnest(g_ids, g_dist, g_seed) WITH ORDINALITY AS x(id, v, seed, r)
-        LEFT JOIN b sb ON sb.id = x.seed
-    )
-    SELECT array_agg(coalesce(b.id, g.id)), array_agg(b.dr), array_agg(b.lr), array_agg(g.r), array_agg(b.dv),
-           array_agg(b.lv), array_agg(g.v),
-           array_agg(CASE WHEN g.id IS NULL THEN b.score
-                          ELSE hybrid._graph_score(coalesce(b.score, 0), graph_weight, g.seed_score, graph_decay, g.v) END)
-    INTO h_ids, h_dr, h_lr, h_gr, h_dv, h_lv, h_gv, h_sc
-    FROM b FULL JOIN g ON g.id = b.id;
-    RETURN QUERY SELECT * FROM hybrid._hydrate(v_key, v_tenant, v_acl, v_all, h_ids, h_sc, h_dr, h_lr, h_gr, h_dv, h_lv,
-                                               h_gv, top_k, skip, per_document, siblings, with_graph_context);
+    RETURN false;
 END
 $$;
-COMMENT ON FUNCTION hybrid.retrieve IS
-'Hybrid retrieval for the current tenant: dense (query_embedding), lexical (query_text; lexical => bm25 | ts_rank | NULL for the best available) and graph (graph_seeds, or the best graph_expand chunks of the other two; graph_edge_types: only these relations) branches, each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL, the dense and lexical lists fused by fusion (rrf: sum w/(rrf_k + rank); convex: sum w * min-max normalized score; dbsf: sum w * score normalized by mean +- 3 sd; branch scores: dense 1 - cosine distance, lexical its score; blend: sum w * the branch score on an absolute scale, dense the cosine similarity, lexical s / (s + k) for a constant k (hybrid._blend_score); see hybrid.fuse); a graph hit scores the greater of that fused score (0 without one) and graph_weight * the fused score of the seed that reached it * graph_decay ^ hops (hybrid._graph_score; graph_weight * graph_decay must be below 1, so it scores below its seed), skip rows then top_k rows by score then chunk_id (pages are stable when per_source_k is given). min_vector_score, min_keyword_score, min_graph_score (NULL: none): a branch keeps only hits whose branch score (cosine similarity, BM25 or ts_rank score, 1/hops) is at least the floor, before it seeds the graph and before fusion, so a call where every branch falls below its floor returns no rows. siblings => n adds the n nearest visible chunks of the same document on each side of each hit, by position (column siblings). A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
+COMMENT ON FUNCTION hybrid._abstains(text, double precision, boolean, boolean) IS
+'hybrid.retrieve''s abstention: true (with a NOTICE hybrid_retrieve.abstained) when the dense branch''s best similarity is below the tenant''s calibrated floor (or there is none) and no lexical hit holds every query term; 55000 for a tenant never calibrated. With with_report, leaves the floor, the similarity and the match in hybrid.explain_abstention.';
 
 -- public.hybrid_retrieve: hybrid.retrieve under a name on the default search_path. Derived from
 -- hybrid.retrieve's catalog entry, so the parameters are written once (above) and cannot drift.
@@ -594,12 +750,12 @@ $wrapper$;
 CREATE OR REPLACE FUNCTION hybrid._explain_term(fusion text, info jsonb, weight double precision, rrf_k double precision,
                                                 chunk_id text, rank integer, value double precision)
 RETURNS double precision
-LANGUAGE sql IMMUTABLE
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT CASE WHEN info ->> 'branch' = 'graph'
+    SELECT CASE WHEN (SELECT b.stage FROM hybrid.branch b WHERE b.name = info ->> 'branch') = 'graph'
                 THEN CASE WHEN rank IS NULL THEN 0::float8
-                          -- what the graph adds to the row's own (dense + lexical) score
+                          -- what the graph adds to the row's own (fused) score
                           ELSE hybrid._graph_score((info -> 'hits' -> chunk_id ->> 'own')::float8, weight,
                                                    (info -> 'hits' -> chunk_id ->> 'seed_score')::float8,
                                                    (info ->> 'graph_decay')::float8, value)
@@ -609,28 +765,30 @@ AS $$
                                          (info ->> 'mean')::float8, (info ->> 'sd')::float8) END
 $$;
 COMMENT ON FUNCTION hybrid._explain_term(text, jsonb, double precision, double precision, text, integer, double precision) IS
-'hybrid.explain_retrieve''s arithmetic of one branch''s term in a row''s score (hybrid._fusion_term for dense and lexical, hybrid._graph_score less own for graph), from the branch''s entry in the report.';
+'hybrid.explain_retrieve''s arithmetic of one branch''s term in a row''s score (hybrid._fusion_term for a list branch, hybrid._graph_score less own for the graph), from the branch''s entry in the report.';
 
 -- hybrid._explain_bound: the bounds a fusion method normalizes one branch's scores against
 CREATE OR REPLACE FUNCTION hybrid._explain_bound(fusion text, rrf_k double precision, info jsonb) RETURNS jsonb
-LANGUAGE sql IMMUTABLE
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
     SELECT CASE
         WHEN info ? 'failed' THEN NULL
-        WHEN info ->> 'branch' = 'graph' THEN jsonb_build_object('graph_decay', info -> 'graph_decay',
-                                                                 'rule', 'seed score * graph_decay ^ hops')
+        WHEN b.stage = 'graph' THEN jsonb_build_object('graph_decay', info -> 'graph_decay',
+                                                       'rule', 'seed score * graph_decay ^ hops')
         WHEN fusion = 'rrf' THEN jsonb_build_object('rrf_k', rrf_k, 'rule', '1 / (rrf_k + rank)')
         WHEN fusion = 'convex' THEN jsonb_build_object('lo', info -> 'lo', 'hi', info -> 'hi', 'rule', '(s - lo) / (hi - lo)')
         WHEN fusion = 'dbsf' THEN jsonb_build_object(
             'lo', (info ->> 'mean')::float8 - 3 * (info ->> 'sd')::float8,
             'hi', (info ->> 'mean')::float8 + 3 * (info ->> 'sd')::float8, 'rule', '(s - lo) / (hi - lo), clipped to 0..1')
-        WHEN info ->> 'branch' = 'lexical' THEN jsonb_build_object('k', 10, 'rule', 's / (s + k)')
-        ELSE jsonb_build_object('rule', 'the cosine similarity, 0 if negative')
+        WHEN b.scale = 'score' THEN jsonb_build_object('k', b.blend_k, 'rule', 's / (s + k)')
+        WHEN b.scale = 'distance' THEN jsonb_build_object('rule', 'the cosine similarity, 0 if negative')
+        ELSE jsonb_build_object('rule', '1 / hops')
     END
+    FROM hybrid.branch b WHERE b.name = info ->> 'branch'
 $$;
 COMMENT ON FUNCTION hybrid._explain_bound(text, double precision, jsonb) IS
-'What hybrid.explain_retrieve shows as a branch''s bound: the numbers its scores are normalized against under fusion (convex: the list''s lowest and highest score; dbsf: mean -+ 3 sd; rrf: rrf_k; blend: k for lexical scores; graph: graph_decay) and the rule.';
+'What hybrid.explain_retrieve shows as a branch''s bound: the numbers its scores are normalized against under fusion (convex: the list''s lowest and highest score; dbsf: mean -+ 3 sd; rrf: rrf_k; blend: the branch''s blend_k for a score, hybrid.branch; graph: graph_decay) and the rule.';
 
 -- hybrid.explain_retrieve: hybrid.retrieve with, per branch, the plan, rows and time, and per row each
 -- branch's contribution. Derived from hybrid.retrieve's catalog entry, so it takes the same arguments.
@@ -671,26 +829,21 @@ BEGIN
                 'chunk_id', x.r ->> 'chunk_id', 'document_id', x.r ->> 'document_id', 'score', (x.r ->> 'score')::float8,
                 'contributions', (
                     SELECT jsonb_object_agg(b.br, hybrid._explain_term(fusion, b.info, (b.info ->> 'weight')::float8, rrf_k,
-                               x.r ->> 'chunk_id', (x.r ->> b.rank_col)::integer, (x.r ->> b.value_col)::float8))
-                    FROM (SELECT e ->> 'branch' AS br, e AS info,
-                                 CASE e ->> 'branch' WHEN 'dense' THEN 'vector_rank' WHEN 'lexical' THEN 'keyword_rank' ELSE 'graph_rank' END AS rank_col,
-                                 CASE e ->> 'branch' WHEN 'dense' THEN 'vector_distance' WHEN 'lexical' THEN 'keyword_score' ELSE 'graph_distance' END AS value_col
-                          FROM jsonb_array_elements(v_branches) e WHERE NOT e ? 'failed') b),
+                               x.r ->> 'chunk_id', (x.r -> 'ranks' ->> b.br)::integer, (x.r -> 'scores' ->> b.br)::float8))
+                    FROM (SELECT e ->> 'branch' AS br, e AS info FROM jsonb_array_elements(v_branches) e
+                          WHERE NOT e ? 'failed') b),
                 -- per branch that found the row: its own score (cosine similarity, BM25 / ts_rank score, hops)
                 -- and that score normalized as fusion normalizes it (the contribution at weight 1)
                 'branch_scores', (
                     SELECT jsonb_object_agg(b.br, jsonb_build_object(
-                               'raw', CASE WHEN b.br = 'graph' THEN (x.r ->> b.value_col)::float8
-                                           ELSE hybrid._branch_score(b.br, (x.r ->> b.value_col)::float8) END,
+                               'raw', CASE WHEN b.br = 'graph' THEN (x.r -> 'scores' ->> b.br)::float8
+                                           ELSE hybrid._branch_score(b.br, (x.r -> 'scores' ->> b.br)::float8) END,
                                'normalized', hybrid._explain_term(fusion, b.info, 1.0, rrf_k, x.r ->> 'chunk_id',
-                                                                  (x.r ->> b.rank_col)::integer, (x.r ->> b.value_col)::float8)))
-                    FROM (SELECT e ->> 'branch' AS br, e AS info,
-                                 CASE e ->> 'branch' WHEN 'dense' THEN 'vector_rank' WHEN 'lexical' THEN 'keyword_rank' ELSE 'graph_rank' END AS rank_col,
-                                 CASE e ->> 'branch' WHEN 'dense' THEN 'vector_distance' WHEN 'lexical' THEN 'keyword_score' ELSE 'graph_distance' END AS value_col
-                          FROM jsonb_array_elements(v_branches) e WHERE NOT e ? 'failed') b
-                    WHERE x.r ->> b.rank_col IS NOT NULL),
-                'ranks', jsonb_build_object('dense', x.r -> 'vector_rank', 'lexical', x.r -> 'keyword_rank',
-                                            'graph', x.r -> 'graph_rank'))
+                                   (x.r -> 'ranks' ->> b.br)::integer, (x.r -> 'scores' ->> b.br)::float8)))
+                    FROM (SELECT e ->> 'branch' AS br, e AS info FROM jsonb_array_elements(v_branches) e
+                          WHERE NOT e ? 'failed') b
+                    WHERE x.r -> 'ranks' ? b.br),
+                'ranks', (SELECT jsonb_object_agg(g.name, x.r -> 'ranks' -> g.name) FROM hybrid.branch g))
                 ORDER BY x.o)
             FROM jsonb_array_elements(v_rows) WITH ORDINALITY AS x(r, o)), '[]'));
 END

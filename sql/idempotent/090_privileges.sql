@@ -13,6 +13,7 @@ REVOKE ALL ON hybrid.corpus, hybrid.chunk FROM hybrid_user;
 GRANT SELECT ON hybrid.corpus, hybrid.chunk, hybrid.edge_type TO hybrid_app;
 REVOKE ALL ON hybrid.edge_type FROM hybrid_user;
 GRANT USAGE ON TYPE hybrid.branch_hit, hybrid.retrieve_row TO hybrid_user;
+GRANT SELECT ON hybrid.branch TO hybrid_user, hybrid_definer;  -- the registry of branches: no tenant data
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hybrid FROM PUBLIC;
 -- and from hybrid_user, so that an upgrade takes back what the allow-list no longer names (an upgraded
@@ -28,9 +29,7 @@ BEGIN
     FOREACH fn IN ARRAY ARRAY[
         -- the API
         'public.hybrid_retrieve', 'hybrid.retrieve', 'hybrid.explain_retrieve', 'hybrid.retrieve_many',
-        'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
-        'hybrid.search_lexical(text, integer, text[], jsonb, text)',
-        'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
+        'hybrid.fusion_methods()', 'hybrid.branches()',
         'hybrid.rrf_fuse(jsonb, double precision[], double precision, integer)',
         'hybrid.fuse(jsonb, double precision[], text, double precision, integer, jsonb)',
         'hybrid.graph_context(text[])', 'hybrid.hydrate', 'hybrid.lexical_strength(text, text[], integer)',
@@ -49,7 +48,7 @@ BEGIN
         'hybrid._visible(text, boolean, text[], text, text[], boolean)',
         'hybrid._rrf_term(double precision, double precision, integer)',
         'hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision)',
-        'hybrid._check_fusion(text)',
+        'hybrid._check_fusion(text)', 'hybrid._no_such(text, text)', 'hybrid._fuse_lists',
         'hybrid._branch_score(text, double precision)', 'hybrid._blend_score(text, double precision)',
         'hybrid._fusion_score(text, text, double precision)',
         'hybrid._lexical_strength(integer, integer, integer)', 'hybrid._term_match(text, text[])',
@@ -89,22 +88,47 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._check_range(text, integer, integer, integer, text), hybrid._check_number(text, double precision, boolean),
     hybrid._check_flag(text, boolean), hybrid._check_text(text, text, integer), hybrid._check_scores(text, double precision[]),
     hybrid._shown(text), hybrid.graph_context(text[]),
-    hybrid.search_dense(vector, integer, text[], jsonb, integer), hybrid.search_lexical(text, integer, text[], jsonb, text),
     hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]), hybrid._terms_held(tsvector, text[]),
-    hybrid.search_graph(text[], integer, integer, text[], jsonb, text[]), hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[]),
+    hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[]), hybrid._edge_type_tables(text[]),
     hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision),
-    hybrid._check_fusion(text), hybrid._branch_score(text, double precision), hybrid._blend_score(text, double precision),
+    hybrid._check_fusion(text), hybrid._no_such(text, text), hybrid.fusion_methods(), hybrid._branch_score(text, double precision), hybrid._blend_score(text, double precision),
     hybrid._fusion_score(text, text, double precision),
     hybrid._lexical_strength(integer, integer, integer), hybrid._term_match(text, text[]),
     hybrid._term_match_in(integer, text, text[], boolean, text, text[]),
     hybrid._graph_score(double precision, double precision, double precision, double precision, double precision),
-    hybrid._hydrate(integer, text, text[], boolean, text[], double precision[], integer[], integer[], integer[],
-                    double precision[], double precision[], integer[], integer, integer, boolean, integer, boolean),
-    hybrid._fuse_branches(text, double precision, double precision, double precision, text[], double precision[], text[], double precision[]),
+    hybrid._hydrate(integer, text, text[], boolean, text[], double precision[], text[], integer[], text[], integer[],
+                    double precision[], integer, integer, boolean, integer, boolean),
+    hybrid._fuse_lists(text, double precision, text[], double precision[], integer[], text[], double precision[]),
+    hybrid._graph_stage(text[], double precision[], text[], integer, integer, text[], double precision, double precision,
+                        double precision, integer, boolean, text[], jsonb),
+    hybrid._diversify(integer, text, text[], boolean, text[], double precision[], double precision, integer),
+    hybrid._abstains(text, double precision, boolean, boolean),
     hybrid._dense_plan(integer, text[], jsonb, integer, integer), hybrid._hnsw_dense_vectors(regclass), hybrid._dense_kind(integer), hybrid._ivfflat_plan(integer),
     hybrid._dense_statement(text, integer),
+    hybrid._dense_index_list(integer, text, integer, integer, text, text[], boolean, text[], jsonb, vector, integer),
+    hybrid._dense_audit_miss(integer, regclass, boolean, integer, text, text[], boolean, text[], jsonb, vector, double precision, text[]),
     hybrid._valid_dense_kind(text, integer, text), hybrid._default_dense_kind(integer),
     hybrid._explain_branch(text, timestamptz, text[], double precision[], double precision, integer, text) TO hybrid_definer;
+
+-- hybrid.retrieve's stages, by name: their arguments grow with the branches (hybrid.branch)
+GRANT EXECUTE ON FUNCTION hybrid._check_retrieve, hybrid._list_stage, hybrid._run_branch, hybrid._branch_plan TO hybrid_definer;
+
+-- every branch's search function (hybrid.branch): callable by hybrid_user and hybrid_definer, owned by hybrid_definer
+-- (a SECURITY DEFINER function reading the caller's tenant), from the registry, so a new branch needs no line here
+DO $branches$
+DECLARE
+    fn regprocedure;
+BEGIN
+    FOR fn IN SELECT b.search FROM hybrid.branch b WHERE b.search IS NOT NULL ORDER BY b.position LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user, hybrid_definer', fn);
+        IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
+            GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
+            EXECUTE format('ALTER FUNCTION %s OWNER TO hybrid_definer', fn);
+            REVOKE CREATE ON SCHEMA hybrid FROM hybrid_definer;
+        END IF;
+    END LOOP;
+END
+$branches$;
 
 -- the loaders run as hybrid_definer (ALTER ... OWNER needs that role to hold CREATE on the schema meanwhile)
 DO $owners$
@@ -116,9 +140,7 @@ BEGIN
                               'hybrid.classify_ids(text[])',
                               'hybrid.documents(text, text, text[])', 'hybrid.corpora()', 'hybrid.set_corpus_root(text, text)',
                               'hybrid.prune_documents(text, text[], text, boolean)',
-                              'hybrid.finish_edges()', 'hybrid.register_edge_type(text)', 'hybrid.search_dense(vector, integer, text[], jsonb, integer)',
-                              'hybrid.search_lexical(text, integer, text[], jsonb, text)',
-                              'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])',
+                              'hybrid.finish_edges()', 'hybrid.register_edge_type(text)',
                               'hybrid.graph_context(text[])', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
                               'hybrid._entity_seen(text, text, text[], boolean)', 'hybrid._term_match(text, text[])',
                               'hybrid.calibrate_abstention(double precision, integer)']::regprocedure[]
