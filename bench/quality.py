@@ -178,9 +178,20 @@ class Runner:
             return []
         return [r.chunk_id for r in refs]
 
+    def plain(self, vec: np.ndarray, text: str, **kw: Any) -> list[str]:  # every other argument the engine's default
+        with self.client.tenant(TENANT) as t:
+            return [r.chunk_id for r in t.retrieve(query_embedding=vec, query_text=text, **kw)]
+
     def rows(self, query: str, args: Sequence[Any]) -> list[tuple[str, float]]:
         with self.client.tenant(TENANT) as t:
             return [(r["chunk_id"], float(r["value"])) for r in t.conn.execute(query, args).fetchall()]
+
+
+def ils(run: dict[str, list[str]], emb: np.ndarray, row: dict[str, int]) -> float | None:
+    """Intra-list similarity: each list's mean pairwise cosine of its reference embeddings, averaged over the lists."""
+    sims = [float(((v @ v.T).sum() - (v * v).sum()) / (len(ids) * (len(ids) - 1)))
+            for ids in run.values() if len(ids) > 1 for v in [emb[[row[i] for i in ids]]]]
+    return round(float(np.mean(sims)), 5) if sims else None
 
 
 def real_modes(rrf_k: float) -> dict[str, tuple[HybridWeights, str | None, bool, bool]]:
@@ -326,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--keep-db", action="store_true", help="keep the bench databases")
     ap.add_argument("--abstention", action="store_true", help="abstain => true at the calibrated floor: each "
                     "collection's queries (answered?) and the other collections' (abstained?) on its database")
+    ap.add_argument("--diversity", type=float, nargs="+", help="engine-default calls (top 10) without diversity, "
+                    "with 0 and with each of these: nDCG@10 and ils@10 (intra-list similarity) of each")
     args = ap.parse_args(argv)
     meta = start_meta("quality", argv)
     if args.per_source_k < args.top_k:
@@ -435,6 +448,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "off_topic_queries": len(off), "abstained_with_a_relevant_hit_in_top_10": sum(
                                  any(st["ds"].qrels[q].get(i, 0) > 0 for i in fuse(st["lists"], st["scores"], q, "bm25",
                                      "convex", 1, 1, 60, 30, 10, st["terms"])) for q in missed)}
+        for n in names if args.diversity else []:  # engine defaults (hybrid, top 10), with and without diversity
+            st, runner = states[n], Runner(states[n]["tenant_dsn"], 10)
+            emb = st["ds"].doc_emb.astype(np.float32)
+            emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+            row = {d: i for i, d in reversed(list(enumerate(st["ds"].doc_ids)))}  # a repeated id: its first row
+            div: dict[str, dict[str, list[str]]] = {}
+            for d in [None, 0.0, *sorted(set(args.diversity) - {0.0})]:
+                div[f"diversity_{d:g}" if d is not None else "engine_default"] = {
+                    q: runner.plain(st["ds"].query_vector(q).astype(np.float32), st["ds"].query_text[q],
+                                    **({} if d is None else {"diversity": d}))
+                    for q in tqdm(st["qids"], desc=f"{n}: diversity {d}", unit="q")}
+            runner.close()
+            for m, r in div.items():
+                results[n][m] = {"ndcg@10": round(evaluate(r, st["ds"].qrels, st["qids"])["ndcg@10"], 5),
+                                 "ils@10": ils(r, emb, row), "queries": len(r)}
+            same = sum(div["diversity_0"][q] == div["engine_default"][q] for q in st["qids"])
+            diagnostics[n]["diversity_0_equals_engine_default"] = f"{same}/{len(st['qids'])}"
         bar: dict[str, dict[str, Any]] = {n: {} for n in names}
         for n in names:
             for lex in LEXICAL:
@@ -511,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "datasets": results,
             "settings": {
                 "top_k": args.top_k, "k": args.rrf_k, "rrf_k": args.rrf_k, "per_source_k": args.per_source_k,
-                "weights": {"vector": 1.0, "keyword": 1.0, "graph": 0.0},
+                "weights": {"vector": 1.0, "keyword": 1.0, "graph": 0.0}, "diversity": args.diversity,
                 "exact_threshold": exact_threshold if exact_threshold is not None else "engine default",
                 "exact_threshold_note": ("0: every scope is searched through the indexes (HNSW; BM25 index)"
                                          if exact_threshold == 0 else "engine decides exact vs index by scope size"),

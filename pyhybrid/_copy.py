@@ -12,12 +12,12 @@ from psycopg.types.json import Jsonb
 
 from .errors import InvalidParameterError, TenantError
 from .query import check_text
-from .types import Chunk, Edge
+from .types import Chunk, Edge, sparse_text
 
 CHUNK_COLUMNS = ("tenant_id", "chunk_id", "document_id", "position", "content", "embedding", "acl_labels",
-                 "metadata")
-"""The columns of pg_temp.hybrid_chunk_stage that COPY fills (hybrid.begin_ingest creates the table)."""
-COPY_CHUNKS_SQL = f"COPY pg_temp.hybrid_chunk_stage ({', '.join(CHUNK_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+                 "metadata", "sparse_embedding")
+"""The columns of pg_temp.hybrid_chunk_stage that COPY fills (hybrid.begin_ingest creates the table); the last,
+sparse_embedding, only for a batch that carries one (so a dense batch loads into a schema from before it too)."""
 
 EDGE_COLUMNS = {"src": "text", "dst": "text", "rel": "text", "properties": "jsonb"}
 """The columns of pg_temp.hybrid_edge_stage that COPY fills, with their types (hybrid.begin_edges)."""
@@ -32,7 +32,6 @@ def _chunk_error(i: int, chunk_id: Any, rule: str) -> InvalidParameterError:
     return InvalidParameterError(f"chunk row {i} (chunk_id {cid}): {rule}")
 
 
-_ROW_HEADER = struct.pack(">h", len(CHUNK_COLUMNS))
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" * 2
 _COPY_TRAILER = b"\xff\xff"
 _NULL = b"\xff\xff\xff\xff"
@@ -67,9 +66,9 @@ def _embedding_fields(matrix: np.ndarray[Any, Any]) -> list[bytes]:
 
 def prepare_chunks(
     chunks: Iterable[Chunk | Mapping[str, Any]], tenant_id: str, dim: int
-) -> bytes:
-    """Validate chunks (the first bad row is named, 1-based) and return the binary COPY payload for
-    pg_temp.hybrid_chunk_stage, each row's fields keyed by CHUNK_COLUMNS. Nothing is sent on error."""
+) -> tuple[str, bytes]:
+    """Validate chunks (the first bad row is named, 1-based) and return the COPY statement and its binary payload
+    for pg_temp.hybrid_chunk_stage, each row's fields keyed by CHUNK_COLUMNS. Nothing is sent on error."""
     rows: list[dict[str, bytes]] = []
     vectors: list[np.ndarray[Any, Any]] = []
     has_vector: list[bool] = []
@@ -132,6 +131,10 @@ def prepare_chunks(
                 raise InvalidParameterError("metadata contains a NUL character, which PostgreSQL cannot store")
         except InvalidParameterError as exc:
             raise _chunk_error(i, c.chunk_id, str(exc)) from None
+        try:
+            sparse = sparse_text("sparse_embedding", c.sparse_embedding)
+        except InvalidParameterError as exc:
+            raise _chunk_error(i, c.chunk_id, str(exc)) from None
         meta_bytes = b"\x01" + meta.encode()
         rows.append({
             "tenant_id": _NULL,  # finish_ingest fills in the transaction's tenant
@@ -139,16 +142,19 @@ def prepare_chunks(
             "position": b"\x00\x00\x00\x04" + _I32.pack(c.position), "content": _text(c.content),
             "embedding": _NULL, "acl_labels": _text_array(labels),
             "metadata": _I32.pack(len(meta_bytes)) + meta_bytes,
+            "sparse_embedding": _NULL if sparse is None else _text(sparse),
         })
     fields = iter(_embedding_fields(np.stack(vectors)) if vectors else [])
+    columns = CHUNK_COLUMNS if any(row["sparse_embedding"] != _NULL for row in rows) else CHUNK_COLUMNS[:-1]
+    header = struct.pack(">h", len(columns))
     out = [_COPY_HEADER]
     for row, has in zip(rows, has_vector):
         if has:
             row["embedding"] = next(fields)
-        out.append(_ROW_HEADER)
-        out.extend(row[name] for name in CHUNK_COLUMNS)
+        out.append(header)
+        out.extend(row[name] for name in columns)
     out.append(_COPY_TRAILER)
-    return b"".join(out)
+    return f"COPY pg_temp.hybrid_chunk_stage ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)", b"".join(out)
 
 
 def prepare_edges(edges: Iterable[Edge | Mapping[str, Any]]) -> list[tuple[Any, ...]]:

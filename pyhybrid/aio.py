@@ -121,11 +121,11 @@ class AsyncTenantSession:
             plan.fill(await asyncio.to_thread(plan.embed, texts))
         if not plan.items:
             return plan.result(None)
-        payload = _copy.prepare_chunks(plan.items, self.tenant_id, await self.embedding_dim())
+        copy_sql, payload = _copy.prepare_chunks(plan.items, self.tenant_id, await self.embedding_dim())
         with _base.translate_errors():
             async with self.conn.transaction():
                 await self.conn.execute(_sql.BEGIN_INGEST_SQL)
-                async with self.conn.cursor() as cur, cur.copy(_copy.COPY_CHUNKS_SQL) as copy:
+                async with self.conn.cursor() as cur, cur.copy(copy_sql) as copy:
                     await copy.write(payload)
                 res = await (await self.conn.execute(_sql.FINISH_INGEST_SQL, (corpus_id,))).fetchone()
         assert res is not None

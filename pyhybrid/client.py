@@ -88,10 +88,10 @@ class TenantSession:
             plan.fill(plan.embed(texts))
         if not plan.items:
             return plan.result(None)
-        payload = _copy.prepare_chunks(plan.items, self.tenant_id, self.embedding_dim())
+        copy_sql, payload = _copy.prepare_chunks(plan.items, self.tenant_id, self.embedding_dim())
         with _base.translate_errors(), self.conn.transaction():
             self.conn.execute(_sql.BEGIN_INGEST_SQL)
-            with self.conn.cursor() as cur, cur.copy(_copy.COPY_CHUNKS_SQL) as copy:
+            with self.conn.cursor() as cur, cur.copy(copy_sql) as copy:
                 copy.write(payload)
             res = self.conn.execute(_sql.FINISH_INGEST_SQL, (corpus_id,)).fetchone()
         assert res is not None

@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import InvalidParameterError
 from .fusion import GRAPH_DECAY, TERM_COVERAGE, check_fusion
-from .types import HybridWeights
+from .types import HybridWeights, sparse_text
 from .types import _check_rrf_k as _rrf_k
 from .types import _check_weight as _weight
 
@@ -62,7 +62,9 @@ class RetrieveQuery:
     (TenantSession.calibrate_abstention) and none of the three best lexical hits holding every term of the query; a call with
     graph_seeds is never abstained. diversity: 0 to 1 (0: off): the page is chosen by maximal marginal relevance,
     each row the candidate of the greatest (1 - diversity) x relevance - diversity x its greatest similarity to the
-    rows above it (docs/searching.md).
+    rows above it (docs/searching.md). query_sparse: a learned-sparse query (SPLADE and the like), {token_id: weight}
+    or pgvector's text form (types.sparse_text), matched by inner product against the chunks' sparse_embedding;
+    sparse_weight its fusion weight, min_sparse_score its floor on the inner product.
     """
 
     query_embedding: Any = field(default=None, metadata=_sql("vector"))
@@ -95,6 +97,12 @@ class RetrieveQuery:
         "double precision", flag="--diversity", parse="float",
         help="0 to 1: the page chosen by maximal marginal relevance over the chunks' embeddings, so that near-duplicates "
              "do not fill it (default 0: off)"))
+    query_sparse: Mapping[Any, float] | str | None = field(default=None, metadata=_sql(
+        "sparsevec", flag="--sparse-json", parse="json",
+        help='the learned-sparse query as JSON, {"token_id": weight, ...} (ids from 0) or pgvector\'s text form as a '
+             'JSON string; searched against the chunks\' sparse_embedding (default: none)'))
+    sparse_weight: float = field(default=1.0, metadata=_sql("double precision"))
+    min_sparse_score: float | None = field(default=None, metadata=_sql("double precision"))
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -120,10 +128,11 @@ class RetrieveQuery:
         if self.graph_edge_types is not None and len(self.graph_edge_types) > 100:
             raise InvalidParameterError(
                 f"graph_edge_types must hold at most 100 names, got {len(self.graph_edge_types)}")
-        for name in ("vector_weight", "keyword_weight", "graph_weight"):
+        put(self, "query_sparse", sparse_text("query_sparse", self.query_sparse, limit=None))
+        for name in ("vector_weight", "keyword_weight", "graph_weight", "sparse_weight"):
             put(self, name, _weight(name, getattr(self, name)))
         put(self, "rrf_k", _rrf_k(self.rrf_k))
-        for name in ("min_vector_score", "min_keyword_score", "min_graph_score"):
+        for name in ("min_vector_score", "min_keyword_score", "min_graph_score", "min_sparse_score"):
             if getattr(self, name) is not None:
                 put(self, name, _weight(name, getattr(self, name)))
         if isinstance(self.graph_decay, bool) or not isinstance(self.graph_decay, (int, float)) \
@@ -148,13 +157,14 @@ class RetrieveQuery:
             if not isinstance(getattr(self, name), bool):
                 raise InvalidParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         has_text = self.query_text is not None and self.query_text.strip() != ""
-        if self.query_embedding is None and not has_text and not self.graph_seeds:
+        if self.query_embedding is None and not has_text and not self.graph_seeds and self.query_sparse is None:
             raise InvalidParameterError(
-                "nothing to search: query_embedding, query_text and graph_seeds are all NULL or empty")
+                "nothing to search: query_embedding, query_text, query_sparse and graph_seeds are all NULL or empty")
         dense = self.query_embedding is not None and self.vector_weight > 0
         lex = has_text and self.keyword_weight > 0
         graph = self.graph_weight > 0 and (bool(self.graph_seeds) or self.graph_expand > 0)
-        if not (dense or lex or graph):
+        sparse = self.query_sparse is not None and self.sparse_weight > 0
+        if not (dense or lex or graph or sparse):
             raise InvalidParameterError("every source given has weight 0: nothing to fuse")
 
     @classmethod
@@ -364,4 +374,6 @@ def _literal(value: Any, sql_type: str) -> str:
         return "true" if value else "false"
     if sql_type == "text":
         return _quote(value)
+    if sql_type == "sparsevec":
+        return _quote(value) + "::sparsevec"
     return repr(value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from pgvector.sqlalchemy import VECTOR
+from pgvector.sqlalchemy import SPARSEVEC, VECTOR
 from sqlalchemy import (
     ARRAY,
     Boolean,
@@ -28,7 +28,7 @@ from .query import PARAMETERS, RESULT_COLUMNS, RetrieveQuery
 
 SQL_TYPES: Mapping[str, TypeEngine[Any]] = {
     "vector": VECTOR(), "text": Text(), "text[]": ARRAY(Text), "integer": Integer(),
-    "double precision": Float(), "jsonb": JSONB(none_as_null=True), "boolean": Boolean(),
+    "double precision": Float(), "jsonb": JSONB(none_as_null=True), "boolean": Boolean(), "sparsevec": SPARSEVEC(),
 }
 """The SQLAlchemy type of each SQL type hybrid.retrieve uses."""
 
@@ -65,6 +65,7 @@ chunk = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("tenant_key", Integer, nullable=False),  # the partition key (one partition per tenant)
+    Column("sparse_embedding", SPARSEVEC(1000000000)),  # the learned-sparse vector (hybrid._sparse's dimension)
 )
 
 def hybrid_retrieve(query: RetrieveQuery | Any = None, /, *, name: str = "hr", **kwargs: Any) -> Any:

@@ -29,7 +29,7 @@ BATCH = 1000
 
 _CORPORA_SQL = "SELECT corpus_id, metadata FROM hybrid.corpus WHERE tenant_id = %s ORDER BY corpus_id"
 _CHUNKS_SQL = """SELECT chunk_id, document_id, corpus_id, content, embedding::text AS embedding, position,
-       metadata, acl_labels
+       metadata, acl_labels, sparse_embedding::text AS sparse_embedding
 FROM hybrid.chunk WHERE tenant_id = %s AND NOT superseded
 ORDER BY corpus_id, document_id, position, chunk_id"""
 # edges join two nodes of one tenant; the opaque label table an edge lives in is one of the

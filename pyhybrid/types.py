@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -43,6 +44,8 @@ BRANCHES: tuple[Branch, ...] = (
            "hybrid.search_dense", "vector_rank", "vector_distance", "dense"),
     Branch("lexical", 2, "list", "score", 10.0, "query_text", "keyword_weight", "min_keyword_score",
            "hybrid.search_lexical", "keyword_rank", "keyword_score", "lex", ("lexical",)),
+    Branch("sparse", 3, "list", "score", 10.0, "query_sparse", "sparse_weight", "min_sparse_score",
+           "hybrid.search_sparse", None, None, "sparse"),
     Branch("graph", 100, "graph", "hops", None, "graph_seeds", "graph_weight", "min_graph_score",
            "hybrid.search_graph", "graph_rank", "graph_distance", "graph"),
 )
@@ -180,11 +183,15 @@ class Chunk:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     acl_labels: Sequence[str] = ()
     tenant_id: str | None = None
+    sparse_embedding: Mapping[Any, float] | str | None = None
+    """A learned-sparse vector (SPLADE and the like): {token_id: weight} (token ids from 0) or pgvector's text form
+    "{index:weight,...}/dimensions" (indices from 1); at most 1,000 non-zero weights (sparse_text)."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Chunk:
         """Build from a dict such as a JSONL line; unknown keys are rejected."""
-        allowed = {"chunk_id", "document_id", "content", "embedding", "position", "metadata", "acl_labels", "tenant_id"}
+        allowed = {"chunk_id", "document_id", "content", "embedding", "position", "metadata", "acl_labels", "tenant_id",
+                   "sparse_embedding"}
         unknown = set(data) - allowed
         if unknown:
             raise InvalidParameterError(f"unknown chunk field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -197,6 +204,7 @@ class Chunk:
             metadata=data.get("metadata") or {},
             acl_labels=tuple(data.get("acl_labels") or ()),
             tenant_id=data.get("tenant_id"),
+            sparse_embedding=data.get("sparse_embedding"),
         )
 
 
@@ -256,3 +264,50 @@ class EdgeResult:
     edges_added: int
     edges_present: int
     nodes_added: int
+
+
+SPARSE_DIM = 1_000_000_000
+"""The one dimension sparse vectors are stored and compared at (pgvector's largest; SQL: hybrid._sparse)."""
+MAX_SPARSE_NONZEROS = 1000
+"""The most non-zero weights a stored sparse vector may hold (pgvector's HNSW limit for sparsevec)."""
+_SPARSE_TEXT = re.compile(r"^\s*\{\s*(?:\d+\s*:\s*[^,{}:/]+(?:\s*,\s*\d+\s*:\s*[^,{}:/]+)*)?\s*\}\s*/\s*\d+\s*$")
+
+
+def sparse_text(name: str, value: Any, *, limit: int | None = MAX_SPARSE_NONZEROS) -> str | None:
+    """A sparse vector as pgvector's text form at SPARSE_DIM: from {token_id: weight} (ids from 0, so id i is index
+    i + 1; zero weights dropped) or from the text form itself ("{1:0.5,7:1.2}/30522", indices from 1, any dimension).
+    Weights finite; at most limit non-zero ones. None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not _SPARSE_TEXT.match(value):
+            raise InvalidParameterError(f"{name} must be {{token_id: weight}} or pgvector's text form "
+                                        f"'{{index:weight,...}}/dimensions' (indices from 1), got {value[:60]!r}")
+        pairs = [p.split(":") for p in value.strip().split("}")[0].strip("{ ").split(",") if p.strip()]
+        items = {int(k) - 1: _sparse_weight(name, v, k) for k, v in pairs}
+    elif isinstance(value, Mapping):
+        items = {}
+        for k, v in value.items():
+            if isinstance(k, bool) or not (isinstance(k, int) or (isinstance(k, str) and k.strip().isdigit())):
+                raise InvalidParameterError(f"{name}: token ids must be integers from 0, got {k!r}")
+            items[int(k)] = _sparse_weight(name, v, k)
+    else:
+        raise InvalidParameterError(f"{name} must be {{token_id: weight}} or pgvector's text form, "
+                                    f"got {type(value).__name__}")
+    if any(not 0 <= k < SPARSE_DIM for k in items):
+        raise InvalidParameterError(f"{name}: token ids must be from 0 to {SPARSE_DIM - 1}")
+    nonzero = sorted((k, w) for k, w in items.items() if w != 0)
+    if limit is not None and len(nonzero) > limit:
+        raise InvalidParameterError(f"{name} has {len(nonzero)} non-zero values; at most {limit} "
+                                    "(pgvector's HNSW limit for sparsevec)")
+    return "{" + ",".join(f"{k + 1}:{w!r}" for k, w in nonzero) + f"}}/{SPARSE_DIM}"
+
+
+def _sparse_weight(name: str, value: Any, key: Any) -> float:
+    try:
+        w = float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"{name}: the weight of {key!r} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(w):
+        raise InvalidParameterError(f"{name}: the weight of {key!r} must be a finite number, got {value!r}")
+    return w

@@ -144,6 +144,7 @@ SELECT i.relname, i.oid, pi.relname
 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
 LEFT JOIN pg_inherits h ON h.inhrelid = i.oid LEFT JOIN pg_class pi ON pi.oid = h.inhparent
 WHERE i.relnamespace = 'hybrid'::regnamespace AND a.amname IN ('gin', 'bm25', 'hnsw')
+  AND i.relname !~ '_sparse_embedding_idx$'  -- the sparse index is not held off (its NULLs cost an insert nothing)
   AND x.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass)
 ORDER BY 1"""
 

@@ -82,7 +82,7 @@ def test_an_unknown_fusion_method_is_named_with_the_declared_ones_everywhere(tem
         with pytest.raises(InvalidParameterError) as py:
             call()
         assert str(py.value) == message
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"^branch must be one of 'dense', 'lexical', 'graph'"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="^branch must be one of " + ", ".join(f"'{b.name}'" for b in BRANCHES)):
         template_dsn_conn.execute("SELECT hybrid._branch_score('nope', 1)")
 
 
@@ -289,7 +289,8 @@ def test_explain_reports_each_branch_and_contributions_that_add_up_to_the_score(
     assert [r["chunk_id"] for r in rep["rows"]] == [r.chunk_id for r in rows]
     for r, ref in zip(rep["rows"], rows):
         assert sum(r["contributions"].values()) == pytest.approx(ref.score, rel=1e-12)
-        assert r["ranks"] == {"dense": ref.vector_rank, "lexical": ref.keyword_rank, "graph": None}
+        # every branch of the registry, None where it did not find the row (or did not run)
+        assert r["ranks"] == {b.name: None for b in BRANCHES} | {"dense": ref.vector_rank, "lexical": ref.keyword_rank}
         # a branch that did not find the row contributes 0
         assert (r["contributions"]["lexical"] == 0) == (ref.keyword_rank is None)
 

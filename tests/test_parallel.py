@@ -11,6 +11,7 @@ from psycopg.rows import dict_row
 
 from pyhybrid import AsyncHybridClient, Chunk, HybridClient, InvalidParameterError
 from pyhybrid import _parallel
+from pyhybrid.types import BRANCHES
 from tests.conftest import Db, fresh_db
 from tests.helpers import near, unit
 
@@ -302,7 +303,7 @@ def test_hydrate_siblings_leave_out_chunks_outside_the_acl(corpus: Db) -> None:
     ({"per_document": None}, "per_document must be true or false"),
     ({"lists": '{"dense": {"ids": ["a"], "values": []}}'},
      r"lists.dense: must be \{\"ids\": \[strings\], \"values\": \[numbers between -1e12 and 1e12\]\}"),
-    ({"lists": '{"nope": {"ids": [], "values": []}}'}, "branch must be one of 'dense', 'lexical', 'graph', got 'nope'"),
+    ({"lists": '{"nope": {"ids": [], "values": []}}'}, "branch must be one of " + ", ".join(f"'{b.name}'" for b in BRANCHES) + ", got 'nope'"),
     ({"lists": '{"dense": {"ids": ["a"], "values": [1e13]}}'}, "lists.dense: must be"),
 ])
 def test_hydrate_rejects_bad_arguments_with_22023(corpus: Db, kw: dict[str, Any], message: str) -> None:

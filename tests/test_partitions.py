@@ -235,7 +235,8 @@ def test_the_dense_plan_grows_its_search_breadth_with_the_partition(db: Db) -> N
         assert plan_at(100_000, top_k=5000) == 1000  # pgvector's limit
         # the partition's index rebuilt as the denser graph (24, 128) that hnsw_dense_rows gives: at most 150
         idx = admin.execute("SELECT x.indexrelid::regclass::text FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-                            "JOIN pg_am a ON a.oid = i.relam WHERE x.indrelid = %s::regclass AND a.amname = 'hnsw'",
+                            "JOIN pg_am a ON a.oid = i.relam WHERE x.indrelid = %s::regclass AND a.amname = 'hnsw' "
+                            "AND i.relname !~ 'sparse'",
                             (part,)).fetchone()[0]  # type: ignore[index]
         for options, dense in (("m = 24, ef_construction = 100", False), ("m = 24, ef_construction = 128", True),
                                ("m = 32, ef_construction = 200", True)):

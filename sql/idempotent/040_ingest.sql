@@ -25,7 +25,8 @@ BEGIN
         content      text STORAGE EXTERNAL,
         embedding    real[] STORAGE MAIN,
         acl_labels   text[],
-        metadata     jsonb
+        metadata     jsonb,
+        sparse_embedding text  -- pgvector's text form, any dimension (hybrid._sparse)
     ) ON COMMIT DROP;
     TRUNCATE pg_temp.hybrid_chunk_stage;
     -- hybrid.finish_ingest reads and empties it as hybrid_definer
@@ -34,6 +35,66 @@ END
 $$;
 COMMENT ON FUNCTION hybrid.begin_ingest() IS
 'Creates the transaction-scoped staging table pg_temp.hybrid_chunk_stage to COPY chunks into; hybrid.finish_ingest(corpus_id) loads them.';
+
+-- hybrid._check_tsvector_sizes: the staged chunks whose content would pass PostgreSQL's 1 MB tsvector limit
+CREATE OR REPLACE FUNCTION hybrid._check_tsvector_sizes() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    bad record;
+BEGIN
+    -- PostgreSQL refuses a tsvector over 1 MB (the chunk's generated tsv column): content well under
+    -- the content limit can pass it, with many distinct words. Only long contents can, so only
+    -- they are tried here (to_tsvector of 200,000 bytes of one-letter words stays under 1 MB).
+    FOR bad IN SELECT s.ord, s.chunk_id FROM pg_temp.hybrid_chunk_stage s
+               WHERE octet_length(s.content) > 200000 ORDER BY s.ord LOOP
+        BEGIN
+            PERFORM to_tsvector('english'::regconfig, s.content) FROM pg_temp.hybrid_chunk_stage s WHERE s.ord = bad.ord;
+        EXCEPTION WHEN program_limit_exceeded THEN
+            RAISE EXCEPTION 'chunk row % (chunk_id %): content makes a text-search vector over PostgreSQL''s 1 MB limit',
+                bad.ord, hybrid._shown(bad.chunk_id)
+                USING ERRCODE = '22023',
+                      HINT = 'Nothing was written; split the content into smaller chunks and ingest the batch again.';
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION hybrid._check_tsvector_sizes() IS
+'Raises 22023 naming the first staged chunk (pg_temp.hybrid_chunk_stage) whose content makes a text-search vector over PostgreSQL''s 1 MB limit; only contents over 200,000 bytes are tried. hybrid.finish_ingest calls it.';
+
+-- hybrid._sparse: a sparse vector at the one dimension every stored vector has
+CREATE OR REPLACE FUNCTION hybrid._sparse(v text) RETURNS sparsevec
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT regexp_replace(v, '/\s*[0-9]+\s*$', '/1000000000')::sparsevec $$;
+COMMENT ON FUNCTION hybrid._sparse(text) IS
+'A sparse vector in pgvector''s text form ({index:weight,...}/dimensions, indices from 1) at dimension 1,000,000,000, pgvector''s largest: stored and query vectors of any vocabulary then compare (an index names the same token whatever dimension it was written with). NULL for NULL.';
+
+-- hybrid._sparse_rule: why a staged sparse vector is refused (NULL: it is not)
+CREATE OR REPLACE FUNCTION hybrid._sparse_rule(v text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    n integer;
+    msg text;
+BEGIN
+    BEGIN
+        n := length(hybrid._sparse(v)::text) - length(replace(hybrid._sparse(v)::text, ':', ''));
+    EXCEPTION WHEN data_exception OR invalid_text_representation OR program_limit_exceeded THEN
+        GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+        RETURN format('sparse_embedding must be a sparse vector, {index:weight,...}/dimensions with indices from 1 (%s)',
+                      left(msg, 200));
+    END;
+    IF n > 1000 THEN
+        RETURN format('sparse_embedding has %s non-zero values; at most 1000 (pgvector''s HNSW limit for sparsevec)', n);
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION hybrid._sparse_rule(text) IS
+'Why hybrid.finish_ingest refuses a staged sparse_embedding (pgvector''s text form): not a sparse vector (the parser''s message), or more than 1,000 non-zero values (pgvector''s HNSW limit); NULL when it is fine.';
 
 -- hybrid.finish_ingest: validate and upsert the staged chunks, atomically
 CREATE OR REPLACE FUNCTION hybrid.finish_ingest(
@@ -67,7 +128,7 @@ BEGIN
     PERFORM hybrid._check_writer();
     PERFORM hybrid._check_stage('hybrid_chunk_stage',
         'ord bigint, tenant_id text, chunk_id text, document_id text, position integer, content text, '
-        'embedding real[], acl_labels text[], metadata jsonb', 'hybrid.begin_ingest()');
+        'embedding real[], acl_labels text[], metadata jsonb, sparse_embedding text', 'hybrid.begin_ingest()');
 
     SELECT q.ord, q.chunk_id, q.rule INTO bad FROM (
         SELECT s.ord, s.chunk_id,
@@ -84,26 +145,14 @@ BEGIN
                THEN 'embedding contains an infinite value'
              WHEN s.embedding IS NOT NULL AND array_position(s.embedding, NULL) IS NOT NULL THEN 'embedding contains NULL'
              WHEN s.metadata IS NOT NULL AND jsonb_typeof(s.metadata) <> 'object' THEN 'metadata must be a JSON object'
+             WHEN s.sparse_embedding IS NOT NULL THEN hybrid._sparse_rule(s.sparse_embedding)
              WHEN count(*) OVER (PARTITION BY s.chunk_id) > 1 THEN 'chunk_id appears more than once in the batch'
            END AS rule
         FROM pg_temp.hybrid_chunk_stage s) q
     WHERE q.rule IS NOT NULL
     ORDER BY q.ord LIMIT 1;
     IF NOT FOUND THEN
-        -- PostgreSQL refuses a tsvector over 1 MB (the chunk's generated tsv column): content well under
-        -- the content limit can pass it, with many distinct words. Only long contents can, so only
-        -- they are tried here (to_tsvector of 200,000 bytes of one-letter words stays under 1 MB).
-        FOR bad IN SELECT s.ord, s.chunk_id FROM pg_temp.hybrid_chunk_stage s
-                   WHERE octet_length(s.content) > 200000 ORDER BY s.ord LOOP
-            BEGIN
-                PERFORM to_tsvector('english'::regconfig, s.content) FROM pg_temp.hybrid_chunk_stage s WHERE s.ord = bad.ord;
-            EXCEPTION WHEN program_limit_exceeded THEN
-                RAISE EXCEPTION 'chunk row % (chunk_id %): content makes a text-search vector over PostgreSQL''s 1 MB limit',
-                    bad.ord, hybrid._shown(bad.chunk_id)
-                    USING ERRCODE = '22023',
-                          HINT = 'Nothing was written; split the content into smaller chunks and ingest the batch again.';
-            END;
-        END LOOP;
+        PERFORM hybrid._check_tsvector_sizes();
     ELSE
         RAISE EXCEPTION 'chunk row % (chunk_id %): %', bad.ord, hybrid._shown(bad.chunk_id), bad.rule
             USING ERRCODE = CASE WHEN bad.rule LIKE 'tenant_id%' THEN '42501' ELSE '22023' END,
@@ -129,24 +178,24 @@ BEGIN
       AND c.chunk_id IN (SELECT s.chunk_id FROM pg_temp.hybrid_chunk_stage s);
     WITH src AS (
         SELECT s.chunk_id, s.document_id, coalesce(s.position, 0) AS position, s.content,
-               s.embedding::vector AS embedding,
+               s.embedding::vector AS embedding, hybrid._sparse(s.sparse_embedding) AS sparse_embedding,
                coalesce(s.acl_labels, '{}') AS acl_labels, coalesce(s.metadata, '{}') AS metadata,
                hybrid.content_hash(s.document_id, coalesce(s.position, 0), s.content, coalesce(s.acl_labels, '{}'),
                                    coalesce(s.metadata, '{}'), finish_ingest.corpus_id) AS content_hash
         FROM pg_temp.hybrid_chunk_stage s
     ), up AS (
         INSERT INTO hybrid.chunk AS c (tenant_id, chunk_id, corpus_id, document_id, position, content,
-                                       embedding, acl_labels, metadata, content_hash, tenant_key)
+                                       embedding, sparse_embedding, acl_labels, metadata, content_hash, tenant_key)
         SELECT v_tenant, src.chunk_id, finish_ingest.corpus_id, src.document_id, src.position, src.content,
-               src.embedding, src.acl_labels, src.metadata, src.content_hash, v_key
+               src.embedding, src.sparse_embedding, src.acl_labels, src.metadata, src.content_hash, v_key
         FROM src
         ON CONFLICT ON CONSTRAINT chunk_pkey DO UPDATE
             SET corpus_id = excluded.corpus_id, document_id = excluded.document_id, position = excluded.position,
-                content = excluded.content, embedding = excluded.embedding, acl_labels = excluded.acl_labels,
-                metadata = excluded.metadata, content_hash = excluded.content_hash, superseded = false,
-                updated_at = now()
+                content = excluded.content, embedding = excluded.embedding, sparse_embedding = excluded.sparse_embedding,
+                acl_labels = excluded.acl_labels, metadata = excluded.metadata, content_hash = excluded.content_hash,
+                superseded = false, updated_at = now()
             WHERE c.content_hash IS DISTINCT FROM excluded.content_hash OR c.superseded
-               OR c.embedding IS DISTINCT FROM excluded.embedding
+               OR c.embedding IS DISTINCT FROM excluded.embedding OR c.sparse_embedding IS DISTINCT FROM excluded.sparse_embedding
         RETURNING 1
     )
     SELECT count(*) INTO updated FROM up;  -- inserted and updated rows, told apart below

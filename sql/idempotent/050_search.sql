@@ -52,7 +52,8 @@ AS $$
                                      AND coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(i.reloptions) o
                                                    WHERE o LIKE 'ef\_construction=%'), 64) >= 128)
                      FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
-                     WHERE x.indrelid = part AND a.amname = 'hnsw' AND x.indexprs IS NULL), false)
+                     WHERE x.indrelid = part AND a.amname = 'hnsw' AND x.indexprs IS NULL
+                       AND x.indkey[0] = (SELECT t.attnum FROM pg_attribute t WHERE t.attrelid = part AND t.attname = 'embedding')), false)
 $$;
 COMMENT ON FUNCTION hybrid._hnsw_dense_vectors(regclass) IS
 'True when the partition''s HNSW indexes on the embedding column itself (kind vector) are all valid and built with m >= 24 and ef_construction >= 128 (the graph hybrid._hnsw_density gives from hnsw_dense_rows; not while pyhybrid doctor --densify rebuilds one), where hybrid._dense_plan searches at ef_search 150 at most.';
@@ -462,6 +463,49 @@ $$;
 COMMENT ON FUNCTION hybrid.search_dense(vector, integer, text[], jsonb, integer) IS
 'Dense branch: the caller''s top_k nearest live chunks by cosine distance (rank 1 = nearest; value = the distance). Reads the tenant''s partition alone. Scopes of at most exact_threshold chunks (the argument, else the larger of settings exact_threshold, default 500, and dense_audit_rows, default 1,000; the partition''s row estimate, or with corpus_ids or filter the visible rows counted) are searched exactly; larger ones through the partition''s HNSW index with iterative scans, always its ordered scan (ef_search from hybrid._dense_plan), or its IVFFlat index (a partition of at least ivfflat_rows chunks when its index was built: hybrid._ivfflat_lists) searching ivfflat_probes lists (setting, default 20); above 2,000 dimensions the index ranks halfvec or binary codes (hybrid._dense_kind) and the candidates are ranked by their exact cosine distance (binary codes: max(ef_search, 4 x top_k) candidates). Each HNSW list is audited against a fixed sample of the partition (its first live chunks in hashtext(chunk_id) order: setting dense_audit_rows, default 1,000, past 100,000 chunks x sqrt(rows / 100,000), at most 4x; 0: off; read from the copy hybrid.refresh_audit_samples made, where no write came since, else from the partition): a visible sampled chunk nearer than the list''s 10th row (or any outside a list shorter than top_k) and not in it has the index searched again at ef_search 1000 (pgvector''s widest; IVFFlat: 4 x ivfflat_probes lists), and a list that fails again makes the search exact; the outcome (passed, failed: widened to ef_search 1000 or on IVFFlat failed: widened to <4 x ivfflat_probes> probes, failed: searched exactly, off) is left in the transaction''s hybrid.dense_audit setting, which explain_retrieve reports, and where the sample was read (cached, partition, off) in hybrid.dense_audit_sample.';
 
+-- hybrid.search_sparse: the learned-sparse branch
+CREATE OR REPLACE FUNCTION hybrid.search_sparse(
+    query_sparse sparsevec, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL)
+RETURNS SETOF hybrid.branch_hit
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET hnsw.iterative_scan = 'relaxed_order'
+SET hnsw.ef_search = 100
+SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
+AS $$
+DECLARE
+    -- explicit tenant and ACL predicates repeat RLS, as in hybrid.search_dense
+    v_tenant text := hybrid._current_tenant();
+    v_key integer := hybrid._tenant_key(v_tenant);
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
+    v_query sparsevec := hybrid._sparse(query_sparse::text);
+BEGIN
+    PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
+    IF v_tenant IS NULL OR v_key IS NULL OR query_sparse IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('hnsw.ef_search', greatest(100, least(1000, 2 * top_k))::text, true);
+    -- the partition's HNSW index by inner product (iterative scans, so that the ACL, corpus and filter predicates
+    -- do not shorten the list) or, where the planner prefers it on a small partition, an exact top-N sort; a hit
+    -- shares a token with the query (inner product above 0)
+    RETURN QUERY
+    SELECT s.chunk_id, (row_number() OVER (ORDER BY s.v DESC, s.chunk_id))::integer, s.v
+    FROM (SELECT c.chunk_id, -(c.sparse_embedding <#> v_query) AS v
+          FROM hybrid.chunk c
+          WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
+            AND c.sparse_embedding IS NOT NULL
+            AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+            AND (filter IS NULL OR c.metadata @> filter)
+          ORDER BY c.sparse_embedding <#> v_query
+          LIMIT top_k) s
+    WHERE s.v > 0
+    ORDER BY s.v DESC, s.chunk_id;
+END
+$$;
+COMMENT ON FUNCTION hybrid.search_sparse(sparsevec, integer, text[], jsonb) IS
+'Learned-sparse branch: the caller''s top_k live chunks by the inner product of their sparse_embedding with query_sparse (rank 1 = largest; value = the inner product; only chunks sharing a non-zero index with the query, inner product above 0). Both vectors are compared at one dimension (hybrid._sparse). Reads the tenant''s partition alone, through its HNSW sparsevec_ip_ops index with iterative scans (ef_search greatest(100, 2 x top_k), at most 1000) or an exact scan where the planner prefers it.';
+
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -826,6 +870,10 @@ INSERT INTO hybrid.branch AS b (name, position, stage, scale, blend_k, query_par
     ('lexical', 2, 'list', 'score', 10, 'query_text', 'keyword_weight', 'min_keyword_score',
      'hybrid.search_lexical(text, integer, text[], jsonb, text)', 'keyword_rank', 'keyword_score',
      'the BM25 (pg_textsearch) or ts_rank score of the chunk''s text for query_text'),
+    -- blend_k as the lexical branch's: not tuned (no judged run of a SPLADE model's vectors here)
+    ('sparse', 3, 'list', 'score', 10, 'query_sparse', 'sparse_weight', 'min_sparse_score',
+     'hybrid.search_sparse(sparsevec, integer, text[], jsonb)', NULL, NULL,
+     'the inner product of the chunk''s sparse_embedding (SPLADE and the like) with query_sparse'),
     ('graph', 100, 'graph', 'hops', NULL, 'graph_seeds', 'graph_weight', 'min_graph_score',
      'hybrid.search_graph(text[], integer, integer, text[], jsonb, text[])', 'graph_rank', 'graph_distance',
      'the hops from the seed that reached the chunk (graph_seeds, or the best graph_expand of the fused lists)')

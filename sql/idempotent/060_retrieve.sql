@@ -149,7 +149,7 @@ COMMENT ON FUNCTION hybrid.calibrate_abstention(double precision, integer) IS
 CREATE OR REPLACE FUNCTION hybrid._run_branch(
     branch text, k integer, score_floor double precision, weight double precision, with_report boolean,
     query_embedding vector, query_text text, lexical text, terms text[], term_coverage integer,
-    seeds text[], graph_hops integer, graph_edge_types text[], corpus_ids text[], filter jsonb,
+    seeds text[], graph_hops integer, graph_edge_types text[], corpus_ids text[], filter jsonb, query_sparse sparsevec,
     OUT ids text[], OUT vals double precision[], OUT hit_seeds text[], OUT strength double precision,
     OUT info jsonb, OUT report jsonb, OUT failed text)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER  -- hybrid.retrieve's, as hybrid_definer
@@ -174,6 +174,10 @@ BEGIN
             SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank) INTO ids, vals
             FROM hybrid.search_dense(query_embedding, k, corpus_ids, filter) s
             WHERE score_floor IS NULL OR hybrid._branch_score('dense', s.value) >= score_floor;
+        WHEN 'sparse' THEN
+            SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank) INTO ids, vals
+            FROM hybrid.search_sparse(query_sparse, k, corpus_ids, filter) s
+            WHERE score_floor IS NULL OR hybrid._branch_score('sparse', s.value) >= score_floor;
         WHEN 'lexical' THEN
             -- the branch counts the terms its three best hits hold (hybrid._term_match_in's rule) in its own statement
             SELECT array_agg(s.chunk_id ORDER BY s.rank), array_agg(s.value ORDER BY s.rank), max(s.terms_held)
@@ -215,8 +219,7 @@ BEGIN
     vals := coalesce(vals, '{}');
 END
 $$;
-COMMENT ON FUNCTION hybrid._run_branch(text, integer, double precision, double precision, boolean, vector, text, text, text[],
-                                       integer, text[], integer, text[], text[], jsonb) IS
+COMMENT ON FUNCTION hybrid._run_branch IS
 'One branch of hybrid.retrieve (a name of hybrid.branch) run for the current tenant: its hits (ids, their own measures vals, for the graph each hit''s seed) cut at score_floor; for the lexical branch the strength its term coverage gives its weight (hybrid._lexical_strength) and the counts behind it (info); with with_report, its entry in hybrid.explain_retrieve''s report (plan, rows, time, weight x strength, score statistics). A failure is caught, warned as hybrid_retrieve.source_failed and returned (failed: SQLSTATE and message), unless it is a lock timeout, deadlock, serialization, resource or admin error, which ends the call.';
 
 -- hybrid._branch_plan: how a branch searched, for hybrid.explain_retrieve
@@ -245,13 +248,15 @@ BEGIN
                     THEN format('BM25 index (the tenant''s statistics; scores: %s)',
                                 coalesce(nullif(current_setting('hybrid.bm25_scores', true), ''), 'index scan'))
                     ELSE 'ts_rank over the GIN index (the BM25 index is stale)' END;
+    WHEN 'sparse' THEN
+        RETURN 'inner product over the partition''s sparse vectors (HNSW sparsevec_ip_ops index, iterative scan, or an exact scan)';
     WHEN 'graph' THEN
         RETURN format('%s hop(s) from %s seed(s)', graph_hops, cardinality(seeds));
     END CASE;
 END
 $$;
 COMMENT ON FUNCTION hybrid._branch_plan(text, integer, text[], jsonb, text, text[], integer) IS
-'What hybrid.explain_retrieve reports as a branch''s plan: dense: exact scan, or the HNSW (ef_search, index kind) or IVFFlat index and the audit''s outcome; lexical: BM25 index or ts_rank (and why); graph: hops and seeds.';
+'What hybrid.explain_retrieve reports as a branch''s plan: dense: exact scan, or the HNSW (ef_search, index kind) or IVFFlat index and the audit''s outcome; lexical: BM25 index or ts_rank (and why); sparse: the inner product over the sparse vectors; graph: hops and seeds.';
 
 -- hybrid._diversify: maximal marginal relevance over the fused list's best candidates
 CREATE OR REPLACE FUNCTION hybrid._diversify(p_key integer, p_tenant text, p_acl text[], p_all boolean, INOUT ids text[],
@@ -417,7 +422,7 @@ BEGIN
         RETURN;
     END IF;
     r := hybrid._run_branch('graph', k, min_graph_score, graph_weight, with_report, NULL, NULL, NULL, NULL, NULL, v_seeds,
-                            graph_hops, graph_edge_types, corpus_ids, filter);
+                            graph_hops, graph_edge_types, corpus_ids, filter, NULL);
     report := r.report;
     IF r.failed IS NOT NULL THEN
         failed := r.failed;
@@ -455,6 +460,7 @@ CREATE OR REPLACE FUNCTION hybrid._list_stage(
     k integer, with_report boolean, query_embedding vector, query_text text, vector_weight double precision,
     keyword_weight double precision, min_vector_score double precision, min_keyword_score double precision,
     lexical text, terms text[], term_coverage integer, corpus_ids text[], filter jsonb,
+    query_sparse sparsevec, sparse_weight double precision, min_sparse_score double precision,
     OUT names text[], OUT weights double precision[], OUT e_list integer[], OUT e_ids text[], OUT e_ranks integer[],
     OUT e_vals double precision[], OUT active integer, OUT failed text[], OUT report jsonb, OUT lexical_info jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER  -- hybrid.retrieve's, as hybrid_definer
@@ -468,13 +474,14 @@ BEGIN
     -- the list branches of hybrid.branch in their order, each one asked for (its query given) and weighed above 0;
     -- a branch's parameters map to its row here
     FOR b IN SELECT x.* FROM (VALUES ('dense', query_embedding IS NOT NULL, vector_weight, min_vector_score),
-                                     ('lexical', coalesce(btrim(query_text), '') <> '', keyword_weight, min_keyword_score))
+                                     ('lexical', coalesce(btrim(query_text), '') <> '', keyword_weight, min_keyword_score),
+                                     ('sparse', query_sparse IS NOT NULL, sparse_weight, min_sparse_score))
                              AS x(name, asked, weight, score_floor)
              JOIN hybrid.branch br ON br.name = x.name AND br.stage = 'list'
              WHERE x.asked AND x.weight > 0 ORDER BY br.position LOOP
         active := active + 1;
         r := hybrid._run_branch(b.name, k, b.score_floor, b.weight, with_report, query_embedding, query_text, lexical,
-                                terms, term_coverage, NULL, NULL, NULL, corpus_ids, filter);
+                                terms, term_coverage, NULL, NULL, NULL, corpus_ids, filter, query_sparse);
         report := report || coalesce(r.report, '[]');
         IF r.failed IS NOT NULL THEN
             failed := failed || r.failed;
@@ -520,7 +527,10 @@ CREATE OR REPLACE FUNCTION hybrid.retrieve(
     graph_decay double precision DEFAULT 0.4,  -- chosen on CACM's citations (docs/graph.md)
     term_coverage integer DEFAULT 2,  -- changes no ranking on the shared collections (docs/searching.md)
     abstain boolean DEFAULT false,
-    diversity double precision DEFAULT 0)
+    diversity double precision DEFAULT 0,
+    query_sparse sparsevec DEFAULT NULL,
+    sparse_weight double precision DEFAULT 1.0,
+    min_sparse_score double precision DEFAULT NULL)
 RETURNS SETOF hybrid.retrieve_row
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -554,7 +564,7 @@ BEGIN
     PERFORM hybrid._check_retrieve(query_embedding, query_text, graph_seeds, corpus_ids, top_k, per_source_k,
         vector_weight, keyword_weight, graph_weight, rrf_k, filter, graph_hops, lexical, graph_expand, with_graph_context,
         per_document, fusion, skip, siblings, graph_edge_types, min_vector_score, min_keyword_score, min_graph_score,
-        graph_decay, term_coverage, abstain, diversity);
+        graph_decay, term_coverage, abstain, diversity, query_sparse, sparse_weight, min_sparse_score);
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;  -- fail closed: no tenant context (or no such tenant), no rows
     END IF;
@@ -562,7 +572,8 @@ BEGIN
         v_terms := tsvector_to_array(to_tsvector('english'::regconfig, query_text));
     END IF;
     l := hybrid._list_stage(v_k, v_explain, query_embedding, query_text, vector_weight, keyword_weight,
-                            min_vector_score, min_keyword_score, lexical, v_terms, term_coverage, corpus_ids, filter);
+                            min_vector_score, min_keyword_score, lexical, v_terms, term_coverage, corpus_ids, filter,
+                            query_sparse, sparse_weight, min_sparse_score);
     SELECT l.names, l.weights, l.e_list, l.e_ids, l.e_ranks, l.e_vals, l.active, l.failed, l.report
     INTO v_names, v_weights, e_list, e_ids, e_ranks, e_vals, v_active, v_failed, v_report;
     -- abstention: with no graph_seeds of the caller's, the call answers only if the dense branch's best hit clears
@@ -610,7 +621,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.retrieve IS
-'Hybrid retrieval for the current tenant. The list branches of hybrid.branch, each run when its query is given and its weight is above 0: dense (query_embedding, vector_weight) and lexical (query_text, keyword_weight; lexical => bm25 | ts_rank | NULL for the best available), each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL and to its floor (min_vector_score, min_keyword_score: the branch''s own score, before fusion); their lists fused by fusion (hybrid.fusion_methods(): convex, the default, sums each list''s min-max normalized scores x its weight; rrf sums w / (rrf_k + rank); dbsf normalizes by mean +- 3 sd; blend sums the branch scores on an absolute scale, hybrid._blend_score; see hybrid.fuse). The lexical list weighs keyword_weight x its term coverage''s strength (term_coverage, hybrid.lexical_strength). The graph branch (graph_seeds, or the best graph_expand of the fused list; graph_hops, graph_edge_types, min_graph_score) adds its hits: each scores the greater of its fused score (0 without one) and graph_weight * the fused score of the seed that reached it * graph_decay ^ hops (hybrid._graph_score; graph_weight * graph_decay must be below 1, so it scores below its seed). diversity (0..1, 0 off): the page chosen by maximal marginal relevance over the embeddings (hybrid._diversify). Then per_document (the best chunk per document), skip rows and top_k rows in that order (by score then chunk_id; pages are stable when per_source_k is given), siblings => n (the n nearest visible chunks of the same document on each side, by position) and graph context. Each row carries its rank and own measure in every branch that found it (ranks, scores by branch name; the columns vector_rank ... graph_distance for the branches of 0.3). abstain: no rows (a NOTICE) when the dense branch''s best hit is below the tenant''s floor and no lexical hit holds every query term. A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
+'Hybrid retrieval for the current tenant. The list branches of hybrid.branch, each run when its query is given and its weight is above 0: dense (query_embedding, vector_weight), lexical (query_text, keyword_weight; lexical => bm25 | ts_rank | NULL for the best available) and sparse (query_sparse, sparse_weight: the inner product with the chunks'' learned-sparse vectors), each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL and to its floor (min_vector_score, min_keyword_score, min_sparse_score: the branch''s own score, before fusion); their lists fused by fusion (hybrid.fusion_methods(): convex, the default, sums each list''s min-max normalized scores x its weight; rrf sums w / (rrf_k + rank); dbsf normalizes by mean +- 3 sd; blend sums the branch scores on an absolute scale, hybrid._blend_score; see hybrid.fuse). The lexical list weighs keyword_weight x its term coverage''s strength (term_coverage, hybrid.lexical_strength). The graph branch (graph_seeds, or the best graph_expand of the fused list; graph_hops, graph_edge_types, min_graph_score) adds its hits: each scores the greater of its fused score (0 without one) and graph_weight * the fused score of the seed that reached it * graph_decay ^ hops (hybrid._graph_score; graph_weight * graph_decay must be below 1, so it scores below its seed). diversity (0..1, 0 off): the page chosen by maximal marginal relevance over the embeddings (hybrid._diversify). Then per_document (the best chunk per document), skip rows and top_k rows in that order (by score then chunk_id; pages are stable when per_source_k is given), siblings => n (the n nearest visible chunks of the same document on each side, by position) and graph context. Each row carries its rank and own measure in every branch that found it (ranks, scores by branch name; the columns vector_rank ... graph_distance for the branches of 0.3). abstain: no rows (a NOTICE) when the dense branch''s best hit is below the tenant''s floor and no lexical hit holds every query term. A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
 
 -- hybrid._check_retrieve: hybrid.retrieve's arguments checked, every rule naming its parameter (22023), in the
 -- words of pyhybrid/query.py. Its parameters are hybrid.retrieve's, read from the catalog.
@@ -639,8 +650,9 @@ BEGIN
     FROM (VALUES (1, 'vector_weight', vector_weight, false), (2, 'keyword_weight', keyword_weight, false),
                  (3, 'graph_weight', graph_weight, false), (4, 'rrf_k', rrf_k, true),
                  (5, 'min_vector_score', min_vector_score, false), (6, 'min_keyword_score', min_keyword_score, false),
-                 (7, 'min_graph_score', min_graph_score, false)) AS x(o, name, value, positive)
-    WHERE x.o <= 4 OR x.value IS NOT NULL ORDER BY x.o;
+                 (7, 'min_graph_score', min_graph_score, false), (8, 'sparse_weight', sparse_weight, false),
+                 (9, 'min_sparse_score', min_sparse_score, false)) AS x(o, name, value, positive)
+    WHERE x.o <= 4 OR x.o = 8 OR x.value IS NOT NULL ORDER BY x.o;
     PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
     PERFORM hybrid._check_range('graph_expand', graph_expand, 0, 100);
     PERFORM hybrid._check_range('term_coverage', term_coverage, 1, 32);
@@ -683,11 +695,13 @@ BEGIN
             RAISE EXCEPTION 'query_embedding must not be the zero vector (cosine distance is undefined)' USING ERRCODE = '22023';
         END IF;
     END IF;
-    IF query_embedding IS NULL AND coalesce(btrim(query_text), '') = '' AND coalesce(cardinality(graph_seeds), 0) = 0 THEN
-        RAISE EXCEPTION 'nothing to search: query_embedding, query_text and graph_seeds are all NULL or empty'
+    IF query_embedding IS NULL AND coalesce(btrim(query_text), '') = '' AND coalesce(cardinality(graph_seeds), 0) = 0
+       AND query_sparse IS NULL THEN
+        RAISE EXCEPTION 'nothing to search: query_embedding, query_text, query_sparse and graph_seeds are all NULL or empty'
             USING ERRCODE = '22023', HINT = 'Give at least one of them.';
     END IF;
     IF NOT ((query_embedding IS NOT NULL AND vector_weight > 0) OR (coalesce(btrim(query_text), '') <> '' AND keyword_weight > 0)
+            OR (query_sparse IS NOT NULL AND sparse_weight > 0)
             OR (graph_weight > 0 AND (coalesce(cardinality(graph_seeds), 0) > 0 OR graph_expand > 0))) THEN
         RAISE EXCEPTION 'every source given has weight 0: nothing to fuse' USING ERRCODE = '22023';
     END IF;

@@ -88,6 +88,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._check_range(text, integer, integer, integer, text), hybrid._check_number(text, double precision, boolean),
     hybrid._check_flag(text, boolean), hybrid._check_text(text, text, integer), hybrid._check_scores(text, double precision[]),
     hybrid._shown(text), hybrid.graph_context(text[]),
+    hybrid._sparse(text), hybrid._sparse_rule(text), hybrid._check_tsvector_sizes(),
     hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]), hybrid._terms_held(tsvector, text[]),
     hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[]), hybrid._edge_type_tables(text[]),
     hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision),

@@ -1,0 +1,32 @@
+-- pyhybrid 0.4: the learned-sparse branch. Runs exactly once per database (Alembic revision 0018).
+--  * hybrid.chunk gains sparse_embedding (pgvector sparsevec, optional), stored at one dimension, pgvector's
+--    largest (1,000,000,000; hybrid._sparse), so that vectors of any vocabulary compare; each partition gets its
+--    HNSW index by inner product from the partitioned index below (a partition created later too).
+--  * hybrid_retrieve gains query_sparse, sparse_weight and min_sparse_score (the branch's row in hybrid.branch
+--    is written by sql/idempotent/050_search.sql): the functions whose arguments change are dropped here and
+--    re-created by sql/idempotent/ in the same transaction.
+
+ALTER TABLE hybrid.chunk ADD COLUMN sparse_embedding sparsevec(1000000000);  -- HNSW needs the dimension
+COMMENT ON COLUMN hybrid.chunk.sparse_embedding IS
+'The chunk''s learned-sparse vector (SPLADE and the like; NULL: the sparse branch does not find it), at most 1,000 non-zero values, stored at dimension 1,000,000,000 (hybrid._sparse).';
+CREATE INDEX chunk_sparse_hnsw ON hybrid.chunk USING hnsw (sparse_embedding sparsevec_ip_ops);
+
+DROP FUNCTION IF EXISTS public.hybrid_retrieve(vector, text, text[], text[], integer, integer, double precision,
+    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
+    text, integer, integer, text[], double precision, double precision, double precision, double precision, integer,
+    boolean, double precision);
+DROP FUNCTION IF EXISTS hybrid.explain_retrieve(vector, text, text[], text[], integer, integer, double precision,
+    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
+    text, integer, integer, text[], double precision, double precision, double precision, double precision, integer,
+    boolean, double precision);
+DROP FUNCTION IF EXISTS hybrid.retrieve_many(vector[], text[], text[], text[], integer, integer, double precision,
+    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
+    text, integer, integer, text[], double precision, double precision, double precision, double precision, integer,
+    boolean, double precision);
+DROP FUNCTION IF EXISTS hybrid.retrieve(vector, text, text[], text[], integer, integer, double precision,
+    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
+    text, integer, integer, text[], double precision, double precision, double precision, double precision, integer,
+    boolean, double precision);
+DROP FUNCTION IF EXISTS hybrid._check_retrieve;
+DROP FUNCTION IF EXISTS hybrid._list_stage;
+DROP FUNCTION IF EXISTS hybrid._run_branch;
