@@ -44,6 +44,10 @@ def downgrade() -> None:
         DROP FUNCTION IF EXISTS hybrid.search_sparse(sparsevec, integer, text[], jsonb);
         DROP FUNCTION IF EXISTS hybrid._sparse(text);
         DROP FUNCTION IF EXISTS hybrid._sparse_rule(text);
+        DROP FUNCTION IF EXISTS hybrid._check_tsvector_sizes();
+        DROP FUNCTION IF EXISTS hybrid._scope();
+        DROP FUNCTION IF EXISTS hybrid._writer_scope();
+        DROP FUNCTION IF EXISTS hybrid._textsearch_schema();
         DELETE FROM hybrid.branch WHERE name = 'sparse';
         DROP INDEX IF EXISTS hybrid.chunk_sparse_hnsw;
         ALTER TABLE hybrid.chunk DROP COLUMN IF EXISTS sparse_embedding;

@@ -148,6 +148,39 @@ COMMENT ON FUNCTION hybrid._tenant_key(text) IS
 'The opaque integer that keys a tenant''s partition of hybrid.chunk (NULL for no such tenant). Statements on hybrid.chunk carry it as a constant (custom plans), so that the planner prunes to that one partition and locks nothing else.';
 REVOKE ALL ON FUNCTION hybrid._tenant_key(text) FROM PUBLIC;
 
+-- hybrid._scope: the caller's tenant, its partition key and ACL labels, read once by each function that reads chunks
+CREATE OR REPLACE FUNCTION hybrid._scope(OUT tenant text, OUT key integer, OUT acl text[], OUT acl_all boolean)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT t.id, hybrid._tenant_key(t.id), hybrid._current_acl(), hybrid._acl_all()
+    FROM (SELECT hybrid._current_tenant() AS id) t
+$$;
+COMMENT ON FUNCTION hybrid._scope() IS
+'The caller''s tenant (hybrid._current_tenant), its partition key (hybrid._tenant_key; NULL for no such tenant), its ACL labels (hybrid._current_acl) and whether they are every label (hybrid._acl_all): what a function reading chunks checks each row against, written once.';
+REVOKE ALL ON FUNCTION hybrid._scope() FROM PUBLIC;
+
+-- hybrid._writer_scope: the caller's tenant and partition key for a write, or why there is none
+CREATE OR REPLACE FUNCTION hybrid._writer_scope(OUT tenant text, OUT key integer)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    SELECT s.tenant, s.key INTO tenant, key FROM hybrid._scope() s;
+    IF tenant IS NULL THEN
+        RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
+            USING ERRCODE = '42501';
+    END IF;
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(tenant)
+            USING ERRCODE = '22023', HINT = 'An admin creates it first: SELECT hybrid.create_tenant(...).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._writer_scope() IS
+'The caller''s tenant and partition key (hybrid._scope) for a loader: 42501 without a tenant, 22023 for a tenant that does not exist.';
+REVOKE ALL ON FUNCTION hybrid._writer_scope() FROM PUBLIC;
+
 -- hybrid._chunk_partition: the partition of a tenant key
 CREATE OR REPLACE FUNCTION hybrid._chunk_partition(tenant_key integer) RETURNS regclass
 LANGUAGE sql STABLE PARALLEL SAFE

@@ -181,8 +181,7 @@ LANGUAGE plpgsql STABLE SECURITY INVOKER  -- called by the definer functions, as
 SET search_path = pg_catalog, ag_catalog, public, pg_temp  -- graphid operators live in ag_catalog
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
+    v_tenant text; v_key integer;
     v_acl text[] := hybrid._current_acl();
     v_all boolean := hybrid._acl_all() OR hybrid._may_write();
     v_out text[] := '{}';
@@ -192,6 +191,7 @@ DECLARE
     v_seen text[];
     v_batch integer;
 BEGIN
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
     -- a type name is the tenant's vocabulary: a caller who sees every chunk knows every type; any
     -- other knows a type once it sees one of its edges (both ends visible), so a type used only
     -- around chunks it cannot see is as unknown to it as a name nobody uses. Looked for in batches
@@ -366,8 +366,7 @@ SET search_path = pg_catalog, ag_catalog, pg_temp  -- graphid operators live in 
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();  -- the caller's tenant (hybrid._caller), not the definer's
-    v_key integer := hybrid._tenant_key(v_tenant);
+    v_tenant text; v_key integer;  -- the caller's tenant (hybrid._caller), not the definer's
     bad record;
     r text;
     n bigint;
@@ -376,14 +375,7 @@ DECLARE
     v_rels text[] := '{}';
     v_rel_labels text[] := '{}';
 BEGIN
-    IF v_tenant IS NULL THEN
-        RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
-            USING ERRCODE = '42501';
-    END IF;
-    IF v_key IS NULL THEN
-        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(v_tenant)
-            USING ERRCODE = '22023', HINT = 'An admin creates it first: SELECT hybrid.create_tenant(...).';
-    END IF;
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._writer_scope() s;  -- or why there is none
     IF to_regclass('hybrid.graph_node') IS NULL THEN
         RAISE EXCEPTION 'the graph is not installed: the age extension is missing'
             USING ERRCODE = '0A000', HINT = 'Install Apache AGE and run pyhybrid migrate again.';

@@ -107,21 +107,13 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
+    v_tenant text; v_key integer;
     v_dim integer := hybrid.embedding_dim();
     v_existing bigint;
     v_labels text;
     bad record;
 BEGIN
-    IF v_tenant IS NULL THEN
-        RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
-            USING ERRCODE = '42501';
-    END IF;
-    IF v_key IS NULL THEN
-        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(v_tenant)
-            USING ERRCODE = '22023', HINT = 'An admin creates it first: SELECT hybrid.create_tenant(...).';
-    END IF;
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._writer_scope() s;  -- or why there is none
     IF corpus_id IS NULL OR btrim(corpus_id) = '' THEN
         RAISE EXCEPTION 'corpus_id must not be empty' USING ERRCODE = '22023';
     END IF;
@@ -221,11 +213,9 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
+    v_tenant text; v_key integer; v_acl text[]; v_all boolean;
 BEGIN
+    SELECT * INTO v_tenant, v_key, v_acl, v_all FROM hybrid._scope();  -- the caller's tenant and labels
     IF chunks IS NULL OR jsonb_typeof(chunks) <> 'array' THEN
         RAISE EXCEPTION 'chunks must be a JSON array of chunk records' USING ERRCODE = '22023';
     END IF;
@@ -265,12 +255,10 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
+    v_tenant text; v_key integer; v_acl text[]; v_all boolean;
     v_entities text[] := '{}';
 BEGIN
+    SELECT * INTO v_tenant, v_key, v_acl, v_all FROM hybrid._scope();  -- the caller's tenant and labels
     IF cardinality(ids) > 100000 THEN
         RAISE EXCEPTION 'ids must hold at most 100000 ids, got %', cardinality(ids) USING ERRCODE = '22023';
     END IF;
@@ -305,11 +293,11 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
+    v_tenant text; v_key integer;
     n bigint;
     v_labels text;
 BEGIN
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN 0;
     END IF;

@@ -12,11 +12,9 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
+    v_tenant text; v_key integer; v_acl text[]; v_all boolean;
 BEGIN
+    SELECT * INTO v_tenant, v_key, v_acl, v_all FROM hybrid._scope();  -- the caller's tenant and labels
     IF cardinality(document_ids) > 100000 THEN
         RAISE EXCEPTION 'document_ids must hold at most 100000 ids, got %', cardinality(document_ids) USING ERRCODE = '22023';
     END IF;
@@ -47,11 +45,9 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
+    v_tenant text; v_key integer; v_acl text[]; v_all boolean;
 BEGIN
+    SELECT * INTO v_tenant, v_key, v_acl, v_all FROM hybrid._scope();  -- the caller's tenant and labels
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;
     END IF;
@@ -112,10 +108,10 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
+    v_tenant text; v_key integer;
     v_labels text;
 BEGIN
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
     IF corpus_id IS NULL OR btrim(corpus_id) = '' THEN
         RAISE EXCEPTION 'corpus_id must not be empty' USING ERRCODE = '22023';
     END IF;

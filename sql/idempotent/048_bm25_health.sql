@@ -14,6 +14,17 @@
 -- Newer pg_textsearch versions that keep their statistics leave the sentinel healthy: then nothing
 -- is ever rebuilt (a REINDEX at every start would be costly and leaks shared memory, pg_textsearch#470).
 
+-- hybrid._textsearch_schema: where pg_textsearch's functions live (NULL: not installed)
+CREATE OR REPLACE FUNCTION hybrid._textsearch_schema() RETURNS name
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_textsearch'
+$$;
+COMMENT ON FUNCTION hybrid._textsearch_schema() IS
+'The schema of the pg_textsearch extension''s functions, NULL where it is not installed.';
+REVOKE ALL ON FUNCTION hybrid._textsearch_schema() FROM PUBLIC;
+
 -- hybrid._bm25_summary: one BM25 index's document and segment counts
 CREATE OR REPLACE FUNCTION hybrid._bm25_summary(index_name regclass,
     OUT total_docs bigint, OUT memtable_docs bigint, OUT segment_docs bigint, OUT recovery_docids bigint,
@@ -23,8 +34,7 @@ SET search_path = pg_catalog, pg_temp
 SET client_min_messages = warning
 AS $$
 DECLARE
-    v_schema name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-                      WHERE e.extname = 'pg_textsearch');
+    v_schema name := hybrid._textsearch_schema();
     v_text text;
 BEGIN
     IF v_schema IS NULL THEN
@@ -447,8 +457,7 @@ SET search_path = pg_catalog, pg_temp
 SET client_min_messages = warning
 AS $$
 DECLARE
-    v_schema name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-                      WHERE e.extname = 'pg_textsearch');
+    v_schema name := hybrid._textsearch_schema();
     v_key integer := hybrid._tenant_key(merge_bm25.tenant_id);
     v_workers text;
     r record;

@@ -358,10 +358,7 @@ DECLARE
     -- explicit tenant and ACL predicates repeat RLS, so a role that bypasses RLS (a superuser)
     -- still gets one tenant's rows; the tenant key prunes hybrid.chunk to the tenant's partition,
     -- whose own HNSW index holds no other tenant's vectors
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
+    v_tenant text; v_key integer; v_acl text[]; v_all boolean;
     v_ef integer;
     v_dim integer;
     v_kind text;
@@ -376,6 +373,7 @@ DECLARE
     v_cached boolean;
     v_probes text;
 BEGIN
+    SELECT * INTO v_tenant, v_key, v_acl, v_all FROM hybrid._scope();  -- the caller's tenant and labels
     PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
     IF exact_threshold IS NOT NULL THEN
         PERFORM hybrid._check_range('exact_threshold', exact_threshold, 0, 1000000000);
@@ -475,12 +473,10 @@ SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's parti
 AS $$
 DECLARE
     -- explicit tenant and ACL predicates repeat RLS, as in hybrid.search_dense
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
+    v_tenant text; v_key integer; v_acl text[]; v_all boolean;
     v_query sparsevec := hybrid._sparse(query_sparse::text);
 BEGIN
+    SELECT * INTO v_tenant, v_key, v_acl, v_all FROM hybrid._scope();  -- the caller's tenant and labels
     PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
     IF v_tenant IS NULL OR v_key IS NULL OR query_sparse IS NULL THEN
         RETURN;
@@ -561,8 +557,7 @@ SET enable_sort = off  -- keeps the planner on the BM25 index's ordered scan (se
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
+    v_tenant text; v_key integer;
     v_part regclass;
     v_index text;
     v_acl text[] := hybrid._current_acl();
@@ -572,6 +567,7 @@ DECLARE
     v_query tsquery;
     v_scan boolean;
 BEGIN
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
     IF v_method NOT IN ('bm25', 'ts_rank') THEN
         RAISE EXCEPTION 'lexical must be ''bm25'' or ''ts_rank'', got %', hybrid._shown(v_method) USING ERRCODE = '22023';
     END IF;
@@ -743,10 +739,7 @@ SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators 
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
+    v_tenant text; v_key integer; v_acl text[]; v_all boolean;
     v_front text[];
     v_pos integer[];
     v_kind text[];
@@ -762,6 +755,7 @@ DECLARE
     v_types oid[];
     h integer;
 BEGIN
+    SELECT * INTO v_tenant, v_key, v_acl, v_all FROM hybrid._scope();  -- the caller's tenant and labels
     PERFORM hybrid._check_range('graph_hops', graph_hops, 1, 3);
     PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
     IF v_tenant IS NULL OR v_key IS NULL OR graph_seeds IS NULL OR cardinality(graph_seeds) = 0 THEN
@@ -1053,9 +1047,9 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
+    v_tenant text; v_key integer;
 BEGIN
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
     IF cardinality(chunk_ids) > 10000 THEN
         RAISE EXCEPTION 'chunk_ids must hold at most 10000 ids (per_source_k''s limit), got %', cardinality(chunk_ids)
             USING ERRCODE = '22023';

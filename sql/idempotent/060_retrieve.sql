@@ -7,12 +7,10 @@ SET search_path = pg_catalog, public, ag_catalog, pg_temp  -- graphid operators 
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
+    v_tenant text; v_key integer; v_acl text[]; v_all boolean;
     v_chunk_hits text[];
 BEGIN
+    SELECT * INTO v_tenant, v_key, v_acl, v_all FROM hybrid._scope();  -- the caller's tenant and labels
     IF v_tenant IS NULL OR to_regclass('hybrid.graph_node') IS NULL THEN
         RETURN;
     END IF;
@@ -101,13 +99,13 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
+    v_tenant text; v_key integer;
     v_part regclass;
     v_rows double precision;
     v_n integer;
     v_floor double precision;
 BEGIN
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
     IF quantile IS NULL OR quantile = 'NaN' OR quantile <= 0 OR quantile >= 1 THEN
         RAISE EXCEPTION 'quantile must be a number between 0 and 1 (both excluded), got %', coalesce(quantile::text, 'NULL')
             USING ERRCODE = '22023';
@@ -538,8 +536,7 @@ SET search_path = pg_catalog, public, pg_temp
 -- the tenant's partition), so they keep cached plans (bench/FINDINGS.md#catalog-reads-planned-once-a-session-plan_mode_ab)
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
+    v_tenant text; v_key integer;
     v_k integer := coalesce(per_source_k, least(10000, greatest((skip + top_k) * 3, 30)));
     -- hybrid.explain_retrieve sets hybrid.explain: then each branch's plan, rows, time and list statistics are
     -- left in hybrid.explain_report for it (nothing of another tenant is in them)
@@ -561,6 +558,7 @@ DECLARE
     f_sc double precision[];
     g record;
 BEGIN
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
     PERFORM hybrid._check_retrieve(query_embedding, query_text, graph_seeds, corpus_ids, top_k, per_source_k,
         vector_weight, keyword_weight, graph_weight, rrf_k, filter, graph_hops, lexical, graph_expand, with_graph_context,
         per_document, fusion, skip, siblings, graph_edge_types, min_vector_score, min_keyword_score, min_graph_score,

@@ -17,8 +17,7 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: one partition planned
 AS $$
 DECLARE
-    v_tenant text := hybrid._current_tenant();
-    v_key integer := hybrid._tenant_key(v_tenant);
+    v_tenant text; v_key integer;
     v_bad text;
     v_names text[];
     v_list integer[];
@@ -28,6 +27,7 @@ DECLARE
     h_ids text[];
     h_sc double precision[];
 BEGIN
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
     PERFORM hybrid._check_range('top_k', top_k, 1, 1000);
     PERFORM hybrid._check_range('skip', skip, 0, 10000 - top_k);
     PERFORM hybrid._check_range('siblings', siblings, 0, 20);

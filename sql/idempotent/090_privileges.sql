@@ -80,7 +80,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._check_stage(text, text, text),
     hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text),
     hybrid._scope_size(integer, text[], jsonb, integer), hybrid._or_tsquery(text), hybrid.bm25_available(),
-    hybrid._tenant_key(text), hybrid._chunk_partition(integer), hybrid._analyze_partition(integer, bigint),
+    hybrid._tenant_key(text), hybrid._scope(), hybrid._writer_scope(), hybrid._chunk_partition(integer), hybrid._analyze_partition(integer, bigint),
     hybrid._visible_chunk_ids(integer, text[], text[], jsonb, text, text[], boolean),
     hybrid._bm25_ready(regclass), hybrid._bm25_partition_index(integer), hybrid._bm25_scan_exact(regclass), hybrid._bm25_written(integer), hybrid._audit_sample_written(integer), hybrid._audit_sample_rows(regclass, integer),
     hybrid._visible(text, boolean, text[], text, text[], boolean),
@@ -114,28 +114,16 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
 -- hybrid.retrieve's stages, by name: their arguments grow with the branches (hybrid.branch)
 GRANT EXECUTE ON FUNCTION hybrid._check_retrieve, hybrid._list_stage, hybrid._run_branch, hybrid._branch_plan TO hybrid_definer;
 
--- every branch's search function (hybrid.branch): callable by hybrid_user and hybrid_definer, owned by hybrid_definer
--- (a SECURITY DEFINER function reading the caller's tenant), from the registry, so a new branch needs no line here
-DO $branches$
-DECLARE
-    fn regprocedure;
-BEGIN
-    FOR fn IN SELECT b.search FROM hybrid.branch b WHERE b.search IS NOT NULL ORDER BY b.position LOOP
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user, hybrid_definer', fn);
-        IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
-            GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
-            EXECUTE format('ALTER FUNCTION %s OWNER TO hybrid_definer', fn);
-            REVOKE CREATE ON SCHEMA hybrid FROM hybrid_definer;
-        END IF;
-    END LOOP;
-END
-$branches$;
-
--- the loaders run as hybrid_definer (ALTER ... OWNER needs that role to hold CREATE on the schema meanwhile)
+-- the loaders and every branch's search function (hybrid.branch, read here so that a new branch needs no line) run
+-- as hybrid_definer (ALTER ... OWNER needs that role to hold CREATE on the schema meanwhile); a search function is
+-- callable by hybrid_user too (a SECURITY DEFINER function reading the caller's tenant)
 DO $owners$
 DECLARE
     fn regprocedure;
 BEGIN
+    FOR fn IN SELECT b.search FROM hybrid.branch b WHERE b.search IS NOT NULL LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user, hybrid_definer', fn);
+    END LOOP;
     FOREACH fn IN ARRAY ARRAY['hybrid.finish_ingest(text)', 'hybrid.delete_document(text, text)',
                               'hybrid.unchanged_documents(text, jsonb)',
                               'hybrid.classify_ids(text[])',
@@ -145,7 +133,8 @@ BEGIN
                               'hybrid.graph_context(text[])', 'hybrid.edge_types()', 'hybrid.edge_type_label(text)',
                               'hybrid._entity_seen(text, text, text[], boolean)', 'hybrid._term_match(text, text[])',
                               'hybrid.calibrate_abstention(double precision, integer)']::regprocedure[]
-               || ('hybrid.retrieve'::regproc::regprocedure) || ('hybrid.hydrate'::regproc::regprocedure) LOOP
+               || ('hybrid.retrieve'::regproc::regprocedure) || ('hybrid.hydrate'::regproc::regprocedure)
+               || ARRAY(SELECT b.search FROM hybrid.branch b WHERE b.search IS NOT NULL ORDER BY b.position) LOOP
         IF (SELECT p.proowner FROM pg_proc p WHERE p.oid = fn) <> 'hybrid_definer'::regrole THEN
             GRANT CREATE ON SCHEMA hybrid TO hybrid_definer;
             EXECUTE format('ALTER FUNCTION %s OWNER TO hybrid_definer', fn);

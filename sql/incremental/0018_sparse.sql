@@ -11,22 +11,17 @@ COMMENT ON COLUMN hybrid.chunk.sparse_embedding IS
 'The chunk''s learned-sparse vector (SPLADE and the like; NULL: the sparse branch does not find it), at most 1,000 non-zero values, stored at dimension 1,000,000,000 (hybrid._sparse).';
 CREATE INDEX chunk_sparse_hnsw ON hybrid.chunk USING hnsw (sparse_embedding sparsevec_ip_ops);
 
-DROP FUNCTION IF EXISTS public.hybrid_retrieve(vector, text, text[], text[], integer, integer, double precision,
-    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
-    text, integer, integer, text[], double precision, double precision, double precision, double precision, integer,
-    boolean, double precision);
-DROP FUNCTION IF EXISTS hybrid.explain_retrieve(vector, text, text[], text[], integer, integer, double precision,
-    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
-    text, integer, integer, text[], double precision, double precision, double precision, double precision, integer,
-    boolean, double precision);
-DROP FUNCTION IF EXISTS hybrid.retrieve_many(vector[], text[], text[], text[], integer, integer, double precision,
-    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
-    text, integer, integer, text[], double precision, double precision, double precision, double precision, integer,
-    boolean, double precision);
-DROP FUNCTION IF EXISTS hybrid.retrieve(vector, text, text[], text[], integer, integer, double precision,
-    double precision, double precision, double precision, jsonb, integer, text, integer, boolean, boolean,
-    text, integer, integer, text[], double precision, double precision, double precision, double precision, integer,
-    boolean, double precision);
-DROP FUNCTION IF EXISTS hybrid._check_retrieve;
-DROP FUNCTION IF EXISTS hybrid._list_stage;
-DROP FUNCTION IF EXISTS hybrid._run_branch;
+DO $drop$
+DECLARE
+    f regprocedure;
+BEGIN
+    -- 0017's signatures (27 arguments), and the stages whose arguments grew
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+             WHERE (p.pronamespace::regnamespace::text || '.' || p.proname IN ('public.hybrid_retrieve', 'hybrid.retrieve',
+                        'hybrid.explain_retrieve', 'hybrid.retrieve_many') AND p.pronargs = 27)
+                OR p.oid IN (to_regproc('hybrid._check_retrieve'), to_regproc('hybrid._list_stage'),
+                             to_regproc('hybrid._run_branch')) LOOP
+        EXECUTE format('DROP FUNCTION %s', f);
+    END LOOP;
+END
+$drop$;
