@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import warnings
 from contextlib import contextmanager
+from queue import Empty, Queue
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import psycopg
 
+from . import _sql
 from .errors import InvalidParameterError, SchemaError, from_psycopg
 from .query import RetrieveQuery, check_text
 from .types import Chunk, ChunkRef, IngestResult
@@ -265,3 +268,41 @@ def check_workers(name: str, value: Any, most: int = MAX_BUILD_WORKERS) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
         raise InvalidParameterError(f"{name} must be an integer from 1 to {most}, got {value!r}")
     return value
+
+
+def build_partition_indexes(dsn: str, jobs: list[tuple[int, str]], workers: int) -> None:
+    """Build the partition indexes of hybrid.bulk_index_jobs (jobs, largest first) on workers connections at once,
+    each in a thread of its own; the first error stops the others taking new jobs and is raised (translated).
+    An interrupt stops new jobs too, and waits for the builds running."""
+    queue: Queue[tuple[int, str]] = Queue()
+    for job in jobs:
+        queue.put(job)
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as wconn:
+                while not failed:
+                    try:
+                        job = queue.get_nowait()
+                    except Empty:
+                        return
+                    wconn.execute(_sql.BUILD_JOB_NAME_SQL, (job[1], job[0]))
+                    wconn.execute(_sql.BUILD_PARTITION_INDEX_SQL, job)
+        except BaseException as exc:  # a failed connection or build: the others take no new job
+            failed.append(exc)
+
+    threads = [threading.Thread(target=work, name=f"pyhybrid-build-{i}") for i in range(min(workers, len(jobs)))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException as exc:  # an interrupt: no new job; the resume calls wait for the builds running
+        failed.append(exc)
+        for t in threads:
+            t.join()
+        raise
+    if failed:
+        with translate_errors():
+            raise failed[0]

@@ -1,4 +1,4 @@
-"""The asynchronous client: the twin of pyhybrid.client with the same names, awaited."""
+"""The asynchronous client: AsyncHybridClient, and AsyncTenantSession for one tenant-scoped transaction."""  # sync: """The synchronous client: HybridClient, and TenantSession for one tenant-scoped transaction."""
 
 from __future__ import annotations
 
@@ -11,38 +11,40 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from . import _base, _copy, _parallel, _sql
-from .errors import InvalidParameterError
+from . import _base, _copy, _parallel, _sql  # sync: from . import _base, _copy, _sql
+from .errors import InvalidParameterError  # async-only
 from .query import EXPLAIN_SQL, MANY_SQL, RETRIEVE_SQL, RetrieveQuery, many_params
 from .types import Chunk, ChunkRef, CorpusInfo, DocumentInfo, Edge, EdgeResult, IngestResult
 
 
+# async-only {
 PARALLEL_DEFAULT = False
 """What AsyncTenantSession.retrieve(parallel=None) does (see its docstring)."""
 
 
+# async-only }
 class AsyncTenantSession:
     """Work done for one tenant inside one transaction (see AsyncHybridClient.tenant)."""
 
-    def __init__(self, conn: psycopg.AsyncConnection[dict[str, Any]], tenant_id: str, *, embedder: Any = None,
-                 pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[dict[str, Any]], tenant_id: str, *, embedder: Any = None,  # sync: def __init__(self, conn: psycopg.Connection[dict[str, Any]], tenant_id: str, *, embedder: Any = None) -> None:
+                 pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None) -> None:  # async-only
         self.conn = conn
         self.tenant_id = tenant_id
         self.embedder = embedder
         """What ingest() embeds chunks without an embedding with, unless given one (the client's embedder)."""
         self._dim: int | None = None
-        self._pool = pool  # a read-only session's pool: its connections may run branches in this snapshot
-        self._leader: dict[str, Any] | None = None
+        self._pool = pool  # async-only
+        self._leader: dict[str, Any] | None = None  # async-only
 
     async def retrieve(self, query: RetrieveQuery | Any = None, /, *, rerank: Any = None, rerank_depth: int = 50,
-                       parallel: bool | None = None, **kwargs: Any) -> list[ChunkRef]:
+                       parallel: bool | None = None, **kwargs: Any) -> list[ChunkRef]:  # sync: **kwargs: Any) -> list[ChunkRef]:
         """One hybrid_retrieve call: a RetrieveQuery, or its fields as keywords (the SQL parameter names).
 
         A first positional argument that is not a RetrieveQuery is the query_embedding. rerank: a callable
         (query_text, [texts]) -> [scores] (pyhybrid.rerank) re-orders the best rerank_depth
         fused rows (at least skip + top_k) before skip and top_k apply; rows then carry rerank_score.
 
-        parallel=True (a read-only session of a pooled client only): the branches run at once on pooled
+        Async only: parallel=True (a read-only session of a pooled client): the branches run at once on pooled
         connections sharing this transaction's snapshot (hybrid.search_dense / search_lexical), then
         hybrid.fuse and hybrid.hydrate return the same rows as the one call. The one call is made instead when
         the graph branch runs (graph hits score from their seeds, graph_decay), when fewer than two branches run, fewer than two pooled connections are free, or a branch fails (so its warnings and
@@ -52,13 +54,16 @@ class AsyncTenantSession:
         """
         q = _base.retrieve_query(query, kwargs)
         fetch, reranker = _base.rerank_plan(q, rerank, rerank_depth)
+        # async-only {
         if parallel and self._pool is None:
             raise InvalidParameterError("parallel=True needs a read-only session (tenant(..., read_only=True)) "
                                         "of a pooled client (AsyncHybridClient(..., pool=True))")
+        # async-only }
         rows: list[dict[str, Any]] | None = None
-        use = PARALLEL_DEFAULT if parallel is None else parallel
         with _base.translate_errors():
-            if use and self._pool is not None and _parallel.Plan.of(fetch).worth_it:
+            # async-only {
+            if (PARALLEL_DEFAULT if parallel is None else parallel) and self._pool is not None \
+                    and _parallel.Plan.of(fetch).worth_it:
                 if self._leader is None:
                     self._leader = await (await self.conn.execute(_parallel.LEADER_SQL)).fetchone()
                 if self._leader is not None and self._leader["isolation"] == "repeatable read":
@@ -66,6 +71,7 @@ class AsyncTenantSession:
                         rows = await _parallel.retrieve(self.conn, self._pool, fetch, self._leader)
                     except _parallel.Fallback:
                         rows = None
+            # async-only }
             if rows is None:
                 cur = await self.conn.execute(RETRIEVE_SQL, fetch.params())
                 rows = await cur.fetchall()
@@ -106,8 +112,8 @@ class AsyncTenantSession:
                      embedder: Any = None, allow_missing_embeddings: bool = False) -> IngestResult:
         """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing).
 
-        embedder (default: the client's): a texts -> vectors callable, e.g. pyhybrid.embed.default_embedder(),
-        run in a worker thread; documents already stored exactly so are skipped (counted as unchanged), then
+        embedder (default: the client's): a texts -> vectors callable, e.g. pyhybrid.embed.default_embedder()
+        (async: run in a worker thread); documents already stored exactly so are skipped (counted as unchanged), then
         the chunks that arrive without an embedding are embedded. Without an embedder, chunks without an
         embedding raise a DeprecationWarning (refused in the next release) unless allow_missing_embeddings=True
         (chunks meant for lexical and graph search only).
@@ -171,7 +177,9 @@ class AsyncTenantSession:
 
     async def documents(self, corpus_id: str | None = None, *, prefix: str | None = None,
                         document_ids: Iterable[str] | None = None) -> list[DocumentInfo]:
-        """The tenant's documents the caller can see (see TenantSession.documents)."""
+        """The tenant's documents the caller can see, a DocumentInfo each (optionally of one corpus, with ids
+        starting with prefix, among document_ids); a document whose chunks are all hidden from the caller is not
+        listed."""
         args = _base.documents_args(corpus_id, prefix, document_ids)
         with _base.translate_errors():
             rows = await (await self.conn.execute(_sql.DOCUMENTS_SQL, args)).fetchall()
@@ -190,7 +198,8 @@ class AsyncTenantSession:
             await self.conn.execute(_sql.SET_CORPUS_ROOT_SQL, (corpus_id, source_root))
 
     async def calibrate_abstention(self, quantile: float = 0.96) -> float:
-        """Store and return the tenant's abstention floor (see TenantSession.calibrate_abstention)."""
+        """Store and return the tenant's abstention floor for retrieve(abstain=True): the quantile of the cosine
+        similarity between two of its chunks taken at random (hybrid.calibrate_abstention). Writers only."""
         with _base.translate_errors():
             row = await (await self.conn.execute(_sql.CALIBRATE_SQL, (_base.check_quantile(quantile),))).fetchone()
         assert row is not None
@@ -198,8 +207,8 @@ class AsyncTenantSession:
 
     async def prune_documents(self, corpus_id: str, keep: Iterable[str], *, prefix: str = "",
                               dry_run: bool = False) -> dict[str, int]:
-        """Folder sync: supersede the documents of corpus_id under prefix that are not in keep (see
-        TenantSession.prune_documents)."""
+        """Folder sync: supersede the documents of corpus_id whose id starts with prefix and is not in keep;
+        returns {document_id: chunks} of those pruned (with dry_run: those that would be). Writers only."""
         args = _base.prune_args(corpus_id, keep, prefix, dry_run)
         with _base.translate_errors():
             rows = await (await self.conn.execute(_sql.PRUNE_DOCUMENTS_SQL, args)).fetchall()
@@ -207,7 +216,7 @@ class AsyncTenantSession:
 
 
 class AsyncHybridClient:
-    """The async pyhybrid client: a single connection, or a pool. Create with connect_async()."""
+    """A pyhybrid client on psycopg 3: a single connection, or a pool when pool=True."""
 
     def __init__(self, dsn: str, *, pool: bool = False, min_size: int = 1, max_size: int = 4,
                  replicas: Sequence[str] = (), replica_wait: float = 5.0, embedder: Any = None) -> None:
@@ -277,19 +286,19 @@ class AsyncHybridClient:
 
         read_only=True: a READ ONLY transaction, on a replica when the client has some. read_your_writes=True:
         that replica must first have replayed this client's last write (else the primary serves the read).
-        With a pool, a read-only session is REPEATABLE READ (one snapshot for all its statements), so that its
-        retrieve(parallel=True) can share that snapshot with pooled connections.
+        Async only: with a pool, a read-only session is REPEATABLE READ (one snapshot for all its statements),
+        so that its retrieve(parallel=True) can share that snapshot with pooled connections.
         """
         tid, labels = _base.tenant_params(tenant_id, acl_labels)
         target = (await self._pick_replica(read_your_writes)) if read_only else self
-        pool = target._pool if read_only else None
+        pool = target._pool if read_only else None  # async-only
         async with target.connection() as conn:
             with _base.translate_errors():
                 async with conn.transaction():
                     if read_only:
-                        await conn.execute(_parallel.READ_ONLY_SNAPSHOT_SQL if pool is not None else _sql.READ_ONLY_SQL)
+                        await conn.execute(_parallel.READ_ONLY_SNAPSHOT_SQL if pool is not None else _sql.READ_ONLY_SQL)  # sync: conn.execute(_sql.READ_ONLY_SQL)
                     await conn.execute(_sql.SET_TENANT_SQL, (tid, labels))
-                    yield AsyncTenantSession(conn, tid, embedder=self.embedder, pool=pool)
+                    yield AsyncTenantSession(conn, tid, embedder=self.embedder, pool=pool)  # sync: yield TenantSession(conn, tid, embedder=self.embedder)
                 if not read_only and self._replicas:
                     async with conn.transaction():
                         row = await ((await conn.execute(_sql.WAL_LSN_SQL)).fetchone())
@@ -325,6 +334,23 @@ class AsyncHybridClient:
         _base.check_name("role_name", role_name)
         await self._scalar(_sql.GRANT_TENANT_SQL, (role_name, tenant_id, list(acl_labels)))
 
+    async def drop_tenant(self, tenant_id: str) -> dict[str, int]:
+        """Remove a tenant and everything it holds, in one transaction (admin only); returns what it
+        removed: chunks, corpora, graph_nodes, vertices, edges, grants."""
+        _base.tenant_params(tenant_id, None)
+        async with self.connection() as conn:
+            with _base.translate_errors():
+                async with conn.transaction():
+                    rows = await (await conn.execute(_sql.DROP_TENANT_SQL, (tenant_id,))).fetchall()
+        return {str(r["what"]): int(r["removed"]) for r in rows}
+
+    async def tenants(self) -> list[dict[str, Any]]:
+        """Every tenant with what it holds (admin only): tenant_id, created_at, corpora, documents, chunks (live),
+        superseded, roles (the login roles bound to it)."""
+        async with self.connection() as conn:
+            with _base.translate_errors():
+                return [dict(r) for r in await (await conn.execute(_sql.TENANTS_SQL)).fetchall()]
+
     async def grant_app(self, role_name: str) -> None:
         """Make an existing role a trusted application role (admin only)."""
         _base.check_name("role_name", role_name)
@@ -338,7 +364,13 @@ class AsyncHybridClient:
         Meanwhile search stays correct but slow on large tenants: dense search exact, lexical search by
         ts_rank over the whole partition (lexical='bm25' asked for explicitly raises 55000). Each index is
         dropped and rebuilt in a transaction of its own; the BM25 ones are rebuilt as one segment each,
-        so the load needs no merge_bm25 afterwards. build_workers: as HybridClient.bulk_load's.
+        so the load needs no merge_bm25 afterwards.
+
+        build_workers: how many partition indexes are built at once, each on a connection of its own
+        (hybrid.bulk_index_jobs, largest first; 1 to 16). A BM25 build uses one core, so on a server with
+        cores to spare more workers finish sooner, for up to that many builds' maintenance_work_mem at
+        once; 1 builds them one after the other in the resume calls. Whatever a worker has not built (an
+        error stops the others) the resume calls build.
         """
         _base.check_flag("text_indexes", text_indexes)
         _base.check_workers("build_workers", build_workers)
@@ -365,23 +397,7 @@ class AsyncHybridClient:
             with _base.translate_errors():
                 async with conn.transaction():
                     jobs = [(r["part"], r["kind"]) for r in await (await conn.execute(_sql.BULK_INDEX_JOBS_SQL)).fetchall()]
-        jobs.reverse()  # popped from the end: the largest first
-        failed: list[BaseException] = []
-
-        async def work() -> None:
-            try:
-                async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as wconn:
-                    while jobs and not failed:
-                        job = jobs.pop()
-                        await wconn.execute(_sql.BUILD_JOB_NAME_SQL, (job[1], job[0]))
-                        await wconn.execute(_sql.BUILD_PARTITION_INDEX_SQL, job)
-            except Exception as exc:  # a failed connection or build: the others take no new job
-                failed.append(exc)
-
-        await asyncio.gather(*(work() for _ in range(min(workers, len(jobs)))))
-        if failed:
-            with _base.translate_errors():
-                raise failed[0]
+        await asyncio.to_thread(_base.build_partition_indexes, self.dsn, jobs, workers)
 
     async def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
         async with self.connection() as conn:
@@ -410,8 +426,8 @@ class AsyncHybridClient:
 async def connect_async(
     dsn: str | None = None, *, pool: bool = False, min_size: int = 1, max_size: int = 4, embedder: Any = None
 ) -> AsyncHybridClient:
-    """An open AsyncHybridClient on dsn, else $PYHYBRID_DSN, else the embedded server."""
+    """An open AsyncHybridClient on dsn, else $PYHYBRID_DSN, else the embedded server."""  # sync: """A HybridClient on dsn, else $PYHYBRID_DSN, else the embedded server (started if needed)."""
     from .server import resolve_dsn
 
-    return await AsyncHybridClient(resolve_dsn(dsn), pool=pool, min_size=min_size, max_size=max_size,
-                                   embedder=embedder).open()
+    client = AsyncHybridClient(resolve_dsn(dsn), pool=pool, min_size=min_size, max_size=max_size, embedder=embedder)
+    return await client.open()  # sync: return client

@@ -1,12 +1,11 @@
+# Generated from pyhybrid/aio.py by tools/async_to_sync.py: edit aio.py, then run that tool.
 """The synchronous client: HybridClient, and TenantSession for one tenant-scoped transaction."""
 
 from __future__ import annotations
 
-import threading
 import time
 from contextlib import contextmanager
-from queue import Empty, Queue
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Iterable, Mapping, Sequence
 
 import psycopg
 from psycopg.rows import dict_row
@@ -28,7 +27,7 @@ class TenantSession:
         self._dim: int | None = None
 
     def retrieve(self, query: RetrieveQuery | Any = None, /, *, rerank: Any = None, rerank_depth: int = 50,
-                 **kwargs: Any) -> list[ChunkRef]:
+                       **kwargs: Any) -> list[ChunkRef]:
         """One hybrid_retrieve call: a RetrieveQuery, or its fields as keywords (the SQL parameter names).
 
         A first positional argument that is not a RetrieveQuery is the query_embedding. rerank: a callable
@@ -37,18 +36,22 @@ class TenantSession:
         """
         q = _base.retrieve_query(query, kwargs)
         fetch, reranker = _base.rerank_plan(q, rerank, rerank_depth)
+        rows: list[dict[str, Any]] | None = None
         with _base.translate_errors():
-            rows = self.conn.execute(RETRIEVE_SQL, fetch.params()).fetchall()
+            if rows is None:
+                cur = self.conn.execute(RETRIEVE_SQL, fetch.params())
+                rows = cur.fetchall()
         refs = _base.rows_to_refs(rows)
         return _base.rerank_apply(q, refs, reranker)
 
     def retrieve_many(self, query_texts: Sequence[str | None] | None = None,
-                      query_embeddings: Sequence[Any] | None = None, **kwargs: Any) -> list[ChunkRef]:
+                            query_embeddings: Sequence[Any] | None = None, **kwargs: Any) -> list[ChunkRef]:
         """Several formulations of one question in one call (hybrid.retrieve_many): each retrieved with the
         other arguments, then fused across formulations; at most 10."""
         params = many_params(query_texts, query_embeddings, kwargs)
         with _base.translate_errors():
-            rows = self.conn.execute(MANY_SQL, params).fetchall()
+            cur = self.conn.execute(MANY_SQL, params)
+            rows = cur.fetchall()
         return _base.rows_to_refs(rows)
 
     def explain_retrieve(self, query: RetrieveQuery | Any = None, /, **kwargs: Any) -> dict[str, Any]:
@@ -56,7 +59,8 @@ class TenantSession:
         statistics; per returned row each branch's contribution to its score."""
         params = _base.retrieve_query(query, kwargs).params()
         with _base.translate_errors():
-            row = self.conn.execute(EXPLAIN_SQL, params).fetchone()
+            cur = self.conn.execute(EXPLAIN_SQL, params)
+            row = cur.fetchone()
         assert row is not None
         return dict(row["report"])
 
@@ -64,20 +68,21 @@ class TenantSession:
         """The embedding dimension chosen at install."""
         if self._dim is None:
             with _base.translate_errors():
-                row = self.conn.execute(_sql.EMBEDDING_DIM_SQL).fetchone()
+                cur = self.conn.execute(_sql.EMBEDDING_DIM_SQL)
+                row = cur.fetchone()
             assert row is not None
             self._dim = int(row["dim"])
         return self._dim
 
     def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default", *,
-               embedder: Any = None, allow_missing_embeddings: bool = False) -> IngestResult:
+                     embedder: Any = None, allow_missing_embeddings: bool = False) -> IngestResult:
         """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing).
 
-        embedder (default: the client's): a texts -> vectors callable, e.g. pyhybrid.embed.default_embedder();
-        documents already stored exactly so are skipped (counted as unchanged), then the chunks that arrive
-        without an embedding are embedded. Without an embedder, chunks without an embedding raise a
-        DeprecationWarning (refused in the next release) unless allow_missing_embeddings=True (chunks meant
-        for lexical and graph search only).
+        embedder (default: the client's): a texts -> vectors callable, e.g. pyhybrid.embed.default_embedder()
+        (async: run in a worker thread); documents already stored exactly so are skipped (counted as unchanged), then
+        the chunks that arrive without an embedding are embedded. Without an embedder, chunks without an
+        embedding raise a DeprecationWarning (refused in the next release) unless allow_missing_embeddings=True
+        (chunks meant for lexical and graph search only).
         """
         _base.check_name("corpus_id", corpus_id)
         plan = _base.IngestPlan(chunks, self.embedder if embedder is None else embedder, allow_missing_embeddings)
@@ -89,11 +94,12 @@ class TenantSession:
         if not plan.items:
             return plan.result(None)
         copy_sql, payload = _copy.prepare_chunks(plan.items, self.tenant_id, self.embedding_dim())
-        with _base.translate_errors(), self.conn.transaction():
-            self.conn.execute(_sql.BEGIN_INGEST_SQL)
-            with self.conn.cursor() as cur, cur.copy(copy_sql) as copy:
-                copy.write(payload)
-            res = self.conn.execute(_sql.FINISH_INGEST_SQL, (corpus_id,)).fetchone()
+        with _base.translate_errors():
+            with self.conn.transaction():
+                self.conn.execute(_sql.BEGIN_INGEST_SQL)
+                with self.conn.cursor() as cur, cur.copy(copy_sql) as copy:
+                    copy.write(payload)
+                res = (self.conn.execute(_sql.FINISH_INGEST_SQL, (corpus_id,))).fetchone()
         assert res is not None
         return plan.result(res)
 
@@ -102,25 +108,28 @@ class TenantSession:
         _base.check_name("corpus_id", corpus_id)
         payload = _base.unchanged_payload(chunks)
         with _base.translate_errors():
-            rows = self.conn.execute(_sql.UNCHANGED_DOCUMENTS_SQL, (corpus_id, payload)).fetchall()
+            cur = self.conn.execute(_sql.UNCHANGED_DOCUMENTS_SQL, (corpus_id, payload))
+            rows = cur.fetchall()
         return {r["document_id"] for r in rows}
 
     def classify_ids(self, ids: Iterable[str]) -> dict[str, list[str]]:
         """What each id names in the tenant: 'chunk', 'document', 'entity' (several may apply; [] for nothing)."""
         with _base.translate_errors():
-            rows = self.conn.execute(_sql.CLASSIFY_IDS_SQL, (list(ids),)).fetchall()
+            cur = self.conn.execute(_sql.CLASSIFY_IDS_SQL, (list(ids),))
+            rows = cur.fetchall()
         return {r["id"]: list(r["kinds"]) for r in rows}
 
     def add_edges(self, edges: Iterable[Edge | Mapping[str, Any]]) -> EdgeResult:
         """Load graph edges in bulk (straight into AGE's label tables); duplicates are skipped."""
         rows = _copy.prepare_edges(edges)
-        with _base.translate_errors(), self.conn.transaction():
-            self.conn.execute(_sql.BEGIN_EDGES_SQL)
-            with self.conn.cursor() as cur, cur.copy(_copy.COPY_EDGES_SQL) as copy:
-                copy.set_types(_copy.COPY_EDGE_TYPES)
-                for row in rows:
-                    copy.write_row(row)
-            res = self.conn.execute(_sql.FINISH_EDGES_SQL).fetchone()
+        with _base.translate_errors():
+            with self.conn.transaction():
+                self.conn.execute(_sql.BEGIN_EDGES_SQL)
+                with self.conn.cursor() as cur, cur.copy(_copy.COPY_EDGES_SQL) as copy:
+                    copy.set_types(_copy.COPY_EDGE_TYPES)
+                    for row in rows:
+                        copy.write_row(row)
+                res = (self.conn.execute(_sql.FINISH_EDGES_SQL)).fetchone()
         assert res is not None
         return EdgeResult(**{k: int(v) for k, v in res.items()})
 
@@ -128,24 +137,24 @@ class TenantSession:
         """Delete every chunk of a document; returns how many."""
         _base.check_name("document_id", document_id)
         with _base.translate_errors():
-            row = self.conn.execute(_sql.DELETE_DOCUMENT_SQL, (document_id, corpus_id)).fetchone()
+            row = (self.conn.execute(_sql.DELETE_DOCUMENT_SQL, (document_id, corpus_id))).fetchone()
         assert row is not None
         return int(row["deleted"])
 
     def documents(self, corpus_id: str | None = None, *, prefix: str | None = None,
-                  document_ids: Iterable[str] | None = None) -> list[DocumentInfo]:
+                        document_ids: Iterable[str] | None = None) -> list[DocumentInfo]:
         """The tenant's documents the caller can see, a DocumentInfo each (optionally of one corpus, with ids
         starting with prefix, among document_ids); a document whose chunks are all hidden from the caller is not
         listed."""
         args = _base.documents_args(corpus_id, prefix, document_ids)
         with _base.translate_errors():
-            rows = self.conn.execute(_sql.DOCUMENTS_SQL, args).fetchall()
+            rows = (self.conn.execute(_sql.DOCUMENTS_SQL, args)).fetchall()
         return [DocumentInfo(**r) for r in rows]
 
     def corpora(self) -> list[CorpusInfo]:
         """The tenant's corpora, with the folder pyhybrid ingest syncs each with and their size."""
         with _base.translate_errors():
-            rows = self.conn.execute(_sql.CORPORA_SQL).fetchall()
+            rows = (self.conn.execute(_sql.CORPORA_SQL)).fetchall()
         return [CorpusInfo(**r) for r in rows]
 
     def set_corpus_root(self, corpus_id: str, source_root: str | None) -> None:
@@ -158,17 +167,17 @@ class TenantSession:
         """Store and return the tenant's abstention floor for retrieve(abstain=True): the quantile of the cosine
         similarity between two of its chunks taken at random (hybrid.calibrate_abstention). Writers only."""
         with _base.translate_errors():
-            row = self.conn.execute(_sql.CALIBRATE_SQL, (_base.check_quantile(quantile),)).fetchone()
+            row = (self.conn.execute(_sql.CALIBRATE_SQL, (_base.check_quantile(quantile),))).fetchone()
         assert row is not None
         return float(row["floor"])
 
     def prune_documents(self, corpus_id: str, keep: Iterable[str], *, prefix: str = "",
-                        dry_run: bool = False) -> dict[str, int]:
+                              dry_run: bool = False) -> dict[str, int]:
         """Folder sync: supersede the documents of corpus_id whose id starts with prefix and is not in keep;
         returns {document_id: chunks} of those pruned (with dry_run: those that would be). Writers only."""
         args = _base.prune_args(corpus_id, keep, prefix, dry_run)
         with _base.translate_errors():
-            rows = self.conn.execute(_sql.PRUNE_DOCUMENTS_SQL, args).fetchall()
+            rows = (self.conn.execute(_sql.PRUNE_DOCUMENTS_SQL, args)).fetchall()
         return {r["document_id"]: int(r["chunks"]) for r in rows}
 
 
@@ -255,7 +264,7 @@ class HybridClient:
                     yield TenantSession(conn, tid, embedder=self.embedder)
                 if not read_only and self._replicas:
                     with conn.transaction():
-                        row = conn.execute(_sql.WAL_LSN_SQL).fetchone()
+                        row = ((conn.execute(_sql.WAL_LSN_SQL)).fetchone())
                     self.last_write_lsn = None if row is None else str(row["lsn"])
 
     def _pick_replica(self, read_your_writes: bool) -> HybridClient:
@@ -270,7 +279,7 @@ class HybridClient:
                 while True:
                     with _base.translate_errors():
                         with conn.transaction():
-                            row = conn.execute(_sql.REPLAYED_SQL, (self.last_write_lsn,)).fetchone()
+                            row = ((conn.execute(_sql.REPLAYED_SQL, (self.last_write_lsn,))).fetchone())
                     if row is not None and row["replayed"]:
                         return replica
                     if time.monotonic() >= deadline:
@@ -283,24 +292,27 @@ class HybridClient:
         _base.tenant_params(tenant_id, None)
         return str(self._scalar(_sql.CREATE_TENANT_SQL, (tenant_id,)))
 
+    def grant_tenant(self, role_name: str, tenant_id: str, acl_labels: Sequence[str] = ()) -> None:
+        """Bind an existing login role to a tenant (admin only)."""
+        _base.check_name("role_name", role_name)
+        self._scalar(_sql.GRANT_TENANT_SQL, (role_name, tenant_id, list(acl_labels)))
+
     def drop_tenant(self, tenant_id: str) -> dict[str, int]:
         """Remove a tenant and everything it holds, in one transaction (admin only); returns what it
         removed: chunks, corpora, graph_nodes, vertices, edges, grants."""
         _base.tenant_params(tenant_id, None)
-        with self.connection() as conn, _base.translate_errors(), conn.transaction():
-            rows = conn.execute(_sql.DROP_TENANT_SQL, (tenant_id,)).fetchall()
+        with self.connection() as conn:
+            with _base.translate_errors():
+                with conn.transaction():
+                    rows = (conn.execute(_sql.DROP_TENANT_SQL, (tenant_id,))).fetchall()
         return {str(r["what"]): int(r["removed"]) for r in rows}
 
     def tenants(self) -> list[dict[str, Any]]:
         """Every tenant with what it holds (admin only): tenant_id, created_at, corpora, documents, chunks (live),
         superseded, roles (the login roles bound to it)."""
-        with self.connection() as conn, _base.translate_errors():
-            return [dict(r) for r in conn.execute(_sql.TENANTS_SQL).fetchall()]
-
-    def grant_tenant(self, role_name: str, tenant_id: str, acl_labels: Sequence[str] = ()) -> None:
-        """Bind an existing login role to a tenant (admin only)."""
-        _base.check_name("role_name", role_name)
-        self._scalar(_sql.GRANT_TENANT_SQL, (role_name, tenant_id, list(acl_labels)))
+        with self.connection() as conn:
+            with _base.translate_errors():
+                return [dict(r) for r in (conn.execute(_sql.TENANTS_SQL)).fetchall()]
 
     def grant_app(self, role_name: str) -> None:
         """Make an existing role a trusted application role (admin only)."""
@@ -344,44 +356,17 @@ class HybridClient:
         """hybrid.bulk_index_jobs on workers connections at once (nothing with one: the resume calls build)."""
         if workers == 1:
             return
-        jobs: Queue[tuple[int, str]] = Queue()
-        with self.connection() as conn, _base.translate_errors(), conn.transaction():
-            for row in conn.execute(_sql.BULK_INDEX_JOBS_SQL).fetchall():
-                jobs.put((row["part"], row["kind"]))
-        failed: list[BaseException] = []
-
-        def work() -> None:
-            try:
-                with psycopg.connect(self.dsn, autocommit=True) as wconn:
-                    while not failed:
-                        try:
-                            job = jobs.get_nowait()
-                        except Empty:
-                            return
-                        wconn.execute(_sql.BUILD_JOB_NAME_SQL, (job[1], job[0]))
-                        wconn.execute(_sql.BUILD_PARTITION_INDEX_SQL, job)
-            except BaseException as exc:  # a failed connection or build: the others take no new job
-                failed.append(exc)
-
-        threads = [threading.Thread(target=work, name=f"pyhybrid-build-{i}")
-                   for i in range(min(workers, jobs.qsize()))]
-        for t in threads:
-            t.start()
-        try:
-            for t in threads:
-                t.join()
-        except BaseException as exc:  # an interrupt: no new job; the resume calls wait for the builds running
-            failed.append(exc)
-            for t in threads:
-                t.join()
-            raise
-        if failed:
+        with self.connection() as conn:
             with _base.translate_errors():
-                raise failed[0]
+                with conn.transaction():
+                    jobs = [(r["part"], r["kind"]) for r in (conn.execute(_sql.BULK_INDEX_JOBS_SQL)).fetchall()]
+        _base.build_partition_indexes(self.dsn, jobs, workers)
 
     def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
-        with self.connection() as conn, _base.translate_errors(), conn.transaction():
-            row = conn.execute(sql, params).fetchone()
+        with self.connection() as conn:
+            with _base.translate_errors():
+                with conn.transaction():
+                    row = (conn.execute(sql, params)).fetchone()
         return None if row is None else next(iter(row.values()))
 
     def close(self) -> None:
@@ -401,9 +386,11 @@ class HybridClient:
         self.close()
 
 
-def connect(dsn: str | None = None, *, pool: bool = False, min_size: int = 1, max_size: int = 4,
-            embedder: Any = None) -> HybridClient:
+def connect(
+    dsn: str | None = None, *, pool: bool = False, min_size: int = 1, max_size: int = 4, embedder: Any = None
+) -> HybridClient:
     """A HybridClient on dsn, else $PYHYBRID_DSN, else the embedded server (started if needed)."""
     from .server import resolve_dsn
 
-    return HybridClient(resolve_dsn(dsn), pool=pool, min_size=min_size, max_size=max_size, embedder=embedder)
+    client = HybridClient(resolve_dsn(dsn), pool=pool, min_size=min_size, max_size=max_size, embedder=embedder)
+    return client

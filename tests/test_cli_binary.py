@@ -16,6 +16,8 @@ from typing import Iterator
 import psycopg
 import pytest
 
+pytestmark = pytest.mark.slow  # servers, binaries or releases of its own: the full tier only
+
 BIN = str(Path(sys.executable).parent / "pyhybrid")
 QUESTION = "How quickly must the pump alarm after a downstream occlusion?"
 

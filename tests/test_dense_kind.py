@@ -19,7 +19,8 @@ N = 400
 OPCLASS = {"vector": "vector_cosine_ops", "halfvec": "halfvec_cosine_ops", "bit": "bit_hamming_ops"}
 KINDS_SQL = """SELECT c.relname, o.opcname FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
 JOIN pg_opclass o ON o.oid = x.indclass[0] JOIN pg_am a ON a.oid = c.relam
-WHERE a.amname = 'hnsw' AND c.relnamespace = 'hybrid'::regnamespace ORDER BY c.relname"""
+WHERE a.amname = 'hnsw' AND c.relnamespace = 'hybrid'::regnamespace AND o.opcname <> 'sparsevec_ip_ops'  -- the dense ones
+ORDER BY c.relname"""
 
 
 def _unit(v: np.ndarray) -> np.ndarray:

@@ -16,6 +16,8 @@ from pyhybrid.cli import main
 from pyhybrid.transfer import export_tenant, import_tenant
 from tests.conftest import Db
 
+pytestmark = pytest.mark.slow  # servers, binaries or releases of its own: the full tier only
+
 N = 300  # chunks of acme: over the exact-search threshold of 500 only with exact_threshold => 0
 CLUSTERS = 15
 KIND = {3072: ("halfvec", "halfvec_cosine_ops"), 4096: ("bit", "bit_hamming_ops")}

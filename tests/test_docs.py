@@ -24,6 +24,8 @@ import pytest
 
 from tests.docs_blocks import ROOT, Block, block, blocks
 
+pytestmark = pytest.mark.slow  # servers, binaries or releases of its own: the full tier only
+
 APP = "pyhybrid_app"
 
 

@@ -174,6 +174,7 @@ def test_the_sql_text_check_catches_str_format_and_accepts_psycopg_composition()
     assert not _is_psycopg_composition(parse('sql.SQL(f"DROP INDEX {name}").format()'))
 
 
+@pytest.mark.slow
 def test_mypy_strict_passes_on_the_package() -> None:
     result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "pyhybrid"], cwd=ROOT,
                             capture_output=True, text=True)

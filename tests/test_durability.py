@@ -29,6 +29,8 @@ from pyhybrid.errors import RetrievalError
 from pyhybrid.maintenance import bm25_status, heal_bm25
 from pyhybrid.server import embedded_status, start_embedded, start_embedded_standby, stop_embedded
 
+pytestmark = pytest.mark.slow  # servers, binaries or releases of its own: the full tier only
+
 DEMO = Path(__file__).resolve().parent.parent / "pyhybrid" / "demo_data" / "acme_chunks.jsonl"
 QUERIES = ["downstream occlusion alarm", "battery charge indicator", "air in line detection bolus",
            "flow rate keypad limits", "software verification protocol"]
@@ -376,6 +378,7 @@ INGEST_SCRIPT = """
 import sys
 from pyhybrid import HybridClient
 from tests.helpers import chunks
+
 with HybridClient(sys.argv[1]) as client:
     for k in range(int(sys.argv[2])):
         batch = chunks(f"b{k}", %d, doc_size=4, seed=k)

@@ -21,6 +21,7 @@ def _rows(db: Db, tenant: str = "acme") -> list[tuple[str, bool]]:
             "SELECT chunk_id, superseded FROM hybrid.chunk WHERE tenant_id = %s ORDER BY chunk_id", (tenant,))]
 
 
+@pytest.mark.slow
 def test_ingesting_the_same_10000_chunks_twice_leaves_10000_rows(api: Api, db: Db) -> None:
     batch = chunks("c", 10_000, doc_size=4)
     first = api.ingest("acme", batch)

@@ -13,6 +13,8 @@ from psycopg import conninfo
 from pyhybrid import migrate
 from pyhybrid.errors import SchemaError
 
+pytestmark = pytest.mark.slow  # servers, binaries or releases of its own: the full tier only
+
 FINGERPRINT = {
     "columns": """SELECT table_schema, table_name, column_name, data_type, udt_name, is_nullable, column_default,
                          generation_expression

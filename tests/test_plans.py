@@ -79,6 +79,7 @@ def index_scans(dsn: str, role: str, tenant: str, call: str) -> dict[str, int]:
 Q = "'[" + ",".join(["0.5"] * 16) + "]'::vector"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("role, tenant", [("pyh_acme", "acme"), ("pyh_globex", "globex")])
 def test_dense_branch_uses_an_index_for_a_1pct_and_a_99pct_tenant(big_db: str, role: str, tenant: str) -> None:
     with psycopg.connect(big_db, autocommit=True) as admin:

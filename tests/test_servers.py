@@ -8,6 +8,8 @@ import pytest
 
 from tests.servers import docker_server, server_choice
 
+pytestmark = pytest.mark.slow  # servers, binaries or releases of its own: the full tier only
+
 
 def test_the_server_is_chosen_from_the_environment() -> None:
     assert server_choice({}) == "embedded"
