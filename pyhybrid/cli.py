@@ -26,7 +26,7 @@ from .errors import InvalidParameterError, PyhybridError, from_psycopg
 from .ingest import ingest_records
 from .query import RetrieveQuery
 from .fusion import FUSIONS
-from .types import BRANCHES, Branch, ChunkRef, HybridWeights
+from .types import ChunkRef, HybridWeights, shown_branches
 
 APP_ROLE = "pyhybrid_app"
 
@@ -125,15 +125,10 @@ def _tenant_hint(args: argparse.Namespace) -> Iterator[None]:
             f"(admin), or pass --create-tenant") from exc
 
 
-def table_branches(refs: Sequence[ChunkRef]) -> list[Branch]:
-    """The branches a results table shows a rank column for: those of 0.3 always, a later one where a row has it."""
-    return [b for b in BRANCHES if b.rank_column or any(b.name in r.ranks for r in refs)]
-
-
 def _print_table(refs: Sequence[ChunkRef], *, width: int = 72, skip: int = 0, rerank: bool = False) -> None:
     idw = max([26, *(len(r.chunk_id) for r in refs)])  # whole ids: a cut id can look like another one
     rr = f" {'rerank':>8}" if rerank else ""
-    shown = table_branches(refs)
+    shown = shown_branches(refs)
     print(f"{'rank':>4}  {'chunk':<{idw}}{rr} {'fused':>8}  " + " ".join(f"{b.label or b.name:>5}" for b in shown)
           + "  content")
     for i, r in enumerate(refs, start=skip + 1):

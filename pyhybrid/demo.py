@@ -12,7 +12,7 @@ import psycopg
 from . import _sql
 from .client import HybridClient
 from .ingest import ingest_records
-from .types import BRANCHES, ChunkRef
+from .types import BRANCHES, ChunkRef, shown_branches
 
 TENANTS = ("acme", "globex")
 # hybrid_retrieve's defaults (convex fusion, weights 1, 1) plus graph expansion from the best hit, with a
@@ -83,9 +83,8 @@ def _rank(v: int | None) -> str:
 
 
 def _table(refs: list[ChunkRef], expect: set[str]) -> None:
-    from .cli import table_branches
 
-    shown = table_branches(refs)
+    shown = shown_branches(refs)
     widths = [max(4, len(b.label or b.name)) for b in shown]
     print(f"  {'#':>2}  {'chunk':<20} {'fused':>7}  " + " ".join(f"{b.label or b.name:>{w}}" for b, w in zip(shown, widths))
           + "  title")

@@ -54,6 +54,11 @@ BRANCHES: tuple[Branch, ...] = (
 BRANCH = {b.name: b for b in BRANCHES}
 
 
+def shown_branches(refs: Sequence[ChunkRef]) -> list[Branch]:
+    """The branches a results table shows a rank column for: those of 0.3 always, a later one where a row has it."""
+    return [b for b in BRANCHES if b.rank_column or any(b.name in r.ranks for r in refs)]
+
+
 @dataclass(frozen=True)
 class ChunkRef:
     """A chunk returned by retrieval, with its fused score and each source's rank and raw score."""
