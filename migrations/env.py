@@ -22,7 +22,8 @@ def run_migrations_online() -> None:
             config.attributes["fresh_install"] = context.get_context().get_current_revision() is None
             context.run_migrations()
             finish_upgrade(connection.connection.dbapi_connection,
-                           force=bool(config.attributes.get("reapply_idempotent")))
+                           force=bool(config.attributes.get("reapply_idempotent")),
+                           pg_textsearch=config.attributes.get("pg_textsearch"))
 
 
 if context.is_offline_mode():

@@ -375,7 +375,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         migrate.downgrade(target.admin, revision=args.downgrade)
         print(f"downgraded to {args.downgrade}")
     else:
-        migrate.upgrade(target.admin, dim=args.dim, reapply=args.reapply)
+        migrate.upgrade(target.admin, dim=args.dim, reapply=args.reapply, pg_textsearch=args.pg_textsearch)
         if target.embedded:
             target.ensure_ready()
         _heal(target.admin)
@@ -778,6 +778,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--downgrade", metavar="REV", help="downgrade to REV instead (base removes everything)")
     s.add_argument("--reapply", action="store_true",
                    help="re-apply sql/idempotent/ even if unchanged (after an extension update, for example)")
+    bm25 = s.add_mutually_exclusive_group()
+    bm25.add_argument("--no-pg-textsearch", dest="pg_textsearch", action="store_false", default=None,
+                      help="a fresh install without pg_textsearch's BM25 index even where the server offers it "
+                           "(lexical ranking by ts_rank, as on most managed PostgreSQL); kept by later upgrades")
+    bm25.add_argument("--pg-textsearch", dest="pg_textsearch", action="store_true",
+                      help="install the BM25 index again after --no-pg-textsearch")
     s.set_defaults(func=cmd_migrate)
 
     s = add("doctor", help="check the server, extensions, schema, indexes and RLS")

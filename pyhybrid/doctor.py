@@ -40,9 +40,15 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     avail = dict(conn.execute("SELECT name, default_version FROM pg_available_extensions "
                               "WHERE name IN ('vector', 'age', 'pg_textsearch')").fetchall())
     installed = dict(conn.execute("SELECT extname, extversion FROM pg_extension").fetchall())
+    # pyhybrid migrate --no-pg-textsearch: an install that goes without the BM25 index by choice
+    no_bm25 = _one(conn, "SELECT to_regclass('hybrid.setting') IS NOT NULL AND EXISTS (SELECT 1 FROM hybrid.setting "
+                         "WHERE key = 'pg_textsearch' AND value = 'off')") is True
     for name, why in (("vector", "required: embeddings and the dense branch"), *OPTIONAL_EXTENSIONS.items()):
         if name in installed:  # what it does, not what happens without it
             yield Finding(f"extension {name}", f"installed {installed[name]} ({why.split(' (without')[0]})")
+        elif name == "pg_textsearch" and no_bm25 and name in avail:
+            yield Finding(f"extension {name}", f"available {avail[name]}, not installed: this install goes without it "
+                                               "(pyhybrid migrate --no-pg-textsearch; --pg-textsearch installs it)")
         elif name in avail:
             yield Finding(f"extension {name}", f"available {avail[name]}, not installed ({why})", True,
                           "pyhybrid migrate")
@@ -58,7 +64,7 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                                    f"{revision or 'unknown'}, embedding dim {_one(conn, 'SELECT hybrid.embedding_dim()')}")
     for idx in ("chunk_embedding_hnsw", "chunk_tsv_gin", "chunk_content_bm25", "chunk_document_idx", "chunk_audit_sample_idx"):
         present = _one(conn, "SELECT to_regclass(%s)", (f"hybrid.{idx}",)) is not None
-        needed = idx != "chunk_content_bm25" or "pg_textsearch" in avail
+        needed = idx != "chunk_content_bm25" or ("pg_textsearch" in avail and not no_bm25)
         # (the setting a bulk load holds the index off by, the call that rebuilds it)
         hold = _BULK_LOAD_HOLDS.get(idx)
         suspended = hold is not None and _one(conn, "SELECT 1 FROM hybrid.setting WHERE key = %s", (hold[0],)) is not None
@@ -68,6 +74,10 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                       else "pyhybrid migrate --reapply" if idx == "chunk_audit_sample_idx" else "pyhybrid migrate")
         if idx == "chunk_embedding_hnsw" and present:
             yield _dense_index_kind(conn)
+    yield Finding("lexical scorer", "BM25 (pg_textsearch's index; ts_rank by name)"
+                  if _one(conn, "SELECT hybrid.bm25_available()") else
+                  "ts_rank (" + ("the install goes without pg_textsearch: migrate --no-pg-textsearch" if no_bm25
+                                 else "pg_textsearch is not installed") + ")")
     audit = _audit_samples(conn)
     if audit is not None:
         yield audit

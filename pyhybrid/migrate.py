@@ -64,12 +64,30 @@ def sql_digest() -> str:
     return h.hexdigest()
 
 
-def _optional_parts(cur: Any) -> list[str]:
-    """Install the optional parts whose extension the server now offers and that are missing."""
+def _textsearch_choice(cur: Any, pg_textsearch: bool | None) -> bool:
+    """Record pg_textsearch=False (setting pg_textsearch 'off': no BM25 index, though the server offers it) or
+    True (forget it); None keeps the recorded choice. Returns whether the BM25 index may be installed."""
+    if pg_textsearch is False:
+        cur.execute("SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL")
+        if cur.fetchone()[0]:
+            raise SchemaError("--no-pg-textsearch: this install has its BM25 index already, and the choice applies "
+                              "to a fresh install (pyhybrid migrate --downgrade base, then migrate --no-pg-textsearch)")
+        cur.execute("INSERT INTO hybrid.setting (key, value) VALUES ('pg_textsearch', 'off') "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+    elif pg_textsearch is True:
+        cur.execute("DELETE FROM hybrid.setting WHERE key = 'pg_textsearch'")
+    cur.execute("SELECT value FROM hybrid.setting WHERE key = 'pg_textsearch'")
+    row = cur.fetchone()
+    return row is None or row[0] != "off"
+
+
+def _optional_parts(cur: Any, pg_textsearch: bool | None = None) -> list[str]:
+    """Install the optional parts whose extension the server now offers and that are missing (not the BM25
+    index where the install chose to go without it: _textsearch_choice)."""
     cur.execute("SELECT name FROM pg_available_extensions WHERE name IN ('age', 'pg_textsearch')")
     available = {r[0] for r in cur.fetchall()}
     added = []
-    if "pg_textsearch" in available:
+    if "pg_textsearch" in available and _textsearch_choice(cur, pg_textsearch):
         # not while a bulk load holds it off (hybrid.suspend_text_indexes): hybrid.resume_text_indexes builds it
         cur.execute("SELECT to_regclass('hybrid.chunk_content_bm25') IS NULL AND NOT EXISTS "
                     "(SELECT 1 FROM hybrid.setting WHERE key = 'text_indexes_suspended')")
@@ -84,7 +102,7 @@ def _optional_parts(cur: Any) -> list[str]:
     return added
 
 
-def finish_upgrade(dbapi_conn: Any, *, force: bool = False) -> list[str]:
+def finish_upgrade(dbapi_conn: Any, *, force: bool = False, pg_textsearch: bool | None = None) -> list[str]:
     """The end of every upgrade, in its transaction: install optional parts the server now offers, then
     re-apply sql/idempotent/ if anything was installed, its digest changed, or force. Returns what it did."""
     from . import __version__
@@ -93,7 +111,7 @@ def finish_upgrade(dbapi_conn: Any, *, force: bool = False) -> list[str]:
     cur.execute("SELECT to_regclass('hybrid.setting') IS NOT NULL")
     if not cur.fetchone()[0]:  # downgraded to base
         return []
-    done = [f"installed {part}" for part in _optional_parts(cur)]
+    done = [f"installed {part}" for part in _optional_parts(cur, pg_textsearch)]
     digest = sql_digest()
     cur.execute("SELECT value FROM hybrid.setting WHERE key = 'sql_digest'")
     row = cur.fetchone()
@@ -156,7 +174,7 @@ def check_dim(dim: int | None, name: str = "dim") -> None:
         raise InvalidParameterError(f"{name} must be {DIM_RULE}, got {dim!r}")
 
 
-def _alembic_config(url: str, dim: int | None, reapply: bool = False) -> Any:
+def _alembic_config(url: str, dim: int | None, reapply: bool = False, pg_textsearch: bool | None = None) -> Any:
     from alembic.config import Config
 
     cfg = Config()
@@ -166,11 +184,12 @@ def _alembic_config(url: str, dim: int | None, reapply: bool = False) -> Any:
     cfg.attributes["embedding_dim"] = dim if dim is None or dim <= 2000 else None
     cfg.attributes["wide_embedding_dim"] = dim if dim is not None and dim > 2000 else None
     cfg.attributes["reapply_idempotent"] = reapply
+    cfg.attributes["pg_textsearch"] = pg_textsearch
     return cfg
 
 
 def upgrade(dsn: str | None = None, *, revision: str = "head", dim: int | None = None,
-            reapply: bool = False) -> None:
+            reapply: bool = False, pg_textsearch: bool | None = None) -> None:
     """Alembic upgrade to revision (default head), in one transaction. dim: embedding dimension for a
     fresh install.
 
@@ -181,13 +200,17 @@ def upgrade(dsn: str | None = None, *, revision: str = "head", dim: int | None =
 
     dim is between 1 and 16,000 (MAX_DIM): up to 2,000 the HNSW index holds the vectors, up to 4,000
     halfvec copies of them, above that binary codes whose candidates are re-ranked by exact cosine.
+
+    pg_textsearch=False installs no BM25 index even where the server offers pg_textsearch (the lexical branch
+    ranks by ts_rank, as on a server without it), and later upgrades keep that; True installs it again; None
+    (default) keeps the install's choice. Refused (SchemaError) on an install that has the index already.
     """
     check_dim(dim)
     from alembic import command
 
     target = resolve_dsn(dsn)
     _drop_unpartitioned_bm25(target)
-    command.upgrade(_alembic_config(sqlalchemy_url(target), dim, reapply), revision)
+    command.upgrade(_alembic_config(sqlalchemy_url(target), dim, reapply, pg_textsearch), revision)
 
 
 # objects outside hybrid.chunk that depend on it or its row type (views, policies and foreign keys of

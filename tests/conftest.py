@@ -136,6 +136,17 @@ def fresh_db(admin_dsn: str, template_db: str) -> Iterator[Db]:
 
 
 @pytest.fixture()
+def empty_db(admin_dsn: str) -> Iterator[str]:
+    """An empty database (nothing migrated), dropped afterwards: its DSN."""
+    name = f"pyh_e_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    yield _with(admin_dsn, dbname=name)
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture()
 def db(admin_dsn: str, template_db: str) -> Iterator[Db]:
     with fresh_db(admin_dsn, template_db) as d:
         yield d

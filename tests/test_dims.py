@@ -226,16 +226,6 @@ def test_doctor_names_the_wide_index_kind_and_reapply_keeps_it(wide: tuple[int, 
     assert [i for i, _ in _dense(dsn, queries[2], 10, 0)] == [i for i, _ in _dense(dsn, queries[2], 10, 0)]
 
 
-@pytest.fixture()
-def empty_db(admin_dsn: str) -> Iterator[str]:
-    name = f"pyh_dims_e_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    yield conninfo.make_conninfo(admin_dsn, dbname=name)
-    with psycopg.connect(admin_dsn, autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def test_the_dimension_must_be_between_1_and_16000_and_is_refused_before_anything_is_written(
         empty_db: str, capsys: pytest.CaptureFixture[str]) -> None:
     for dim in (0, 16001):

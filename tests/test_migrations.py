@@ -44,16 +44,6 @@ def fingerprint(dsn: str) -> dict[str, list[tuple]]:
         return {k: c.execute(q).fetchall() for k, q in FINGERPRINT.items()}  # type: ignore[arg-type]
 
 
-@pytest.fixture()
-def empty_db(admin_dsn: str) -> Iterator[str]:
-    name = f"pyh_m_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    yield conninfo.make_conninfo(admin_dsn, dbname=name)
-    with psycopg.connect(admin_dsn, autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def test_upgrade_downgrade_upgrade_leaves_a_schema_equal_to_a_fresh_install(empty_db: str, template_db: str,
                                                                             admin_dsn: str) -> None:
     migrate.upgrade(empty_db)

@@ -37,6 +37,8 @@ AS $$
          'Partitions of at least this many live chunks get an IVFFlat index of sqrt(2 x rows) lists instead of HNSW where the engine builds their dense index (a bulk load''s rebuild, hybrid.resume_vector_index, hybrid.set_dense_index_kind), where the install''s dense kind is vector; 0: never (hybrid._ivfflat_lists).'),
         ('ivfflat_probes', '20',
          'The lists an IVFFlat partition index searches (4x that where the dense audit proves a list wrong); hybrid.search_dense.'),
+        ('pg_textsearch', NULL,
+         'off where the install goes without pg_textsearch''s BM25 index though the server offers it (pyhybrid migrate --no-pg-textsearch; the lexical branch ranks by ts_rank); absent: the index is installed where the extension is available (migrate --pg-textsearch removes the off).'),
         ('hnsw_dense_rows', '100000',
          'Without hnsw_m and hnsw_ef_construction, partitions of at least this many live chunks get m 24 and ef_construction 128, smaller ones pgvector''s 16 and 64 (hybrid._hnsw_density).')
 $$;

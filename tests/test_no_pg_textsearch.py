@@ -1,0 +1,64 @@
+"""An install without pg_textsearch on a server that offers it (issue 50, part 2): `pyhybrid migrate
+--no-pg-textsearch` installs everything but the BM25 index, later upgrades keep that choice, doctor names the
+lexical scorer, and --pg-textsearch brings the index back. Managed PostgreSQL without the extension behaves so."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pyhybrid import migrate
+from pyhybrid.cli import main
+from pyhybrid.doctor import check
+from pyhybrid.errors import SchemaError
+
+pytestmark = pytest.mark.usefixtures("require_bm25")  # the server must offer it, for the choice to mean anything
+
+
+def _one(dsn: str, sql: str) -> object:
+    with psycopg.connect(dsn) as c:
+        row = c.execute(sql).fetchone()
+    return None if row is None else row[0]
+
+
+def _findings(dsn: str) -> dict[str, tuple[str, bool]]:
+    with psycopg.connect(dsn) as c:
+        return {f.subject: (f.state, f.problem) for f in check(c)}
+
+
+def test_an_install_without_it_keeps_that_choice_and_ranks_lexically_by_ts_rank(empty_db: str) -> None:
+    assert main(["--dsn", empty_db, "migrate", "--no-pg-textsearch"]) == 0
+    assert _one(empty_db, "SELECT hybrid.bm25_available()") is False
+    assert _one(empty_db, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_textsearch'") == 0
+    migrate.upgrade(empty_db, reapply=True)  # a later upgrade keeps the choice
+    assert _one(empty_db, "SELECT hybrid.bm25_available()") is False
+    with psycopg.connect(empty_db, autocommit=True) as c:
+        c.execute("SELECT hybrid.create_tenant('t')")
+        c.execute("SELECT set_config('hybrid.tenant_id', 't', false), set_config('hybrid.acl_labels', '*', false)")
+        c.execute("BEGIN")
+        c.execute("SELECT hybrid.begin_ingest()")
+        c.execute("INSERT INTO pg_temp.hybrid_chunk_stage (chunk_id, document_id, content) VALUES "
+                  "('a', 'd', 'the occlusion alarm sounds'), ('b', 'd', 'battery charge')")
+        c.execute("SELECT * FROM hybrid.finish_ingest('default')")
+        c.execute("COMMIT")
+        report = c.execute("SELECT hybrid.explain_retrieve(query_text => 'occlusion alarm')").fetchone()[0]
+        rows = c.execute("SELECT chunk_id FROM hybrid_retrieve(query_text => 'occlusion alarm')").fetchall()
+    assert rows == [("a",)]
+    assert next(b for b in report["branches"] if b["branch"] == "lexical")["plan"] == "ts_rank over the GIN index"
+    findings = _findings(empty_db)
+    assert findings["lexical scorer"] == ("ts_rank (the install goes without pg_textsearch: migrate --no-pg-textsearch)",
+                                          False)
+    assert findings["index chunk_content_bm25"][1] is False  # not a problem: chosen
+    assert findings["extension pg_textsearch"][1] is False
+    # and back: the index is installed, BM25 ranks
+    migrate.upgrade(empty_db, pg_textsearch=True)
+    assert _one(empty_db, "SELECT hybrid.bm25_available()") is True
+    assert _findings(empty_db)["lexical scorer"][0].startswith("BM25")
+
+
+def test_the_choice_is_refused_on_an_install_that_has_the_index(empty_db: str) -> None:
+    migrate.upgrade(empty_db)
+    assert _one(empty_db, "SELECT hybrid.bm25_available()") is True
+    with pytest.raises(SchemaError, match="--no-pg-textsearch: this install has its BM25 index already"):
+        migrate.upgrade(empty_db, pg_textsearch=False)
+    assert _one(empty_db, "SELECT count(*) FROM hybrid.setting WHERE key = 'pg_textsearch'") == 0  # nothing written
