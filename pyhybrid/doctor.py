@@ -41,8 +41,8 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                               "WHERE name IN ('vector', 'age', 'pg_textsearch')").fetchall())
     installed = dict(conn.execute("SELECT extname, extversion FROM pg_extension").fetchall())
     # pyhybrid migrate --no-pg-textsearch: an install that goes without the BM25 index by choice
-    no_bm25 = _one(conn, "SELECT to_regclass('hybrid.setting') IS NOT NULL AND EXISTS (SELECT 1 FROM hybrid.setting "
-                         "WHERE key = 'pg_textsearch' AND value = 'off')") is True
+    no_bm25 = _one(conn, "SELECT to_regclass('hybrid.setting')") is not None and _one(
+        conn, "SELECT value FROM hybrid.setting WHERE key = 'pg_textsearch'") == "off"
     for name, why in (("vector", "required: embeddings and the dense branch"), *OPTIONAL_EXTENSIONS.items()):
         if name in installed:  # what it does, not what happens without it
             yield Finding(f"extension {name}", f"installed {installed[name]} ({why.split(' (without')[0]})")
