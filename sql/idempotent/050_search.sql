@@ -959,10 +959,8 @@ CREATE OR REPLACE FUNCTION hybrid._fuse_lists(fusion text, rrf_k double precisio
                                               entry_ids text[], entry_vals double precision[])
 RETURNS TABLE (id text, score double precision, ranks integer[], vals double precision[])
 LANGUAGE sql STABLE
--- a few branches' lists (3 x per_source_k rows at most, 90 by default): with the default estimate of 1,000 rows
--- the hydration's planner hashed the tenant's whole partition (bench/FINDINGS.md)
-ROWS 60
-SET search_path = pg_catalog, public, pg_temp
+-- no SET clause: the planner inlines it into its caller's statement (whose search_path is pinned), so that the
+-- columns a caller does not read (hybrid.retrieve: ranks and vals) are not computed
 AS $$
     -- the lists in long form: entry j is entry_ids[j] of list entry_list[j], its raw value entry_vals[j] (a branch's own measure,
     -- or a caller's score where names[list] is NULL); an entry's rank is its place in its list. Each list's

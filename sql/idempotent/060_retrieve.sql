@@ -159,9 +159,6 @@ DECLARE
     v_msg text;
     v_t timestamptz := clock_timestamp();
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM hybrid.branch b WHERE b.name = branch) THEN
-        PERFORM hybrid._no_such('branch', branch);
-    END IF;
     strength := 1;
     info := '{}';
     -- each branch is collected whole or not at all, so a failure leaves nothing half-filled; a floor cuts the
@@ -194,8 +191,10 @@ BEGIN
             INTO ids, vals, hit_seeds
             FROM hybrid._graph_walk(seeds, graph_hops, k, corpus_ids, filter, graph_edge_types) s
             WHERE score_floor IS NULL OR hybrid._branch_score('graph', s.value) >= score_floor;
+        ELSE
+            failed := 'unknown';  -- a name hybrid.branch does not hold: raised below, not caught
         END CASE;
-        IF with_report THEN  -- for hybrid.explain_retrieve: the branch's plan, rows, time and score statistics
+        IF with_report AND failed IS NULL THEN  -- for hybrid.explain_retrieve: the branch's plan, rows, time and score statistics
             report := hybrid._explain_branch(branch, v_t, ids, vals, weight * strength, k,
                                              hybrid._branch_plan(branch, k, corpus_ids, filter, lexical, seeds, graph_hops))
                 || CASE WHEN info ? 'query_terms' THEN jsonb_build_object('given_weight', weight, 'term_coverage',
@@ -213,6 +212,9 @@ BEGIN
         failed := v_state || ': ' || v_msg;
         report := jsonb_build_object('branch', branch, 'failed', failed);
     END;
+    IF failed = 'unknown' THEN
+        PERFORM hybrid._no_such('branch', branch);
+    END IF;
     ids := coalesce(ids, '{}');
     vals := coalesce(vals, '{}');
 END
