@@ -13,10 +13,12 @@ import math
 import os
 import re
 import statistics
+import subprocess
 import sys
 import threading
 import time
 import traceback
+from bisect import bisect_right
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
@@ -145,8 +147,7 @@ class World:
         idx = np.where(rng.random(total) < topic_p, t, g)
         toks = self.vocab[idx]
         ends = np.cumsum(lengths)
-        starts = ends - lengths
-        return [" ".join(toks[s:e]) for s, e in zip(starts, ends)]
+        return [" ".join(toks[s:e]) for s, e in zip(ends - lengths, ends)]
 
 
 @dataclass
@@ -224,15 +225,13 @@ def make_queries(world: World, td: TenantData, n: int, rng: np.random.Generator)
         extra = int(np.searchsorted(world.global_cdf, rng.uniform(world.global_cdf[50], world.global_cdf[5000])))
         words = list(world.vocab[topic]) + [str(world.vocab[extra])]
         rng.shuffle(words)
-        k = min(3, len(td.chunk_ids))
-        seeds = [td.chunk_ids[j] for j in rng.choice(len(td.chunk_ids), size=k, replace=False)]
+        seeds = [td.chunk_ids[j] for j in rng.choice(len(td.chunk_ids), size=min(3, len(td.chunk_ids)), replace=False)]
         out.append(Query(vecs[i], " ".join(words), seeds))
     return out
 
 
 def dsn_for(admin_dsn: str, db: str, user: str = "postgres") -> str:
-    host = admin_dsn.split("host=", 1)[1]
-    return f"postgresql://{user}:@/{db}?host={host}"
+    return f"postgresql://{user}:@/{db}?host={admin_dsn.split('host=', 1)[1]}"
 
 
 def configure_server(data_dir: Path, admin_dsn: str) -> str:
@@ -310,8 +309,7 @@ class MemorySampler(_Sampler):
                 "peak_pss_mb": round(max(self.peak_pss.values(), default=0) / mb, 1),
                 "by_phase_rss_mb": {k: round(v / mb, 1) for k, v in self.peak_rss.items()},
                 "by_phase_pss_mb": {k: round(v / mb, 1) for k, v in self.peak_pss.items()},
-                "sampled_every_s": {"rss": self.interval, "pss": self.pss_interval},
-                "sampler_cpu_s": round(self.cpu_s, 1)}
+                "sampled_every_s": {"rss": self.interval, "pss": self.pss_interval}, "sampler_cpu_s": round(self.cpu_s, 1)}
 
 
 class BuildMonitor(_Sampler):
@@ -368,19 +366,14 @@ class BuildMonitor(_Sampler):
         largest partition's HNSW, the other partitions' HNSW, the rest; and the whole rebuild's."""
         hnsw = {k: v for k, v in self.wall.items() if k.startswith("hnsw ")}
         largest = max(hnsw, key=hnsw.__getitem__, default=None)
-        parts: dict[str, list[str]] = {"gin": ["gin"], "bm25": ["bm25"],
-                                       "hnsw_largest_partition": [largest] if largest else [],
+        parts: dict[str, list[str]] = {"gin": ["gin"], "bm25": ["bm25"], "hnsw_largest_partition": [largest] if largest else [],
                                        "hnsw_other_partitions": [k for k in hnsw if k != largest],
                                        "other": [k for k in self.wall if not k.startswith("hnsw ") and k not in ("gin", "bm25")]}
-        cores = os.cpu_count() or 1
-        out: dict[str, Any] = {}
-        for name, keys in parts.items():
-            wall = sum(self.wall.get(k, 0.0) for k in keys)
-            busy = sum(self.busy.get(k, 0.0) for k in keys)
-            out[name] = {"s": round(wall, 1), "cpu_busy_pct": round(100 * busy / (wall * cores), 1) if wall else None}
+        cores, sums = os.cpu_count() or 1, {name: (sum(self.wall.get(k, 0.0) for k in keys), sum(self.busy.get(k, 0.0) for k in keys))
+                                            for name, keys in parts.items()}
+        out: dict[str, Any] = {name: {"s": round(wall, 1), "cpu_busy_pct": round(100 * busy / (wall * cores), 1) if wall else None}
+                               for name, (wall, busy) in {**sums, "all": (self.total_wall, self.total_busy)}.items()}
         out["hnsw_largest_partition"]["partition"] = largest and largest.removeprefix("hnsw ")
-        out["all"] = {"s": round(self.total_wall, 1),
-                      "cpu_busy_pct": round(100 * self.total_busy / (self.total_wall * cores), 1) if self.total_wall else None}
         out["sampled_every_s"] = self.interval  # a build shorter than that may count toward its neighbour
         out["overlapping"] = "parts' seconds overlap where builds ran at once (build_workers > 1)"
         return out
@@ -398,10 +391,8 @@ def server_info(admin_dsn: str) -> dict[str, Any]:
                                                      "WHERE name = ANY(%s)", (names,)).fetchall())}
 
 
-WRITERS = 1  # --writers
-LOAD_STREAMS = 1  # --load-streams
-BUILD_WORKERS = 2  # --build-workers
-EF_SEARCH: int | None = None  # --ef-search: hybrid.setting hnsw_ef_search for the run (None: the engine's default)
+# main sets them: --writers, --load-streams, --build-workers, --ef-search (hybrid.setting hnsw_ef_search; None: the engine's)
+WRITERS, LOAD_STREAMS, BUILD_WORKERS, EF_SEARCH = 1, 1, 2, None
 
 
 def setup_database(admin_dsn: str, db: str) -> tuple[str, list[float]]:
@@ -451,6 +442,8 @@ FULL OUTER JOIN keyword_search ON semantic_search.chunk_id = keyword_search.chun
 ORDER BY score DESC
 LIMIT 10"""
 SET_TENANT = "SELECT set_config('hybrid.tenant_id', %s, true)"
+AB_SQL = (f"SELECT * FROM hybrid_retrieve(query_embedding => %s::vector, query_text => %s, graph_seeds => %s::text[], top_k => {TOP_K}, "
+          f"rrf_k => {RRF_K}, vector_weight => {WEIGHTS.vector}, keyword_weight => {WEIGHTS.keyword}, graph_weight => {WEIGHTS.graph})")
 NAIVE_KNN_SQL = "SELECT chunk_id FROM hybrid.chunk WHERE NOT superseded ORDER BY embedding <=> %s::vector LIMIT 10"
 
 
@@ -478,8 +471,7 @@ class Runner:
         return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K))
 
     def lexical_bm25_rescored(self, q: Query) -> tuple[float, int]:  # --bm25-ab: the call before merge_bm25
-        return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K),
-                            SET_TENANT + ", set_config('hybrid.bm25_rescore', 'on', true)")
+        return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K), SET_TENANT + ", set_config('hybrid.bm25_rescore', 'on', true)")
 
     def graph(self, q: Query) -> tuple[float, int]:
         return self._branch(GRAPH_SQL, lambda: (q.seeds, PER_SOURCE_K))
@@ -528,8 +520,7 @@ class Runner:
         return time.perf_counter() - t0, len(out)
 
     def pgvector_rrf_cte(self, q: Query) -> tuple[float, int]:
-        return self._branch(PGVECTOR_RRF_SQL,
-                            lambda: {"embedding": vector_literal(q.vector), "query": q.text, "k": RRF_K})
+        return self._branch(PGVECTOR_RRF_SQL, lambda: {"embedding": vector_literal(q.vector), "query": q.text, "k": RRF_K})
 
     def dense_ids(self, q: Query, stmt: str = DENSE_SQL, k: int | None = TOP_K) -> list[str]:
         v = vector_literal(q.vector)
@@ -541,8 +532,7 @@ def exact_top(td: TenantData, q: Query, k: int) -> set[str]:
     return {td.chunk_ids[j] for j in np.argpartition(-(td.vectors @ (q.vector / np.linalg.norm(q.vector))), k - 1)[:k]}
 
 
-def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: list[Query],
-                   bar: tqdm, budget_s: float) -> dict[str, Any]:
+def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: list[Query], bar: tqdm, budget_s: float) -> dict[str, Any]:
     run = Runner(client, td.tenant_id)
     fns: dict[str, Callable[[Query], tuple[float, int]]] = {
         m: getattr(run, m, None) or partial(run.aio, parallel=m == "aio_parallel") for m in METHODS}
@@ -573,9 +563,7 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
     out["_raw_ms"] = {m: [round(x, 3) for x in ms[m]] for m in METHODS}
 
     # dense recall@10 against exact search over the tenant's vectors
-    recalls: list[float] = []
-    naive: list[float] = []
-    naive_rows: list[int] = []
+    recalls, naive, naive_rows = [], [], []  # search_dense's recall, the naive statement's and its rows
     naive_spent, k = 0.0, min(TOP_K, len(td.chunk_ids))
     for q in queries:
         exact = exact_top(td, q, k)
@@ -595,6 +583,58 @@ def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: li
         "naive_hnsw_rows_mean": round(statistics.fmean(naive_rows), 2),
         "naive_hnsw_zero_row_queries": sum(1 for n in naive_rows if n == 0), "naive_hnsw_queries": len(naive),
         "naive_hnsw_ms_mean": round(1000 * naive_spent / max(1, len(naive)), 2)}
+    return out
+
+
+def engine_ab(args: argparse.Namespace, db_dsn: str, app_dsn: str, picks: list[tuple[str, TenantData]], world: World,
+              qrng: np.random.Generator) -> dict[str, Any]:
+    """--engine-ab DIR: hybrid_retrieve of DIR's engine (A) against this checkout's (B), each installed by its own
+    pyhybrid.migrate (the later head first downgraded to the other's) by round, ABBA; a round warms up on --warmup
+    queries a tenant, then times the same --queries, tenants alternating. Every query's rows are compared."""
+    trees = {"A": args.engine_ab.resolve(), "B": Path(migrate.__file__).resolve().parent.parent}
+    def migrate_as(e: str, code: str) -> str:  # engine e's pyhybrid.migrate, in a process of its own run from its tree
+        return subprocess.run([sys.executable, "-c", f"import psycopg; from pyhybrid import migrate; assert migrate.__file__.startswith("
+                               f"{str(trees[e])!r}); dsn = {db_dsn!r}; {code}"], env={**os.environ, "PYTHONPATH": str(trees[e])},
+                              cwd=trees[e], check=True, capture_output=True, text=True).stdout
+    heads = {e: migrate_as(e, "print(migrate.head_revision())").strip() for e in "AB"}
+    def install(e: str, now: str) -> str:  # the later head's migrate takes its revisions off first, then e's installs its own
+        if heads[now] > heads[e]:
+            migrate_as(now, f"migrate.downgrade(dsn, revision={heads[e]!r})")
+        assert migrate_as(e, "migrate.upgrade(dsn); print(migrate.is_current(psycopg.connect(dsn)))").strip() == "True", e
+        return e
+    qs = {label: [(vector_literal(q.vector), q.text, q.seeds) for q in make_queries(world, td, args.warmup + args.queries, qrng)]
+          for label, td in picks}
+    ms: dict[tuple[str, str], list[list[float]]] = {(label, e): [] for label in qs for e in "AB"}
+    rows: dict[tuple[str, int, str], set[Any]] = {(label, i, e): set() for label in qs for i in range(args.queries) for e in "AB"}
+    rounds: list[dict[str, Any]] = []
+    now = "B"  # the engine installed
+    try:
+        for r in range(args.rounds):
+            e, was, t0 = "AB"[(r + 1) // 2 % 2], now, time.perf_counter()  # A B B A A B B A ...
+            now = install(e, now)  # every round: e's upgrade checks the database is at its revision and SQL
+            rounds.append({"engine": e, "switched": e != was, "install_s": round(time.perf_counter() - t0, 1)})
+            for label in qs:
+                ms[(label, e)].append([])
+            with connect(app_dsn) as client:
+                for i in range(-args.warmup, args.queries):
+                    for label, td in picks[:: -1 if i % 2 else 1]:
+                        runner, t0 = Runner(client, td.tenant_id), time.perf_counter()
+                        got = runner._rows(AB_SQL, qs[label][i + args.warmup])
+                        if i >= 0:
+                            ms[(label, e)][-1].append(1000.0 * (time.perf_counter() - t0))
+                            rows[(label, i, e)].add(tuple((x["chunk_id"], x["score"]) for x in got))  # ids and scores
+            rounds[-1].update({f"{label}_p50_ms": round(pct(ms[(label, e)][-1], 50), 3) for label in qs}, loadavg=os.getloadavg(), control_ms=control_ms())
+            print(f"engine_ab round {r}: {rounds[-1]}", file=sys.stderr)
+    finally:
+        install("B", now)
+    out: dict[str, Any] = {"a": str(trees["A"]), "b": str(trees["B"]), "heads": heads, "rounds": rounds, "queries_compared": len(rows) // 2,
+                           "queries_rows_differ": sum(len(rows[k] | rows[(*k[:2], "B")]) > 1 for k in rows if k[2] == "A")}
+    for label in qs:
+        a, b = (dict[str, Any](summarize([x for rnd in ms[(label, e)] for x in rnd]), round_p50_ms=[round(pct(x, 50), 3) for x in ms[(label, e)]],
+                               round_p95_ms=[round(pct(x, 95), 3) for x in ms[(label, e)]]) for e in "AB")
+        out.update({f"{label} A": a, f"{label} B": b, f"{label} B/A": {k: round(b[k] / a[k], 3) for k in ("p50_ms", "p95_ms", "mean_ms")}})
+        # B's median over A's in each pair of rounds (A B, B A, ...), the two beside each other in time
+        out[f"{label} B/A"]["round_pairs_p50"] = [round(y / x, 3) for x, y in zip(a["round_p50_ms"], b["round_p50_ms"])]
     return out
 
 
@@ -670,27 +710,16 @@ def index_kinds(db_dsn: str, app_dsn: str, td: TenantData, queries: list[Query],
 def doc_batches(td: TenantData, batch: int) -> Iterator[tuple[int, int]]:
     """[lo, hi) ranges of about batch chunks that never split a document: ingesting a document
     again supersedes its chunks missing from the new batch, so a split document would lose chunks."""
-    n = len(td.chunk_ids)
-    lo = 0
-    while lo < n:
-        hi = min(lo + batch, n)
-        while lo < hi < n and td.doc_ids[hi] == td.doc_ids[hi - 1]:
-            hi -= 1
-        if hi == lo:  # a document longer than a batch goes in whole
-            hi = min(lo + batch, n)
-            while hi < n and td.doc_ids[hi] == td.doc_ids[hi - 1]:
-                hi += 1
+    n, lo = len(td.doc_ids), 0
+    ends = [0] + [i for i in range(1, n) if td.doc_ids[i] != td.doc_ids[i - 1]] + [n]  # where documents end
+    while lo < n:  # the last end within batch chunks, else (a document longer than a batch goes in whole) the next
+        hi = ends[bisect_right(ends, lo + batch) - 1]
+        hi = hi if hi > lo else ends[bisect_right(ends, lo)]
         yield lo, hi
         lo = hi
 
 
-def batched(xs: list[Any], n: int) -> Iterator[list[Any]]:
-    for i in range(0, len(xs), n):
-        yield xs[i:i + n]
-
-
-def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, bulk: bool, batch: int,
-               mem: MemorySampler) -> dict[str, Any]:
+def ingest_all(client: Any, db_dsn: str, tenants: list[TenantData], size: int, bulk: bool, batch: int, mem: MemorySampler) -> dict[str, Any]:
     """Every tenant's chunks through TenantSession.ingest as the app role, batches cut at document
     boundaries; with bulk, inside HybridClient(admin).bulk_load() (HNSW, GIN, BM25 dropped, rebuilt on exit).
     Returns the load's seconds and CPU use and, with bulk, the rebuild's, by part."""
@@ -767,9 +796,8 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             t_c = time.perf_counter()
             db_dsn, create_ms = setup_database(admin_dsn, db)
             timings["create_tenants_s"] = time.perf_counter() - t_c
-            res["create_tenant"] = {"tenants": len(create_ms), "calls_total_s": round(sum(create_ms) / 1000.0, 3),
-                                    "p50_ms": round(pct(create_ms, 50), 2), "p95_ms": round(pct(create_ms, 95), 2),
-                                    "max_ms": round(max(create_ms), 2), "mean_ms": round(statistics.fmean(create_ms), 2),
+            res["create_tenant"] = {"tenants": len(create_ms), "calls_total_s": round(sum(create_ms) / 1000.0, 3), "p50_ms": round(pct(create_ms, 50), 2),
+                                    "p95_ms": round(pct(create_ms, 95), 2), "max_ms": round(max(create_ms), 2), "mean_ms": round(statistics.fmean(create_ms), 2),
                                     "first_ms": round(create_ms[0], 2), "last_ms": round(create_ms[-1], 2)}
         timings["setup_s"] = time.perf_counter() - t0
         res["versions"] = installed_versions(db_dsn)
@@ -781,9 +809,8 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         edges = {td.tenant_id: make_edges(td, rng) for td in tenants}
         timings["generate_s"] = time.perf_counter() - t0
         chosen = choose_picks(sizes)
-        res["tenants"] = {"count": len(sizes), "smallest_chunks": min(sizes), "sizes": sizes,
-                          "picks": {label: {"tenant_id": tenants[i].tenant_id, "chunks": sizes[i],
-                                            "share": round(sizes[i] / size, 5)} for label, i in chosen}}
+        res["tenants"] = {"count": len(sizes), "smallest_chunks": min(sizes), "sizes": sizes, "picks": {
+            label: {"tenant_id": tenants[i].tenant_id, "chunks": sizes[i], "share": round(sizes[i] / size, 5)} for label, i in chosen}}
         n_edges = sum(len(e) for e in edges.values())
 
         # ingest through the API, as the app role: with every index present (the normal path), or for
@@ -808,7 +835,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 added = submitted = 0
                 with tqdm(total=n_edges, desc=f"{size}: edges", unit="edge", leave=False) as bar:
                     for td in tenants:
-                        for part in batched(edges[td.tenant_id], 3 * args.batch):
+                        for part in (edges[td.tenant_id][i:i + 3 * args.batch] for i in range(0, len(edges[td.tenant_id]), 3 * args.batch)):
                             with client.tenant(td.tenant_id) as t:
                                 added += t.add_edges(part).edges_added
                             submitted += len(part)
@@ -822,11 +849,9 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 "bulk_load": bulk, "hnsw_present_during_load": load["hnsw_present_during_load"],
                 "load_cpu_busy_pct": load["load_cpu_busy_pct"]}
             if bulk:
-                res["ingest"].update(hnsw_present_after_load=load["hnsw_present_after_load"],
-                                     load_only_chunks_per_s=res["ingest"]["chunks_per_s"],
-                                     index_rebuild_s=round(load["index_rebuild_s"], 2),
-                                     load_plus_rebuild_chunks_per_s=round(size / load["bulk_load_total_s"], 1),
-                                     index_builds=load["index_builds"])
+                res["ingest"].update(hnsw_present_after_load=load["hnsw_present_after_load"], load_only_chunks_per_s=res["ingest"]["chunks_per_s"],
+                                     index_rebuild_s=round(load["index_rebuild_s"], 2), index_builds=load["index_builds"],
+                                     load_plus_rebuild_chunks_per_s=round(size / load["bulk_load_total_s"], 1))
 
         mem.phase = "analyze"
         t0 = time.perf_counter()
@@ -834,16 +859,13 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             conn.execute("VACUUM (ANALYZE) hybrid.chunk, hybrid.graph_node")
             conn.execute("ANALYZE")
             # summed over the partition tree: a partitioned table or index has no storage of its own
-            res["storage"] = {k: round(float(v or 0), 1) for k, v in conn.execute("""
+            tree = "(SELECT sum(pg_relation_size(relid)) FROM pg_partition_tree(to_regclass('hybrid.chunk_{}'))) / 1048576.0".format
+            res["storage"] = {k: round(float(v or 0), 1) for k, v in conn.execute(f"""
                 SELECT 'table_mb', (SELECT sum(pg_table_size(relid)) FROM pg_partition_tree('hybrid.chunk')) / 1048576.0
-                UNION ALL SELECT 'hnsw_mb', (SELECT sum(pg_relation_size(relid))
-                    FROM pg_partition_tree(to_regclass('hybrid.chunk_embedding_hnsw'))) / 1048576.0
+                UNION ALL SELECT 'hnsw_mb', {tree('embedding_hnsw')}
                 UNION ALL SELECT 'ivfflat_mb', (SELECT sum(pg_relation_size(i.oid)) FROM pg_class i JOIN pg_am a
                     ON a.oid = i.relam WHERE a.amname = 'ivfflat' AND i.relnamespace = 'hybrid'::regnamespace) / 1048576.0
-                UNION ALL SELECT 'bm25_mb', (SELECT sum(pg_relation_size(relid))
-                    FROM pg_partition_tree(to_regclass('hybrid.chunk_content_bm25'))) / 1048576.0
-                UNION ALL SELECT 'gin_mb', (SELECT sum(pg_relation_size(relid))
-                    FROM pg_partition_tree(to_regclass('hybrid.chunk_tsv_gin'))) / 1048576.0
+                UNION ALL SELECT 'bm25_mb', {tree('content_bm25')} UNION ALL SELECT 'gin_mb', {tree('tsv_gin')}
                 UNION ALL SELECT 'database_mb', pg_database_size(current_database()) / 1048576.0""").fetchall()}
         timings["vacuum_analyze_s"] = time.perf_counter() - t0
         if args.bm25_ab:  # the measured tenants' BM25 indexes in one segment: search_lexical takes the scan's scores
@@ -857,8 +879,10 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         t0 = time.perf_counter()
         picks = [(label, tenants[i]) for label, i in chosen]
         total_steps = sum(args.warmup + 2 * args.queries for _ in picks)
+        if args.engine_ab:
+            res["engine_ab"] = engine_ab(args, db_dsn, app_dsn, picks, world, qrng)
         with connect(app_dsn) as client, tqdm(total=total_steps, desc=f"{size}: queries", unit="q", leave=False) as bar:
-            for label, td in picks:
+            for label, td in ([] if args.engine_ab else picks):  # --engine-ab: hybrid_retrieve alone, above
                 qs = make_queries(world, td, args.queries + args.warmup, qrng)
                 lat[label] = measure_tenant(client, td, qs[args.warmup:], qs[: args.warmup], bar, args.method_budget_s)
                 lat[label].update(tenant_id=td.tenant_id, chunks=len(td.chunk_ids), control_ms_after=control_ms())
@@ -880,10 +904,9 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
         if not args.skip_reindex:
             mem.phase = "reindex"
             with psycopg.connect(db_dsn, autocommit=True) as conn:
-                for name, idx in [("hnsw", "hybrid.chunk_embedding_hnsw"), ("bm25", "hybrid.chunk_content_bm25"),
-                                  ("gin_tsv", "hybrid.chunk_tsv_gin")]:
-                    if bulk:
-                        continue  # just built by bulk_load(): that build is index_rebuild_s
+                # none after a bulk load: bulk_load() just built them (index_rebuild_s)
+                for name, idx in [] if bulk else [("hnsw", "hybrid.chunk_embedding_hnsw"), ("bm25", "hybrid.chunk_content_bm25"),
+                                                  ("gin_tsv", "hybrid.chunk_tsv_gin")]:
                     t0 = time.perf_counter()
                     conn.execute(sql.SQL("REINDEX INDEX {}").format(sql.SQL(idx)))
                     timings[f"reindex_{name}_s"] = time.perf_counter() - t0
@@ -901,11 +924,7 @@ ENGINE_VARIABLES = {
     "v_tenant": "%(tenant)s", "v_acl": "%(acl)s::text[]", "v_all": "%(all)s",
     "v_key": "%(key)s::integer", "_scope_size.tenant_key": "%(key)s::integer",
     "v_types": "NULL::oid[]", "v_front": "%(seeds)s::text[]", "v_pos": "%(pos)s::integer[]", "v_visited": "%(seeds)s::text[]",
-    "d_ids": "%(d)s::text[]", "l_ids": "%(l)s::text[]", "g_ids": "%(g)s::text[]",
-    "d_scores": "%(dv)s::float8[]", "l_scores": "%(lv)s::float8[]", "g_dist": "%(gv)s::integer[]",
-    "vector_weight": "1.0::float8", "keyword_weight": "1.0::float8", "graph_weight": "0.5::float8",
-    "rrf_k": "60::float8", "per_document": "false", "with_graph_context": "false",
-    "fusion": "'convex'::text", "skip": "0", "siblings": "0", "v_kind": "%(kinds)s::text[]", "graph_decay": "0.4::float8",
+    "per_document": "false", "with_graph_context": "false", "skip": "0", "siblings": "0", "v_kind": "%(kinds)s::text[]",
     "ids": "%(f)s::text[]", "drs": "%(fdr)s::integer[]", "lrs": "%(flr)s::integer[]", "grs": "NULL::integer[]",
     "gvs": "NULL::integer[]", **dict.fromkeys(["scores", "dvs", "lvs"], "%(fv)s::float8[]"), "p_key": "%(key)s::integer",
     "p_tenant": "%(tenant)s", "p_acl": "%(acl)s::text[]", "p_all": "%(all)s",
@@ -972,8 +991,7 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
     dense = [s for s in returned("hybrid.search_dense") if "unnest(v_ids" not in s] + [  # the exact path, then the HNSW one
         m[1] for m in re.finditer(r"INTO v_ids, v_ds\s+FROM (\(SELECT c\.chunk_id.*?LIMIT top_k\) s);", source("hybrid.search_dense"), re.S)]
     # the audit of each HNSW list: EXECUTE format('...' '...', v_part) INTO v_miss USING ...
-    audit = re.search(r"EXECUTE format\(((?:'[^']*'\s*)+), v_part\)\s+INTO v_miss\s+USING\s+(.*?);",
-                      source("hybrid.search_dense"), re.S)
+    audit = re.search(r"EXECUTE format\(((?:'[^']*'\s*)+), v_part\)\s+INTO v_miss\s+USING\s+(.*?);", source("hybrid.search_dense"), re.S)
     # and the audit from the sample hybrid.refresh_audit_samples cached: v_miss := EXISTS (...) where it is current
     cached = re.search(r"v_miss := (EXISTS \(.*?\));\s*ELSE", source("hybrid.search_dense"), re.S)
     lexical = returned("hybrid._lexical_hits")  # hybrid.search_lexical wraps it
@@ -1009,8 +1027,7 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
          PGVECTOR_RRF_SQL.replace("%(embedding)s", "%(v)s").replace("%(query)s", "%(t)s").replace("%(k)s", "60"), {})]
 
 
-def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: World, seed: int,
-                   admin_dsn: str) -> str:
+def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: World, seed: int, admin_dsn: str) -> str:
     """EXPLAIN (ANALYZE, BUFFERS) of each branch statement as the app role, for each picked tenant. With admin_dsn
     (the database's superuser), the HNSW statement runs at the ef_search that hybrid._dense_plan gives the tenant,
     and the BM25 statement, which reads the tenant's partition by name, as hybrid_definer, as search_lexical does."""
@@ -1019,29 +1036,23 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
     admin = psycopg.connect(admin_dsn, autocommit=True)
     # the BM25 statement reads the partition by name, which only the engine's definer may, with
     # the caller's tenant rules (hybrid._caller): run it inside a function owned by hybrid_definer
-    admin.execute("DROP SCHEMA IF EXISTS bench_explain CASCADE")
-    admin.execute("CREATE SCHEMA bench_explain")
-    admin.execute("CREATE FUNCTION bench_explain.run(q text) RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER "
-                  "SET search_path = pg_catalog, public, ag_catalog, pg_temp "
-                  "AS $f$ DECLARE r record; BEGIN FOR r IN EXECUTE q LOOP RETURN NEXT r.\"QUERY PLAN\"; END LOOP; "
-                  "END $f$")
-    admin.execute("ALTER FUNCTION bench_explain.run(text) OWNER TO hybrid_definer")
-    admin.execute(sql.SQL("GRANT USAGE ON SCHEMA bench_explain TO {}").format(sql.Identifier(APP_ROLE)))
-    admin.execute(sql.SQL("GRANT EXECUTE ON FUNCTION bench_explain.run(text) TO {}").format(sql.Identifier(APP_ROLE)))
+    admin.execute(sql.SQL("DROP SCHEMA IF EXISTS bench_explain CASCADE; CREATE SCHEMA bench_explain; CREATE FUNCTION "
+                          "bench_explain.run(q text) RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, "
+                          "public, ag_catalog, pg_temp AS $f$ DECLARE r record; BEGIN FOR r IN EXECUTE q LOOP RETURN NEXT r.\"QUERY PLAN\"; "
+                          "END LOOP; END $f$; ALTER FUNCTION bench_explain.run(text) OWNER TO hybrid_definer; GRANT USAGE ON SCHEMA "
+                          "bench_explain TO {r}; GRANT EXECUTE ON FUNCTION bench_explain.run(text) TO {r}").format(r=sql.Identifier(APP_ROLE)))
     with psycopg.connect(app_dsn) as conn:
         for label, td in picks:
             q = make_queries(world, td, 1, rng)[0]
             v = vector_literal(q.vector)
             with conn.transaction():
                 conn.execute(SET_TENANT, (td.tenant_id,))
-                dense_rows = conn.execute("SELECT chunk_id, value FROM hybrid.search_dense(%s::vector, %s)",
-                                          (v, PER_SOURCE_K)).fetchall()
+                dense_rows = conn.execute("SELECT chunk_id, value FROM hybrid.search_dense(%s::vector, %s)", (v, PER_SOURCE_K)).fetchall()
                 d = [r[0] for r in dense_rows]
                 lx = [r[0] for r in conn.execute(LEXICAL_SQL, (q.text, PER_SOURCE_K)).fetchall()]
                 bm25_scores = conn.execute("SELECT current_setting('hybrid.bm25_scores', true)").fetchone()[0]
-                g = [r[0] for r in conn.execute(GRAPH_SQL, (q.seeds, PER_SOURCE_K)).fetchall()]
-                key = conn.execute("SELECT tenant_key FROM hybrid.tenant WHERE tenant_id = %s",
-                                   (td.tenant_id,)).fetchone()[0]
+                conn.execute(GRAPH_SQL, (q.seeds, PER_SOURCE_K)).fetchall()  # the branch run once before its hop's EXPLAIN
+                key = conn.execute("SELECT tenant_key FROM hybrid.tenant WHERE tenant_id = %s", (td.tenant_id,)).fetchone()[0]
                 acl = conn.execute("SELECT hybrid._current_acl(), hybrid._acl_all()").fetchone()
             # search_dense's settings (hybrid.setting, else the defaults of hybrid.setting_keys()): its exact threshold
             # (the larger of exact_threshold and dense_audit_rows), its audit's sample, its breadth and IVFFlat probes
@@ -1057,9 +1068,8 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                 scope = conn.execute("SELECT hybrid._scope_size(%s, NULL, NULL, %s)", (key, threshold)).fetchone()[0]
             params = {"sample": sample, "d10": dense_rows[min(len(dense_rows), 10) - 1][1] if dense_rows else float("inf"),
                       "v": v, "t": q.text, "seeds": q.seeds, "pos": list(range(1, len(q.seeds) + 1)), "ef": str(ef), "probes": probes,
-                      "tenant": td.tenant_id, "key": key, "d": d, "l": lx, "g": g, "acl": list(acl[0]), "all": bool(acl[1]),
-                      "threshold": threshold, "k": PER_SOURCE_K, "dv": [0.0] * len(d), "lv": [0.0] * len(lx),
-                      "gv": [1] * len(g), "kinds": ["chunk"] * len(q.seeds)}
+                      "tenant": td.tenant_id, "key": key, "d": d, "acl": list(acl[0]), "all": bool(acl[1]), "threshold": threshold,
+                      "k": PER_SOURCE_K, "kinds": ["chunk"] * len(q.seeds)}
             f = params["f"] = list(dict.fromkeys(d + lx))  # the fused list hybrid.retrieve's final statement reads
             params.update(fv=[0.0] * len(f), **{k: [x.index(i) + 1 if i in x else None for i in f] for k, x in (("fdr", d), ("flr", lx))})
             out.append(f"#### tenant {td.tenant_id} ({label}, {len(td.chunk_ids):,} chunks; _scope_size({threshold}) = "
@@ -1072,8 +1082,7 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
                     conn.execute(SET_TENANT, (td.tenant_id,))
                     conn.execute("SET LOCAL search_path = pg_catalog, public, ag_catalog, pg_temp")
                     for name, value in gucs.items():
-                        conn.execute("SELECT set_config(%s, %s, true)",
-                                     (name, value % params if "%(" in value else value))
+                        conn.execute("SELECT set_config(%s, %s, true)", (name, value % params if "%(" in value else value))
                     try:
                         with conn.transaction():  # a savepoint: a statement that cannot be bound here fails alone
                             cur = conn.cursor()
@@ -1098,8 +1107,7 @@ def explain_report(app_dsn: str, picks: list[tuple[str, TenantData]], world: Wor
     return "\n".join(out)
 
 
-def write_explain(args: argparse.Namespace, size: int, app_dsn: str, db_dsn: str, picks: list[tuple[str, TenantData]],
-                  world: World) -> Path:
+def write_explain(args: argparse.Namespace, size: int, app_dsn: str, db_dsn: str, picks: list[tuple[str, TenantData]], world: World) -> Path:
     """The EXPLAIN report, beside the result file: <out>_explain.txt (<out>_explain_<size>.txt for several sizes)."""
     stem = f"{args.out.stem}_explain" + ("" if len(args.sizes) == 1 else f"_{size}")
     path = args.out.parent / f"{stem}.txt"
@@ -1119,42 +1127,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/pyhybrid-bench-latency"))
     ap.add_argument("--keep-db", action="store_true", help="keep each size's database (for --resume)")
     ap.add_argument("--skip-reindex", action="store_true")
-    ap.add_argument("--no-explain", dest="explain", action="store_false",
-                    help="do not write the EXPLAIN (ANALYZE, BUFFERS) report of every engine statement")
-    ap.add_argument("--method-budget-s", type=float, default=300.0,
-                    help="stop timing a method for a tenant after this many seconds (n then < --queries)")
+    ap.add_argument("--no-explain", dest="explain", action="store_false", help="do not write the EXPLAIN (ANALYZE, BUFFERS) report of every engine statement")
+    ap.add_argument("--method-budget-s", type=float, default=300.0, help="stop timing a method for a tenant after this many seconds (n then < --queries)")
     ap.add_argument("--resume", type=int, nargs="*", default=[],
                     help="sizes whose complete database a --keep-db run left: migrate it to this checkout and "
                          "measure the queries again (no ingest figures; the database is kept)")
     ap.add_argument("--rebuild", action="store_true", help="--resume: first drop and build the kept database's "
                     "indexes again through bulk_load(build_workers=--build-workers), timed by part (a fresh build)")
-    ap.add_argument("--ef-search", type=int, default=None,
-                    help="set hybrid.setting hnsw_ef_search for the run (default: the engine's breadth rule)")
-    ap.add_argument("--tenants", type=int, default=100,
-                    help="tenants per database (one holds ~50%% of the rows, the rest 1/rank)")
-    ap.add_argument("--picks", type=float, nargs="+", default=[0.5, 0.01],
-                    help="row shares: the tenant nearest each is measured (labelled e.g. 50pct, 1pct, 0.1pct)")
+    ap.add_argument("--ef-search", type=int, default=None, help="set hybrid.setting hnsw_ef_search for the run (default: the engine's breadth rule)")
+    ap.add_argument("--tenants", type=int, default=100, help="tenants per database (one holds ~50%% of the rows, the rest 1/rank)")
+    ap.add_argument("--picks", type=float, nargs="+", default=[0.5, 0.01], help="row shares: the tenant nearest each is measured (labelled e.g. 50pct, 1pct, 0.1pct)")
     ap.add_argument("--parallel", action="store_true", help="also time pyhybrid.aio's read-only one call and parallel=True")
     ap.add_argument("--index-kinds", nargs="+", choices=["vector", "halfvec", "bit", "diskann", "ivfflat"], default=[],
                     help="also compare these dense index kinds (hybrid._dense_kind; diskann and ivfflat beside them) on the "
                          "largest tenant measured (--picks chooses its size), the statement alone, without the audit")
-    ap.add_argument("--ivfflat-probes", type=int, default=None,
-                    help="--index-kinds ivfflat: lists scanned per query (default: the engine's setting ivfflat_probes)")
-    ap.add_argument("--bulk-above", type=int, default=0,
-                    help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
+    ap.add_argument("--ivfflat-probes", type=int, default=None, help="--index-kinds ivfflat: lists scanned per query (default: the engine's setting ivfflat_probes)")
+    ap.add_argument("--bulk-above", type=int, default=0, help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time lexical_bm25 (the "
                     "index scan's scores) against lexical_bm25_rescored (re-scored with <@>), interleaved")
     ap.add_argument("--writers", type=int, default=1, help="ingest_records(writers=N): batches written at once")
     ap.add_argument("--load-streams", type=int, default=1, help="tenants loaded at once (an ingest_records call each)")
-    ap.add_argument("--build-workers", type=int, default=2,
-                    help="bulk_load(build_workers=N): partition indexes built at once after a bulk load")
+    ap.add_argument("--build-workers", type=int, default=2, help="bulk_load(build_workers=N): partition indexes built at once after a bulk load")
+    ap.add_argument("--engine-ab", type=Path, metavar="DIR", help="time hybrid_retrieve of DIR's engine (git archive REV | tar -x "
+                    "-C DIR) against this checkout's, installed alternately by round: --rounds, ABBA (default 8)")
+    ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args(argv)
     args.sizes = args.sizes or args.resume or [100000]  # --resume N alone measures N, not a fresh 100k as well
     global EF_SEARCH, N_TENANTS, PICKS, METHODS, WRITERS, LOAD_STREAMS, BUILD_WORKERS
     METHODS = METHODS[:2] + (["lexical_bm25_rescored"] if args.bm25_ab else []) + METHODS[2:] \
         + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
-    EF_SEARCH, N_TENANTS, PICKS, WRITERS = args.ef_search, args.tenants, list(args.picks), args.writers
-    LOAD_STREAMS, BUILD_WORKERS = args.load_streams, args.build_workers
+    EF_SEARCH, N_TENANTS, PICKS, WRITERS, LOAD_STREAMS, BUILD_WORKERS = (args.ef_search, args.tenants, list(args.picks), args.writers,
+                                                                        args.load_streams, args.build_workers)
     if args.tenants < len(args.picks):
         ap.error("--tenants must be at least the number of --picks")
     if args.rebuild and not args.resume:
@@ -1162,22 +1165,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.queries < 1:
         ap.error("--queries must be >= 1")
 
-    meta = start_meta("latency", argv)
+    meta = start_meta("engine_ab" if args.engine_ab else "latency", argv, "latency")  # engine_ab: a finding, not in RESULTS.md
     admin_dsn = configure_server(args.data_dir, start_embedded(args.data_dir))
-    report: dict[str, Any] = {
-        "server": server_info(admin_dsn),
-        "config": {"queries": args.queries, "warmup": args.warmup, "batch": args.batch, "writers": args.writers, "load_streams": args.load_streams, "build_workers": args.build_workers, "seed": args.seed,
-                   "per_source_k": PER_SOURCE_K, "top_k": TOP_K, "weights": [WEIGHTS.vector, WEIGHTS.keyword, WEIGHTS.graph],
-                   "rrf_k": RRF_K, "tenants": N_TENANTS, "picks": PICKS, "dim": DIM, "clusters": N_CLUSTERS, "vocab": VOCAB},
-        "runs": []}
+    report: dict[str, Any] = {"server": server_info(admin_dsn), "config": {
+        "queries": args.queries, "warmup": args.warmup, "batch": args.batch, "writers": args.writers, "load_streams": args.load_streams, "build_workers": args.build_workers, "seed": args.seed,
+        "per_source_k": PER_SOURCE_K, "top_k": TOP_K, "weights": [WEIGHTS.vector, WEIGHTS.keyword, WEIGHTS.graph],
+        "rrf_k": RRF_K, "tenants": N_TENANTS, "picks": PICKS, "dim": DIM, "clusters": N_CLUSTERS, "vocab": VOCAB}, "runs": []}
     for size in sorted(args.sizes):
         t_size = time.perf_counter()
         try:
             res = run_size(args, admin_dsn, size)
         except Exception as exc:  # record it; the sizes already measured stay in the report
             traceback.print_exc()
-            report.setdefault("failed", []).append({"size": size, "error": f"{type(exc).__name__}: {exc}",
-                                                    "elapsed_s": round(time.perf_counter() - t_size, 1)})
+            report.setdefault("failed", []).append({"size": size, "error": f"{type(exc).__name__}: {exc}", "elapsed_s": round(time.perf_counter() - t_size, 1)})
             continue
         report["runs"].append(res)
         write_result(args.out, meta, report)
