@@ -206,3 +206,27 @@ def test_the_cli_flag_gives_the_query_vector_and_names_itself_on_bad_json() -> N
     assert RetrieveQuery(query_text="pump", **extra).query_sparse == "{8:0.5,102:1.0}/1000000000"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["search", "pump", "--sparse-json", "{101: 1}"])
+
+
+def test_a_small_scope_is_searched_exactly_and_a_larger_one_through_the_index(db: Db, api: Api) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    docs = {f"s{i:02d}": {int(t): float(w) for t, w in zip(rng.choice(50, 8, replace=False), rng.random(8))}
+            for i in range(60)}
+    api.ingest("acme", [Chunk(chunk_id=k, document_id=k, content="x", sparse_embedding=v) for k, v in docs.items()])
+    query = {int(t): 1.0 for t in range(0, 50, 3)}
+    exact = sorted(docs, key=lambda k: (-_dot(query, docs[k]), k))[:10]
+
+    def plan() -> str:
+        report = api.call("acme", "explain_retrieve", query_sparse=query)
+        return next(b for b in report["branches"] if b["branch"] == "sparse")["plan"]
+
+    assert plan() == "inner product, exact scan"  # 60 chunks: the dense branch's rule says exact
+    assert [r.chunk_id for r in api.retrieve("acme", query_sparse=query)] == exact
+    with psycopg.connect(db.dsn(), autocommit=True) as c:  # every scope above the threshold now
+        c.execute("INSERT INTO hybrid.setting (key, value) VALUES ('exact_threshold', '0'), ('dense_audit_rows', '0') "
+                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+        c.execute("ANALYZE hybrid.chunk")
+    assert plan().startswith("inner product, HNSW sparsevec_ip_ops index, ef_search ")
+    assert [r.chunk_id for r in api.retrieve("acme", query_sparse=query)] == exact  # 60 vectors: the graph finds all

@@ -469,22 +469,29 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'
 SET hnsw.ef_search = 100
+SET enable_indexscan = on  -- turned off for the exact scan, restored at exit
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
 AS $$
 DECLARE
     -- explicit tenant and ACL predicates repeat RLS, as in hybrid.search_dense
     v_tenant text; v_key integer; v_acl text[]; v_all boolean;
     v_query sparsevec := hybrid._sparse(query_sparse::text);
+    v_ef integer;
 BEGIN
     SELECT * INTO v_tenant, v_key, v_acl, v_all FROM hybrid._scope();  -- the caller's tenant and labels
     PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
     IF v_tenant IS NULL OR v_key IS NULL OR query_sparse IS NULL THEN
         RETURN;
     END IF;
-    PERFORM set_config('hnsw.ef_search', greatest(100, least(1000, 2 * top_k))::text, true);
-    -- the partition's HNSW index by inner product (iterative scans, so that the ACL, corpus and filter predicates
-    -- do not shorten the list) or, where the planner prefers it on a small partition, an exact top-N sort; a hit
-    -- shares a token with the query (inner product above 0)
+    -- the dense branch's rule (hybrid._dense_plan): an exact scan up to its threshold of chunks in scope, else the
+    -- partition's HNSW index by inner product at its breadth, with iterative scans (so that the ACL, corpus and
+    -- filter predicates do not shorten the list); a hit shares a token with the query (inner product above 0)
+    v_ef := hybrid._dense_plan(v_key, corpus_ids, filter, NULL, top_k);
+    IF v_ef = 0 THEN
+        PERFORM set_config('enable_indexscan', 'off', true);
+    ELSE
+        PERFORM set_config('hnsw.ef_search', v_ef::text, true);
+    END IF;
     RETURN QUERY
     SELECT s.chunk_id, (row_number() OVER (ORDER BY s.v DESC, s.chunk_id))::integer, s.v
     FROM (SELECT c.chunk_id, -(c.sparse_embedding <#> v_query) AS v
@@ -500,7 +507,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.search_sparse(sparsevec, integer, text[], jsonb) IS
-'Learned-sparse branch: the caller''s top_k live chunks by the inner product of their sparse_embedding with query_sparse (rank 1 = largest; value = the inner product; only chunks sharing a non-zero index with the query, inner product above 0). Both vectors are compared at one dimension (hybrid._sparse). Reads the tenant''s partition alone, through its HNSW sparsevec_ip_ops index with iterative scans (ef_search greatest(100, 2 x top_k), at most 1000) or an exact scan where the planner prefers it.';
+'Learned-sparse branch: the caller''s top_k live chunks by the inner product of their sparse_embedding with query_sparse (rank 1 = largest; value = the inner product; only chunks sharing a non-zero index with the query, inner product above 0). Both vectors are compared at one dimension (hybrid._sparse). Reads the tenant''s partition alone: exactly where the dense branch''s rule (hybrid._dense_plan) searches exactly, else through its HNSW sparsevec_ip_ops index with iterative scans at the breadth that rule gives.';
 
 -- hybrid._or_tsquery: user text as an OR tsquery that never raises
 CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery

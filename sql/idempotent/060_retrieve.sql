@@ -249,7 +249,9 @@ BEGIN
                                 coalesce(nullif(current_setting('hybrid.bm25_scores', true), ''), 'index scan'))
                     ELSE 'ts_rank over the GIN index (the BM25 index is stale)' END;
     WHEN 'sparse' THEN
-        RETURN 'inner product over the partition''s sparse vectors (HNSW sparsevec_ip_ops index, iterative scan, or an exact scan)';
+        p := hybrid._dense_plan(v_key, corpus_ids, filter, NULL, k);
+        RETURN CASE WHEN p = 0 THEN 'inner product, exact scan'
+                    ELSE format('inner product, HNSW sparsevec_ip_ops index, ef_search %s', p) END;
     WHEN 'graph' THEN
         RETURN format('%s hop(s) from %s seed(s)', graph_hops, cardinality(seeds));
     END CASE;
