@@ -27,7 +27,8 @@ class SourceFailedWarning(UserWarning):
 
 class LexicalFallbackWarning(UserWarning):
     """The lexical branch ranked by ts_rank because BM25 could not be trusted (a stale index that could
-    not be rebuilt in a read-only transaction, or a hot standby)."""
+    not be rebuilt in a read-only transaction, or a hot standby). Servers before 0.4 only: since 0.4 the exact SQL
+    scorer answers BM25 there, from the tenant's statistics."""
 
 
 class AbstainedWarning(UserWarning):

@@ -74,10 +74,11 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                       else "pyhybrid migrate --reapply" if idx == "chunk_audit_sample_idx" else "pyhybrid migrate")
         if idx == "chunk_embedding_hnsw" and present:
             yield _dense_index_kind(conn)
-    yield Finding("lexical scorer", "BM25 (pg_textsearch's index; ts_rank by name)"
+    yield Finding("lexical scorer", "BM25 by pg_textsearch's index (the SQL scorer where it is stale; ts_rank by name)"
                   if _one(conn, "SELECT hybrid.bm25_available()") else
-                  "ts_rank (" + ("the install goes without pg_textsearch: migrate --no-pg-textsearch" if no_bm25
-                                 else "pg_textsearch is not installed") + ")")
+                  "BM25 by the SQL scorer over each tenant's statistics ("
+                  + ("the install goes without pg_textsearch: migrate --no-pg-textsearch" if no_bm25
+                     else "pg_textsearch is not installed") + ")")
     audit = _audit_samples(conn)
     if audit is not None:
         yield audit

@@ -356,7 +356,7 @@ def _bm25_status(results: Result, demo: Demo) -> None:
 @check("replica")
 def _replica(res: Result, demo: Demo) -> None:
     assert ast.literal_eval(res[1].strip())[0] == "acme:NOTE-1#0"
-    assert "LexicalFallbackWarning" in res[2]  # BM25 on a standby: ts_rank, with the warning the text names
+    assert "LexicalFallbackWarning" not in res[2]  # BM25 on a standby: the SQL scorer, exact, no warning
 
 
 # blocks that write to the demo's data run on a demo of their own

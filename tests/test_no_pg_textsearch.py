@@ -1,6 +1,7 @@
 """An install without pg_textsearch on a server that offers it (issue 50, part 2): `pyhybrid migrate
 --no-pg-textsearch` installs everything but the BM25 index, later upgrades keep that choice, doctor names the
-lexical scorer, and --pg-textsearch brings the index back. Managed PostgreSQL without the extension behaves so."""
+lexical scorer, BM25 ranks by the SQL scorer over the tenant's statistics, and --pg-textsearch brings the index
+back. Managed PostgreSQL without the extension behaves so."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _findings(dsn: str) -> dict[str, tuple[str, bool]]:
         return {f.subject: (f.state, f.problem) for f in check(c)}
 
 
-def test_an_install_without_it_keeps_that_choice_and_ranks_lexically_by_ts_rank(empty_db: str) -> None:
+def test_an_install_without_it_keeps_that_choice_and_ranks_by_bm25_from_its_own_statistics(empty_db: str) -> None:
     assert main(["--dsn", empty_db, "migrate", "--no-pg-textsearch"]) == 0
     assert _one(empty_db, "SELECT hybrid.bm25_available()") is False
     assert _one(empty_db, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_textsearch'") == 0
@@ -44,16 +45,17 @@ def test_an_install_without_it_keeps_that_choice_and_ranks_lexically_by_ts_rank(
         report = c.execute("SELECT hybrid.explain_retrieve(query_text => 'occlusion alarm')").fetchone()[0]
         rows = c.execute("SELECT chunk_id FROM hybrid_retrieve(query_text => 'occlusion alarm')").fetchall()
     assert rows == [("a",)]
-    assert next(b for b in report["branches"] if b["branch"] == "lexical")["plan"] == "ts_rank over the GIN index"
+    assert next(b for b in report["branches"] if b["branch"] == "lexical")["plan"] == (
+        "BM25 by the SQL scorer over the GIN index (the tenant's statistics; the install goes without pg_textsearch)")
     findings = _findings(empty_db)
-    assert findings["lexical scorer"] == ("ts_rank (the install goes without pg_textsearch: migrate --no-pg-textsearch)",
-                                          False)
+    assert findings["lexical scorer"] == ("BM25 by the SQL scorer over each tenant's statistics (the install goes "
+                                          "without pg_textsearch: migrate --no-pg-textsearch)", False)
     assert findings["index chunk_content_bm25"][1] is False  # not a problem: chosen
     assert findings["extension pg_textsearch"][1] is False
     # and back: the index is installed, BM25 ranks
     migrate.upgrade(empty_db, pg_textsearch=True)
     assert _one(empty_db, "SELECT hybrid.bm25_available()") is True
-    assert _findings(empty_db)["lexical scorer"][0].startswith("BM25")
+    assert _findings(empty_db)["lexical scorer"][0].startswith("BM25 by pg_textsearch's index")
 
 
 def test_the_choice_is_refused_on_an_install_that_has_the_index(empty_db: str) -> None:

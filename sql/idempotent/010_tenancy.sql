@@ -335,6 +335,8 @@ BEGIN
     END IF;
     WITH x AS (DELETE FROM hybrid.corpus c WHERE c.tenant_id = drop_tenant.tenant_id RETURNING 1)
     SELECT count(*) INTO v_corpora FROM x;
+    -- its BM25 statistics (its row of hybrid.bm25_tenant_stats goes with the tenant's)
+    DELETE FROM hybrid.bm25_term_stats s WHERE s.tenant_key = hybrid._tenant_key(drop_tenant.tenant_id);
     DELETE FROM hybrid.tenant t WHERE t.tenant_id = drop_tenant.tenant_id;
     IF v_part IS NOT NULL THEN
         -- last: dropping a BM25 index frees pg_textsearch's shared state at once, even if the

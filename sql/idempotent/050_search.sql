@@ -552,82 +552,116 @@ COMMENT ON FUNCTION hybrid._terms_held(tsvector, text[]) IS
 'How many of terms (a query''s distinct lexemes) the chunk whose stored tsv (to_tsvector(''english'', content)) this is holds: its lexemes less those left once terms are deleted. The term coverage of hybrid.retrieve and hybrid.lexical_strength counts with it.';
 REVOKE ALL ON FUNCTION hybrid._terms_held(tsvector, text[]) FROM PUBLIC;
 
--- hybrid._lexical_hits: the lexical branch (BM25 or ts_rank), with the terms its three best hits hold
-CREATE OR REPLACE FUNCTION hybrid._lexical_hits(
-    query_text text, top_k integer, corpus_ids text[], filter jsonb, lexical text, terms text[])
+-- hybrid._bm25_scorer: which scorer answers lexical => 'bm25' for a tenant, and why
+CREATE OR REPLACE FUNCTION hybrid._bm25_scorer(tenant_key integer, OUT index_name text, OUT reason text)
+-- Volatile: the first BM25 search after a restart may rebuild the index (hybrid._bm25_ready)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- pg_textsearch's index where it is there and can be trusted, else the exact SQL scorer over the tenant's
+    -- statistics (hybrid._bm25_sql_hits): the same scores, slower on large tenants
+    IF coalesce(current_setting('hybrid.bm25_scorer', true), '') = 'sql' THEN
+        reason := 'SET hybrid.bm25_scorer = sql';
+    ELSIF NOT hybrid.bm25_available() THEN
+        reason := CASE WHEN EXISTS (SELECT 1 FROM hybrid.setting s WHERE s.key = 'text_indexes_suspended')
+                       THEN 'the BM25 index is suspended for a bulk load'
+                       WHEN EXISTS (SELECT 1 FROM hybrid.setting s WHERE s.key = 'pg_textsearch' AND s.value = 'off')
+                       THEN 'the install goes without pg_textsearch'
+                       ELSE 'pg_textsearch is not installed' END;
+    ELSE
+        index_name := hybrid._bm25_partition_index(tenant_key);
+        IF index_name IS NULL THEN
+            reason := 'the tenant''s partition has no BM25 index';
+        -- pg_textsearch 1.0 loses its statistics at a server restart and does not keep a hot standby current
+        -- (sql/idempotent/048_bm25_health.sql): never answer from a stale index
+        ELSIF NOT hybrid._bm25_ready(index_name::regclass) THEN
+            reason := 'the BM25 index is stale (a server restart or a hot standby) and cannot be rebuilt here';
+        END IF;
+    END IF;
+    IF reason IS NOT NULL THEN
+        index_name := NULL;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_scorer(integer) IS
+'Which scorer answers lexical => ''bm25'' for a tenant key: index_name, the partition''s pg_textsearch index where it is installed, present and current (rebuilt here first after a restart where it can be); else reason, why the exact SQL scorer over the tenant''s statistics answers (hybrid._bm25_sql_hits). SET hybrid.bm25_scorer = sql forces the SQL scorer.';
+REVOKE ALL ON FUNCTION hybrid._bm25_scorer(integer) FROM PUBLIC;
+
+-- hybrid._bm25_sql_hits: BM25 from the tenant's statistics in plain SQL, as pg_textsearch scores
+CREATE OR REPLACE FUNCTION hybrid._bm25_sql_hits(tenant_key integer, tenant text, acl text[], acl_all boolean,
+    query_text text, top_k integer, corpus_ids text[], filter jsonb, terms text[])
 RETURNS TABLE (chunk_id text, rank integer, value double precision, terms_held integer)
--- invoker rights: only hybrid.search_lexical and hybrid.retrieve (both run as hybrid_definer) call it.
--- Volatile: the first BM25 search after a restart may rebuild the index
+-- invoker rights: hybrid._lexical_hits calls it, as hybrid_definer
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- tenant_key a constant: the tenant's partition alone is planned
+AS $$
+DECLARE
+    v_n double precision; v_avgdl double precision;
+    v_lexemes text[]; v_idf double precision[]; v_qf double precision[];
+    v_query tsquery;
+BEGIN
+    -- pg_textsearch's standalone <@> to the bit (docs/searching.md#bm25-on-any-postgresql): idf, avgdl and each
+    -- term's score rounded to float4 as its C code does, k1 1.2 and b 0.75 as float4, the length quantized
+    -- (hybrid._bm25_fieldnorm), the query's lexemes by the same to_tsvector, a repeated one weighted by its count
+    SELECT s.n_docs, (s.total_len::double precision / s.n_docs)::real::double precision INTO v_n, v_avgdl
+    FROM hybrid.bm25_tenant_stats s WHERE s.tenant_key = _bm25_sql_hits.tenant_key AND s.n_docs > 0 AND s.total_len > 0;
+    IF v_n IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(q.lexeme ORDER BY q.lexeme),
+           array_agg(ln(1.0::double precision + (v_n - d.df + 0.5) / (d.df + 0.5))::real::double precision ORDER BY q.lexeme),
+           array_agg(q.qf ORDER BY q.lexeme)
+    INTO v_lexemes, v_idf, v_qf
+    FROM (SELECT u.lexeme COLLATE "C" AS lexeme, coalesce(cardinality(u.positions), 1)::double precision AS qf
+          FROM unnest(to_tsvector('english'::regconfig, query_text)) u) q
+    JOIN hybrid.bm25_term_stats d ON d.tenant_key = _bm25_sql_hits.tenant_key AND d.lexeme = q.lexeme AND d.df > 0;
+    IF v_lexemes IS NULL THEN
+        RETURN;
+    END IF;
+    v_query := hybrid._lexeme_tsquery(v_lexemes);
+    -- every chunk holding a query lexeme (the GIN index) is scored: its matching lexemes (setweight marks them,
+    -- ts_filter keeps them) and its length (hybrid._matched_tsv_length)
+    RETURN QUERY
+    SELECT r.chunk_id, r.rank, r.score,
+           CASE WHEN terms IS NOT NULL AND r.rank <= 3 THEN hybrid._terms_held(r.tsv, terms) END
+    FROM (SELECT s.chunk_id, s.score, s.tsv, (row_number() OVER (ORDER BY s.score DESC, s.chunk_id))::integer AS rank
+          FROM (SELECT c.chunk_id, c.tsv,
+                       (SELECT sum((v_idf[i] * ((tf * (1.2::real::double precision + 1))
+                                    / (tf + 1.2::real::double precision * (1 - 0.75::real::double precision
+                                          + 0.75::real::double precision * (l.dl / v_avgdl)))) * v_qf[i])::real::double precision)
+                        FROM (SELECT array_position(v_lexemes, u.lexeme) AS i,
+                                     coalesce(cardinality(u.positions), 1)::double precision AS tf
+                              FROM unnest(ts_filter(setweight(c.tsv, 'A', v_lexemes), '{a}')) u) m) AS score
+                FROM hybrid.chunk c
+                CROSS JOIN LATERAL (SELECT hybrid._bm25_fieldnorm(hybrid._matched_tsv_length(c.tsv, v_query))::double precision AS dl) l
+                WHERE c.tenant_key = _bm25_sql_hits.tenant_key
+                  AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, tenant, acl, acl_all)
+                  AND c.tsv @@ v_query
+                  AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+                  AND (filter IS NULL OR c.metadata @> filter)
+                ORDER BY 3 DESC, 1
+                LIMIT top_k) s) r
+    ORDER BY r.rank;
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[]) IS
+'The lexical branch''s BM25 by the exact SQL scorer: the caller''s top_k live chunks of a tenant key by pg_textsearch''s BM25 (k1 1.2, b 0.75, its quantized lengths and float4 roundings) computed from the tenant''s statistics (hybrid.bm25_tenant_stats, hybrid.bm25_term_stats), each with terms_held as hybrid._lexical_hits gives it.';
+REVOKE ALL ON FUNCTION hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[]) FROM PUBLIC;
+
+-- hybrid._bm25_index_hits: BM25 through the partition's pg_textsearch index
+CREATE OR REPLACE FUNCTION hybrid._bm25_index_hits(tenant_key integer, tenant text, acl text[], acl_all boolean,
+    query_text text, top_k integer, corpus_ids text[], filter jsonb, terms text[], index_name text)
+RETURNS TABLE (chunk_id text, rank integer, value double precision, terms_held integer)
+-- invoker rights: hybrid._lexical_hits calls it, as hybrid_definer
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 SET enable_sort = off  -- keeps the planner on the BM25 index's ordered scan (see below)
-SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
 AS $$
 DECLARE
-    v_tenant text; v_key integer;
-    v_part regclass;
-    v_index text;
-    v_acl text[] := hybrid._current_acl();
-    v_all boolean := hybrid._acl_all();
-    v_bm25 boolean := hybrid.bm25_available();
-    v_method text := coalesce(lexical, CASE WHEN v_bm25 THEN 'bm25' ELSE 'ts_rank' END);
-    v_query tsquery;
     v_scan boolean;
 BEGIN
-    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
-    IF v_method NOT IN ('bm25', 'ts_rank') THEN
-        RAISE EXCEPTION 'lexical must be ''bm25'' or ''ts_rank'', got %', hybrid._shown(v_method) USING ERRCODE = '22023';
-    END IF;
-    PERFORM hybrid._check_text('query_text', query_text, 20000);
-    PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
-    IF v_tenant IS NULL OR v_key IS NULL OR query_text IS NULL OR btrim(query_text) = '' THEN
-        RETURN;
-    END IF;
-    -- pg_textsearch 1.0 loses its statistics at a server restart (sql/idempotent/048_bm25_health.sql):
-    -- never answer from a stale index
-    IF v_method = 'bm25' AND v_bm25 THEN
-        v_index := hybrid._bm25_partition_index(v_key);
-    END IF;
-    IF v_method = 'bm25' AND v_index IS NOT NULL AND NOT hybrid._bm25_ready(v_index::regclass) THEN
-        IF lexical IS NOT NULL THEN
-            RAISE EXCEPTION 'lexical => ''bm25'': the BM25 index is stale (lost at a server restart, or on a hot standby, which pg_textsearch 1.0 does not keep current) and cannot be rebuilt here (read-only transaction or standby)'
-                USING ERRCODE = '55000',
-                      HINT = 'Run SELECT * FROM hybrid.heal_bm25() as the schema owner (or pyhybrid doctor --heal), or use lexical => ''ts_rank''.';
-        END IF;
-        RAISE WARNING 'hybrid.search_lexical: the BM25 index is stale (lost at a server restart, or on a hot standby, which pg_textsearch 1.0 does not keep current) and cannot be rebuilt here (read-only transaction or standby); ranking by ts_rank instead'
-            USING HINT = 'Run SELECT * FROM hybrid.heal_bm25() as the schema owner, or pyhybrid doctor --heal.';
-        v_method := 'ts_rank';
-    END IF;
-    IF v_method = 'ts_rank' THEN
-        v_query := hybrid._or_tsquery(query_text);
-        IF numnode(v_query) = 0 THEN
-            RETURN;
-        END IF;
-        RETURN QUERY
-        SELECT s.chunk_id, (row_number() OVER w)::integer, s.r,
-               CASE WHEN terms IS NOT NULL AND row_number() OVER w <= 3 THEN hybrid._terms_held(s.tsv, terms) END
-        FROM (SELECT c.chunk_id, ts_rank(c.tsv, v_query)::double precision AS r, c.tsv
-              FROM hybrid.chunk c
-              WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
-                AND c.tsv @@ v_query
-                AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
-                AND (filter IS NULL OR c.metadata @> filter)
-              ORDER BY 2 DESC, 1
-              LIMIT top_k) s
-        WINDOW w AS (ORDER BY s.r DESC, s.chunk_id)
-        ORDER BY s.r DESC, s.chunk_id;
-        RETURN;
-    END IF;
-
-    IF NOT v_bm25 AND EXISTS (SELECT 1 FROM hybrid.setting s WHERE s.key = 'text_indexes_suspended') THEN
-        RAISE EXCEPTION 'lexical => ''bm25'': the BM25 index is suspended for a bulk load (hybrid.suspend_text_indexes)'
-            USING ERRCODE = '55000',
-                  HINT = 'Use lexical => ''ts_rank'' meanwhile, or, the load done, SELECT hybrid.resume_text_indexes() as the schema owner.';
-    END IF;
-    IF NOT v_bm25 THEN
-        RAISE EXCEPTION 'lexical => ''bm25'' needs the pg_textsearch extension, which is not installed'
-            USING ERRCODE = '0A000', HINT = 'Use lexical => ''ts_rank'', or install pg_textsearch and run pyhybrid migrate.';
-    END IF;
     -- Always the BM25 index's ordered scan of the tenant's partition, by name, through the partition's own index,
     -- whose statistics are the tenant's alone (through the parent, pg_textsearch 1.0 scores every partition's rows
     -- against one partition's index); it keeps scanning past rows the tenant, ACL or filter drop. Before 1.3.1 a
@@ -635,18 +669,13 @@ BEGIN
     -- index is known to have one segment and no write since (hybrid._bm25_scan_exact), a few extra rows are fetched and
     -- re-scored with <@>, as is a query of one word repeated, which 1.0's scan scores as if written once.
     -- hybrid.bm25_scores says which for the transaction. Scores are negative (lower is better); 0: no term matched.
-    v_part := hybrid._chunk_partition(v_key);
-    IF v_index IS NULL THEN
-        RAISE EXCEPTION 'the tenant''s partition has no BM25 index' USING ERRCODE = '55000',
-            HINT = 'Run pyhybrid migrate --reapply as the schema owner.';
-    END IF;
     -- SET hybrid.bm25_rescore = on forces the re-score (bench/latency.py --bm25-ab compares the two)
     v_scan := coalesce(current_setting('hybrid.bm25_rescore', true), '') <> 'on'
-        AND hybrid._bm25_scan_exact(v_index::regclass) AND NOT coalesce(
+        AND hybrid._bm25_scan_exact(index_name::regclass) AND NOT coalesce(
         (SELECT count(*) = 1 AND sum(cardinality(t.positions)) > 1
          FROM unnest(to_tsvector((SELECT substring(o FROM '^text_config=(.*)$')::regconfig
                                   FROM pg_class k, unnest(k.reloptions) o
-                                  WHERE k.oid = v_index::regclass AND o LIKE 'text_config=%'), query_text)) t), true);
+                                  WHERE k.oid = index_name::regclass AND o LIKE 'text_config=%'), query_text)) t), true);
     PERFORM set_config('hybrid.bm25_scores', CASE WHEN v_scan THEN 'index scan' ELSE 're-scored' END, true);
     -- the terms a hit holds (hybrid.retrieve's term coverage: hybrid._terms_held), read by the primary key for the
     -- three best hits only, in this statement (bench/FINDINGS.md#the-one-calls-own-statements-fewer-and-flatter-engine_ab)
@@ -669,12 +698,75 @@ BEGIN
           ORDER BY 2 DESC, 1
           LIMIT $7) s) r
     ORDER BY r.rank
-    $sql$, CASE WHEN v_scan THEN 'bm25_get_current_score()' ELSE format('(c.content <@> to_bm25query($1, %L))', v_index) END,
-           v_part, v_index) USING query_text, v_tenant, v_acl, v_all, corpus_ids, filter, top_k, terms;
+    $sql$, CASE WHEN v_scan THEN 'bm25_get_current_score()' ELSE format('(c.content <@> to_bm25query($1, %L))', index_name) END,
+           hybrid._chunk_partition(tenant_key), index_name)
+    USING query_text, tenant, acl, acl_all, corpus_ids, filter, top_k, terms;
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_index_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[], text) IS
+'The lexical branch''s BM25 through pg_textsearch: the caller''s top_k live chunks of a tenant key by the ordered scan of index_name, its partition''s BM25 index (re-scored where pg_textsearch 1.0 could get a score wrong), each with terms_held as hybrid._lexical_hits gives it.';
+REVOKE ALL ON FUNCTION hybrid._bm25_index_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[], text) FROM PUBLIC;
+
+-- hybrid._lexical_hits: the lexical branch (BM25 or ts_rank), with the terms its three best hits hold
+CREATE OR REPLACE FUNCTION hybrid._lexical_hits(
+    query_text text, top_k integer, corpus_ids text[], filter jsonb, lexical text, terms text[])
+RETURNS TABLE (chunk_id text, rank integer, value double precision, terms_held integer)
+-- invoker rights: only hybrid.search_lexical and hybrid.retrieve (both run as hybrid_definer) call it.
+-- Volatile: the first BM25 search after a restart may rebuild the index
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
+AS $$
+DECLARE
+    v_tenant text; v_key integer;
+    v_acl text[] := hybrid._current_acl();
+    v_all boolean := hybrid._acl_all();
+    v_method text := coalesce(lexical, 'bm25');
+    v_query tsquery;
+    v_scorer record;
+BEGIN
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
+    IF v_method NOT IN ('bm25', 'ts_rank') THEN
+        RAISE EXCEPTION 'lexical must be ''bm25'' or ''ts_rank'', got %', hybrid._shown(v_method) USING ERRCODE = '22023';
+    END IF;
+    PERFORM hybrid._check_text('query_text', query_text, 20000);
+    PERFORM hybrid._check_range('top_k', top_k, 1, 10000);
+    IF v_tenant IS NULL OR v_key IS NULL OR query_text IS NULL OR btrim(query_text) = '' THEN
+        RETURN;
+    END IF;
+    IF v_method = 'bm25' THEN
+        v_scorer := hybrid._bm25_scorer(v_key);
+        IF v_scorer.index_name IS NOT NULL THEN
+            RETURN QUERY SELECT * FROM hybrid._bm25_index_hits(v_key, v_tenant, v_acl, v_all, query_text, top_k,
+                                                               corpus_ids, filter, terms, v_scorer.index_name);
+        ELSE
+            PERFORM set_config('hybrid.bm25_scores', 'SQL scorer: ' || v_scorer.reason, true);
+            RETURN QUERY SELECT * FROM hybrid._bm25_sql_hits(v_key, v_tenant, v_acl, v_all, query_text, top_k,
+                                                             corpus_ids, filter, terms);
+        END IF;
+        RETURN;
+    END IF;
+    v_query := hybrid._or_tsquery(query_text);
+    IF numnode(v_query) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT s.chunk_id, (row_number() OVER w)::integer, s.r,
+           CASE WHEN terms IS NOT NULL AND row_number() OVER w <= 3 THEN hybrid._terms_held(s.tsv, terms) END
+    FROM (SELECT c.chunk_id, ts_rank(c.tsv, v_query)::double precision AS r, c.tsv
+          FROM hybrid.chunk c
+          WHERE c.tenant_key = v_key AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
+            AND c.tsv @@ v_query
+            AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+            AND (filter IS NULL OR c.metadata @> filter)
+          ORDER BY 2 DESC, 1
+          LIMIT top_k) s
+    WINDOW w AS (ORDER BY s.r DESC, s.chunk_id)
+    ORDER BY s.r DESC, s.chunk_id;
 END
 $$;
 COMMENT ON FUNCTION hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]) IS
-'hybrid.search_lexical''s branch, each hit with terms_held: for the three best, how many of terms (the query''s distinct lexemes, to_tsvector(''english'', query_text); NULL: not counted) it holds, else NULL. hybrid.retrieve calls it for its term coverage.';
+'hybrid.search_lexical''s branch, each hit with terms_held: for the three best, how many of terms (the query''s distinct lexemes, to_tsvector(''english'', query_text); NULL: not counted) it holds, else NULL. BM25 (the default) through pg_textsearch''s index or the exact SQL scorer (hybrid._bm25_scorer says which; hybrid.bm25_scores names it for the transaction), or ts_rank by name. hybrid.retrieve calls it for its term coverage.';
 REVOKE ALL ON FUNCTION hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]) FROM PUBLIC;
 
 -- hybrid.search_lexical: the lexical branch (BM25 or ts_rank)
@@ -689,7 +781,7 @@ AS $$
     ORDER BY h.rank
 $$;
 COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text) IS
-'Lexical branch: the caller''s top_k best live chunks for query_text by BM25 (pg_textsearch; the default where installed) or ts_rank over the GIN index (lexical => ''ts_rank''); value = the score, higher is better (BM25''s sign flipped). User text never raises a syntax error. A BM25 index left stale by a server restart is rebuilt first, or, where it cannot be (read-only), ts_rank ranks instead with a WARNING.';
+'Lexical branch: the caller''s top_k best live chunks for query_text by BM25 (the default: pg_textsearch''s index where it is installed and current, else the exact SQL scorer over the tenant''s statistics, with the same scores) or ts_rank over the GIN index (lexical => ''ts_rank''); value = the score, higher is better (BM25''s sign flipped). User text never raises a syntax error. A BM25 index left stale by a server restart is rebuilt first, or, where it cannot be (read-only, a standby), the SQL scorer answers.';
 
 -- hybrid._visible_chunk_ids: which of some chunk ids of one tenant the caller can see
 CREATE OR REPLACE FUNCTION hybrid._visible_chunk_ids(tenant_key integer, ids text[], corpus_ids text[], filter jsonb,

@@ -242,12 +242,14 @@ BEGIN
                                   ELSE ' on binary codes (exact cosine re-rank)' END, p))
                          || coalesce(', audit ' || current_setting('hybrid.dense_audit', true), '') END;
     WHEN 'lexical' THEN
-        RETURN CASE WHEN coalesce(lexical, CASE WHEN hybrid.bm25_available() THEN 'bm25' ELSE 'ts_rank' END) = 'ts_rank'
-                    THEN 'ts_rank over the GIN index'
-                    WHEN hybrid._bm25_ready(hybrid._bm25_partition_index(v_key)::regclass)
-                    THEN format('BM25 index (the tenant''s statistics; scores: %s)',
-                                coalesce(nullif(current_setting('hybrid.bm25_scores', true), ''), 'index scan'))
-                    ELSE 'ts_rank over the GIN index (the BM25 index is stale)' END;
+        IF lexical = 'ts_rank' THEN
+            RETURN 'ts_rank over the GIN index';
+        END IF;
+        RETURN (SELECT CASE WHEN s.index_name IS NOT NULL
+                            THEN format('BM25 index (the tenant''s statistics; scores: %s)',
+                                        coalesce(nullif(current_setting('hybrid.bm25_scores', true), ''), 'index scan'))
+                            ELSE format('BM25 by the SQL scorer over the GIN index (the tenant''s statistics; %s)', s.reason) END
+                FROM hybrid._bm25_scorer(v_key) s);
     WHEN 'sparse' THEN
         p := hybrid._dense_plan(v_key, corpus_ids, filter, NULL, k);
         RETURN CASE WHEN p = 0 THEN 'inner product, exact scan'

@@ -74,6 +74,9 @@ GRANT UPDATE (abstain_floor) ON hybrid.tenant TO hybrid_definer;  -- hybrid.cali
 GRANT SELECT, INSERT, UPDATE, DELETE ON hybrid.corpus, hybrid.chunk TO hybrid_definer;
 GRANT SELECT, INSERT ON hybrid.edge_type TO hybrid_definer;
 GRANT SELECT ON hybrid.chunk_audit_sample, hybrid.chunk_audit_sample_state TO hybrid_definer;  -- hybrid.search_dense's audit
+-- the BM25 statistics: written by hybrid.chunk's statement triggers (definer rights), read by the SQL scorer for
+-- the caller's tenant; no tenant role reads them (every tenant's vocabulary)
+GRANT SELECT ON hybrid.bm25_tenant_stats, hybrid.bm25_term_stats TO hybrid_definer;
 GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._only_tenant(), hybrid._current_acl(), hybrid._acl_all(),
     hybrid._with_all_labels(), hybrid._edge_label(text, boolean), hybrid._may_write(), hybrid._check_writer(), hybrid._edge_types_seen(text[]),
     hybrid._entities_seen(integer, text[], text, text[], boolean), hybrid._entity_seen(text, text, text[], boolean),
@@ -90,6 +93,9 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._shown(text), hybrid.graph_context(text[]),
     hybrid._sparse(text), hybrid._sparse_rule(text), hybrid._check_tsvector_sizes(),
     hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]), hybrid._terms_held(tsvector, text[]),
+    hybrid._bm25_scorer(integer), hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[]),
+    hybrid._bm25_index_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[], text),
+    hybrid._matched_tsv_length(tsvector, tsquery), hybrid._bm25_fieldnorm(integer), hybrid._lexeme_tsquery(text[]),
     hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[]), hybrid._edge_type_tables(text[]),
     hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision),
     hybrid._check_fusion(text), hybrid._no_such(text, text), hybrid.fusion_methods(), hybrid._branch_score(text, double precision), hybrid._blend_score(text, double precision),

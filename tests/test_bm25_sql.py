@@ -1,0 +1,199 @@
+"""BM25 on any PostgreSQL: the per-tenant statistics hybrid.chunk's triggers keep, and the SQL scorer that ranks
+by them with pg_textsearch's own arithmetic (sql/idempotent/046_bm25_stats.sql, hybrid._bm25_sql_hits)."""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from pyhybrid import Chunk, HybridClient
+from tests.conftest import Db
+
+# a vocabulary with a few frequent words and a long tail, so that df, lengths and idf vary
+WORDS = ("pump valve flow pressure sensor alarm occlusion infusion dose rate battery display motor gear seal "
+         "housing cable fuse relay switch filter nozzle tank hose clamp bracket spring lever latch hinge "
+         "membrane piston cylinder gasket bearing shaft rotor stator coil magnet").split()
+QUERIES = ["pump pressure", "occlusion alarm on the infusion pump", "valve valve", "battery", "rotor stator coil",
+           "the and of", "seal's gasket", "unknownword pump", "pump pump pump", "flow rate dose"]
+
+
+def _corpus(prefix: str, n: int, seed: int) -> list[Chunk]:
+    """n documents of 3 to 120 words drawn Zipf-like from WORDS (lengths past 40 exercise the quantization)."""
+    rnd = random.Random(seed)
+    weights = [1 / (i + 1) for i in range(len(WORDS))]
+    docs = []
+    for i in range(n):
+        words = rnd.choices(WORDS, weights, k=rnd.choice([3, 8, 20, 45, 70, 120]))
+        docs.append(Chunk(chunk_id=f"{prefix}{i}", document_id=f"{prefix}d{i // 2}", position=i % 2,
+                          content=" ".join(words) + (" the of and" if i % 3 == 0 else "")))
+    return docs
+
+
+def _ingest(db: Db, tenant: str, docs: list[Chunk], **kw: Any) -> None:
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant(tenant) as t:
+        t.ingest(docs, allow_missing_embeddings=True, **kw)
+
+
+def _sql_scores(db: Db, tenant: str, query: str, k: int = 1000) -> list[tuple[str, float]]:
+    """The tenant's BM25 hits by the SQL scorer, as its app role sees them."""
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant(tenant) as t:
+        t.conn.execute("SET hybrid.bm25_scorer = sql")
+        rows = t.conn.execute("SELECT chunk_id, value FROM hybrid.search_lexical(%s, %s, lexical => 'bm25')",
+                              (query, k)).fetchall()
+        assert t.conn.execute("SELECT current_setting('hybrid.bm25_scores')").fetchone()["current_setting"] == \
+            "SQL scorer: SET hybrid.bm25_scorer = sql"
+    return [(r["chunk_id"], float(r["value"])) for r in rows]
+
+
+def _drift(admin: psycopg.Connection[Any], tenant: str | None = None) -> list[tuple[Any, ...]]:
+    return admin.execute("SELECT * FROM hybrid.bm25_stats_drift(%s)", (tenant,)).fetchall()
+
+
+@pytest.mark.usefixtures("require_bm25")
+def test_the_sql_scorer_gives_pg_textsearchs_standalone_scores_to_the_bit(db: Db) -> None:
+    _ingest(db, "acme", _corpus("a", 300, seed=1))
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        key = admin.execute("SELECT tenant_key FROM hybrid.tenant WHERE tenant_id = 'acme'").fetchone()[0]
+        index = admin.execute("SELECT hybrid._bm25_partition_index(%s)", (key,)).fetchone()[0]
+        admin.execute(f"REINDEX INDEX {index}")  # pg_textsearch's statistics, freshly counted from the same rows
+        for q in QUERIES:
+            want = {cid: -raw for cid, raw in admin.execute(
+                f"SELECT chunk_id, content <@> to_bm25query(%s, %s) FROM hybrid.chunk_p{key}", (q, index)).fetchall()
+                if raw < 0}
+            got = dict(_sql_scores(db, "acme", q))
+            assert got == want, q  # every matching row, every score equal as float8
+    assert len(_sql_scores(db, "acme", "pump")) > 100
+
+
+@pytest.mark.usefixtures("require_bm25")
+def test_the_sql_scorer_ranks_as_the_bm25_index_scan(db: Db) -> None:
+    _ingest(db, "acme", _corpus("a", 300, seed=2))
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("SELECT hybrid.heal_bm25()")
+        key = admin.execute("SELECT tenant_key FROM hybrid.tenant WHERE tenant_id = 'acme'").fetchone()[0]
+        admin.execute(f"REINDEX INDEX {admin.execute('SELECT hybrid._bm25_partition_index(%s)', (key,)).fetchone()[0]}")
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        for q in QUERIES:
+            index = [(r["chunk_id"], float(r["value"])) for r in t.conn.execute(
+                "SELECT chunk_id, value FROM hybrid.search_lexical(%s, 10, lexical => 'bm25')", (q,)).fetchall()]
+            sql = _sql_scores(db, "acme", q, 10)
+            assert [cid for cid, _ in sql] == [cid for cid, _ in index] or \
+                [round(v, 4) for _, v in sql] == [round(v, 4) for _, v in index], q  # ties may order otherwise
+            assert all(abs(a - b) <= 1e-6 * abs(b) for (_, a), (_, b) in zip(sql, index)), q  # float4 rounding
+
+
+def test_statistics_follow_ingest_reingest_supersede_delete_prune_and_drop(db: Db) -> None:
+    docs = _corpus("a", 80, seed=3)
+    _ingest(db, "acme", docs)
+    _ingest(db, "globex", _corpus("g", 30, seed=4))
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        assert _drift(admin) == []
+        n = admin.execute("SELECT s.n_docs FROM hybrid.bm25_tenant_stats s JOIN hybrid.tenant t USING (tenant_key) "
+                          "WHERE t.tenant_id = 'acme'").fetchone()[0]
+        assert n == 80
+        # re-ingest: changed texts supersede their rows (both versions counted until pruned, as pg_textsearch does)
+        changed = [Chunk(chunk_id=d.chunk_id + "x", document_id=d.document_id, position=d.position,
+                         content=d.content + " latch latch") for d in docs[:10]]
+        _ingest(db, "acme", changed)
+        assert _drift(admin) == []
+        with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+            assert t.delete_document(docs[20].document_id) == 2
+            t.prune_documents("default", keep=[d.document_id for d in docs[30:]])
+        assert _drift(admin) == []
+        # an upsert of an existing chunk id with new text moves the statistics (the UPDATE trigger)
+        _ingest(db, "acme", [Chunk(chunk_id="a79", document_id=docs[79].document_id, position=docs[79].position,
+                                   content="gear gear gear motor")])
+        assert _drift(admin) == []
+        with HybridClient(db.dsn()) as c:
+            c.drop_tenant("globex")
+        assert admin.execute("SELECT count(*) FROM hybrid.bm25_term_stats s WHERE NOT EXISTS "
+                             "(SELECT 1 FROM hybrid.tenant t WHERE t.tenant_key = s.tenant_key)").fetchone() == (0,)
+        assert admin.execute("SELECT count(*) FROM hybrid.bm25_tenant_stats").fetchone()[0] == \
+            admin.execute("SELECT count(*) FROM hybrid.tenant").fetchone()[0]
+
+
+def test_a_write_that_bypasses_the_triggers_is_found_and_recounted(db: Db) -> None:
+    _ingest(db, "acme", _corpus("a", 40, seed=5))
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        key = admin.execute("SELECT tenant_key FROM hybrid.tenant WHERE tenant_id = 'acme'").fetchone()[0]
+        admin.execute(f"DELETE FROM hybrid.chunk_p{key} WHERE chunk_id IN ('a1', 'a2')")  # names the partition
+        drift = _drift(admin, "acme")
+        assert ("acme", "(documents)", 40, 38) in drift and len(drift) > 2
+        assert admin.execute("SELECT tenant, n_docs FROM hybrid.rebuild_bm25_stats('acme')").fetchall() == [("acme", 38)]
+        assert _drift(admin) == []
+
+
+def test_two_writers_of_one_tenant_at_once_leave_exact_statistics(db: Db) -> None:
+    errors: list[BaseException] = []
+
+    def load(prefix: str, seed: int) -> None:
+        try:
+            for batch in range(4):
+                _ingest(db, "acme", _corpus(f"{prefix}{batch}-", 50, seed=seed + batch))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load, args=(p, s)) for p, s in (("x", 10), ("y", 20))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        assert _drift(admin) == []
+        assert admin.execute("SELECT s.n_docs FROM hybrid.bm25_tenant_stats s JOIN hybrid.tenant t USING (tenant_key) "
+                             "WHERE t.tenant_id = 'acme'").fetchone() == (400,)
+
+
+@pytest.mark.parametrize("tenant, other", [("acme", "globex"), ("globex", "acme")])
+def test_a_tenants_sql_bm25_scores_do_not_move_when_another_tenant_adds_documents(db: Db, tenant: str,
+                                                                                  other: str) -> None:
+    _ingest(db, tenant, _corpus("t", 60, seed=6))
+    before = _sql_scores(db, tenant, "pump pressure valve")
+    assert len(before) > 10
+    _ingest(db, other, [Chunk(chunk_id=f"o{i}", document_id=f"o{i}", content="pump pump valve") for i in range(300)])
+    assert _sql_scores(db, tenant, "pump pressure valve") == before
+
+
+def test_the_lengths_and_the_quantization_are_pg_textsearchs(db: Db) -> None:
+    _ingest(db, "acme", _corpus("a", 120, seed=7))
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        # the cheap length the scorer reads equals the definition, on every row
+        assert admin.execute(
+            "SELECT count(*) FROM hybrid.chunk c WHERE hybrid._tsv_length(c.tsv) <> hybrid._matched_tsv_length("
+            "c.tsv, hybrid._lexeme_tsquery(tsvector_to_array(c.tsv)))").fetchone() == (0,)
+        # Lucene's SmallFloat floor buckets (pg_textsearch src/segment/fieldnorm.h)
+        lens = [0, 1, 39, 40, 41, 45, 55, 56, 100, 300, 5000, 65560, 2013265944, 2147483647]
+        got = [admin.execute("SELECT hybrid._bm25_fieldnorm(%s)", (n,)).fetchone()[0] for n in lens]
+        assert got == [0, 1, 39, 40, 40, 44, 54, 56, 96, 280, 4632, 65560, 2013265944, 2013265944]
+        # a lexeme with a quote or a backslash stands as written
+        assert admin.execute("SELECT hybrid._lexeme_tsquery(ARRAY['o''brien', 'a\\b', 'x y'])::text").fetchone() == \
+            ("'o''brien' | 'a\\\\b' | 'x y'",)
+
+
+def test_explain_names_the_scorer_and_why(db: Db) -> None:
+    _ingest(db, "acme", _corpus("a", 30, seed=8))
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        t.conn.execute("SET hybrid.bm25_scorer = sql")
+        plan = t.explain_retrieve(query_text="pump pressure")
+    lexical = next(b for b in plan["branches"] if b["branch"] == "lexical")
+    assert lexical["plan"] == ("BM25 by the SQL scorer over the GIN index (the tenant's statistics; "
+                               "SET hybrid.bm25_scorer = sql)")
+    assert lexical["rows"] > 0
+
+
+@pytest.mark.parametrize("role", ["pyh_acme", "pyh_app"])
+def test_no_tenant_role_reads_or_writes_the_statistics(db: Db, role: str) -> None:
+    _ingest(db, "acme", _corpus("a", 10, seed=9))
+    with psycopg.connect(db.dsn(role), autocommit=True) as c:
+        for sql in ("SELECT * FROM hybrid.bm25_term_stats", "SELECT * FROM hybrid.bm25_tenant_stats",
+                    "UPDATE hybrid.bm25_tenant_stats SET n_docs = 1",
+                    "SELECT * FROM hybrid.bm25_stats_drift()", "SELECT * FROM hybrid.rebuild_bm25_stats()",
+                    "SELECT * FROM hybrid._bm25_sql_hits(1, 'acme', '{}', true, 'pump', 10, NULL, NULL, NULL)",
+                    "SELECT hybrid._bm25_stats_add('{1}', '{pump}', '{100}')"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(sql)
