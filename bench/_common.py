@@ -58,8 +58,13 @@ class Dataset:
         self._qrow = {q: self.query_emb[i] for i, q in enumerate(self.query_ids)}
 
 
-def _read_ids(path: Path) -> list[str]:
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _ids_and_embeddings(p: Path, what: str) -> tuple[list[str], np.ndarray]:
+    """<what>.ids.txt and <what>.minilm.f16.npy, checked to line up."""
+    ids = [line.strip() for line in (p / f"{what}.ids.txt").read_text(encoding="utf-8").splitlines() if line.strip()]
+    emb = np.load(p / f"{what}.minilm.f16.npy")
+    if emb.shape[0] != len(ids):
+        raise ValueError(f"{p}: {what}.ids.txt has {len(ids)} ids but the embeddings have {emb.shape[0]} rows")
+    return ids, emb
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -70,20 +75,14 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def load_dataset(path: str | Path) -> Dataset:
     """Read a dataset folder; checks that ids and embedding rows line up."""
     p = Path(path).expanduser().resolve()
-    doc_ids = _read_ids(p / "corpus.ids.txt")
-    doc_emb = np.load(p / "corpus.minilm.f16.npy")
-    if doc_emb.shape[0] != len(doc_ids):
-        raise ValueError(f"{p}: corpus.ids.txt has {len(doc_ids)} ids but the embeddings have {doc_emb.shape[0]} rows")
+    doc_ids, doc_emb = _ids_and_embeddings(p, "corpus")
+    query_ids, query_emb = _ids_and_embeddings(p, "queries")
     doc_text: dict[str, str] = {}
     for o in read_jsonl(p / "corpus.jsonl"):
         doc_text.setdefault(str(o["_id"]), (o.get("title") or "") + " " + (o.get("text") or ""))
     missing = [d for d in doc_ids if d not in doc_text]
     if missing:
         raise ValueError(f"{p}: {len(missing)} ids of corpus.ids.txt are not in corpus.jsonl, e.g. {missing[:3]}")
-    query_ids = _read_ids(p / "queries.ids.txt")
-    query_emb = np.load(p / "queries.minilm.f16.npy")
-    if query_emb.shape[0] != len(query_ids):
-        raise ValueError(f"{p}: queries.ids.txt has {len(query_ids)} ids but the embeddings have {query_emb.shape[0]} rows")
     query_text = {str(o["_id"]): o.get("text") or "" for o in read_jsonl(p / "queries.jsonl")}
     qrels: dict[str, dict[str, int]] = {}
     with open(p / "qrels.tsv", encoding="utf-8") as f:
@@ -141,33 +140,6 @@ def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, 
         tot["recall@100"] += recall_at_k(ranked, judged, 100)
         tot["mrr@10"] += mrr_at_k(ranked, judged, 10)
     return {**{m: (v / n if n else 0.0) for m, v in tot.items()}, "queries": n}
-
-
-def bm25_run(doc_ids: Sequence[str], doc_tf: Sequence[Mapping[str, int]], queries: Mapping[str, Mapping[str, int]],
-             k1: float = 1.2, b: float = 0.75, k: int = 100) -> dict[str, list[str]]:
-    """Plain Okapi BM25 over given term counts: idf ln(1 + (N - df + .5)/(df + .5)), each query term weighted by
-    its count in the query, doc length = sum of its term counts; top k by score, ties by doc id."""
-    n = len(doc_ids)
-    dl = [sum(tf.values()) for tf in doc_tf]
-    avg = (sum(dl) / n) if n else 1.0
-    postings: dict[str, list[tuple[int, int]]] = {}
-    for i, tf in enumerate(doc_tf):
-        for t, f in tf.items():
-            postings.setdefault(t, []).append((i, f))
-    norm = [k1 * (1 - b + b * x / avg) for x in dl]
-    run: dict[str, list[str]] = {}
-    for q, qtf in queries.items():
-        scores: dict[int, float] = {}
-        for t, qf in qtf.items():
-            plist = postings.get(t)
-            if not plist:
-                continue
-            idf = math.log(1 + (n - len(plist) + 0.5) / (len(plist) + 0.5))
-            for i, f in plist:
-                scores[i] = scores.get(i, 0.0) + qf * idf * f * (k1 + 1) / (f + norm[i])
-        top = sorted(scores.items(), key=lambda x: (-x[1], doc_ids[x[0]]))[:k]
-        run[q] = [doc_ids[i] for i, _ in top]
-    return run
 
 
 def exact_cosine_run(ds: Dataset, query_ids: Sequence[str], k: int = 100) -> dict[str, list[str]]:

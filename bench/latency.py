@@ -473,6 +473,9 @@ class Runner:
     def lexical_bm25_rescored(self, q: Query) -> tuple[float, int]:  # --bm25-ab: the call before merge_bm25
         return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K), SET_TENANT + ", set_config('hybrid.bm25_rescore', 'on', true)")
 
+    def lexical_bm25_sql(self, q: Query) -> tuple[float, int]:  # --bm25-ab: the exact SQL scorer (no pg_textsearch)
+        return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K), SET_TENANT + ", set_config('hybrid.bm25_scorer', 'sql', true)")
+
     def graph(self, q: Query) -> tuple[float, int]:
         return self._branch(GRAPH_SQL, lambda: (q.seeds, PER_SOURCE_K))
 
@@ -957,7 +960,7 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
         body, fargs, using = m.group(1), top_level(m.group(2)), [u.strip() for u in m.group(3).split(",")]
         # the score expression: __BM25_SCORE__, the one search_lexical chose for the query (hybrid.bm25_scores:
         # the scan's own scores on a one-segment index, else re-scored with <@>)
-        names = {"v_index": "__BM25_INDEX__", "v_part": "__PARTITION__"}
+        names = {"index_name": "__BM25_INDEX__", "hybrid._chunk_partition(p_key)": "__PARTITION__"}
         subs = [names.get(a, "__BM25_SCORE__") for a in fargs]
         it = iter(subs)  # %s in order, or %n$s for the n-th argument
         body = re.sub(r"%(?:(\d+)\$)?[LsI]", lambda g: subs[int(g.group(1)) - 1] if g.group(1) else next(it), body)
@@ -994,7 +997,8 @@ def engine_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str, dic
     audit = re.search(r"EXECUTE format\(((?:'[^']*'\s*)+), v_part\)\s+INTO v_miss\s+USING\s+(.*?);", source("hybrid.search_dense"), re.S)
     # and the audit from the sample hybrid.refresh_audit_samples cached: v_miss := EXISTS (...) where it is current
     cached = re.search(r"v_miss := (EXISTS \(.*?\));\s*ELSE", source("hybrid.search_dense"), re.S)
-    lexical = returned("hybrid._lexical_hits")  # hybrid.search_lexical wraps it
+    # hybrid.search_lexical wraps _lexical_hits: ts_rank there, BM25 through the index in _bm25_index_hits
+    lexical = [q for q in returned("hybrid._lexical_hits") if "_bm25_" not in q] + returned("hybrid._bm25_index_hits")
     graph_hop = re.search(r"SELECT array_agg\(n\.node_id.*?;\s*\n", source("hybrid._graph_walk"), re.S)  # the hop loop
     assert len(dense) == 2 and len(lexical) == 2 and graph_hop is not None and audit is not None \
         and cached is not None, "the branch functions changed shape"
@@ -1144,7 +1148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ivfflat-probes", type=int, default=None, help="--index-kinds ivfflat: lists scanned per query (default: the engine's setting ivfflat_probes)")
     ap.add_argument("--bulk-above", type=int, default=0, help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
     ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time lexical_bm25 (the "
-                    "index scan's scores) against lexical_bm25_rescored (re-scored with <@>), interleaved")
+                    "index scan's scores), lexical_bm25_rescored (re-scored with <@>) and lexical_bm25_sql, interleaved")
     ap.add_argument("--writers", type=int, default=1, help="ingest_records(writers=N): batches written at once")
     ap.add_argument("--load-streams", type=int, default=1, help="tenants loaded at once (an ingest_records call each)")
     ap.add_argument("--build-workers", type=int, default=2, help="bulk_load(build_workers=N): partition indexes built at once after a bulk load")
@@ -1154,7 +1158,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.sizes = args.sizes or args.resume or [100000]  # --resume N alone measures N, not a fresh 100k as well
     global EF_SEARCH, N_TENANTS, PICKS, METHODS, WRITERS, LOAD_STREAMS, BUILD_WORKERS
-    METHODS = METHODS[:2] + (["lexical_bm25_rescored"] if args.bm25_ab else []) + METHODS[2:] \
+    METHODS = METHODS[:2] + (["lexical_bm25_rescored", "lexical_bm25_sql"] if args.bm25_ab else []) + METHODS[2:] \
         + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
     EF_SEARCH, N_TENANTS, PICKS, WRITERS, LOAD_STREAMS, BUILD_WORKERS = (args.ef_search, args.tenants, list(args.picks), args.writers,
                                                                         args.load_streams, args.build_workers)

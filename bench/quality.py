@@ -5,8 +5,8 @@
 
 Each collection (the layout of ../shared/datasets/*) in a fresh database as one tenant, every judged query as its
 login role (RLS on). Modes: dense, bm25, ts_rank (one branch each); hybrid_bm25, hybrid_ts_rank (dense + lexical,
-plain RRF 1/1, rrf_k 60); exact_dense (numpy) and ref_bm25 (Okapi BM25 in Python over PostgreSQL's lexemes with
-the index's k1 and b), the references; hybrid_<lexical>_<fusion>_tuned and hybrid_<lexical>_tuned (the best of
+plain RRF 1/1, rrf_k 60); exact_dense (numpy) and sql_bm25 (BM25 by the engine's exact SQL scorer, SET
+hybrid.bm25_scorer = sql), the references; hybrid_<lexical>_<fusion>_tuned and hybrid_<lexical>_tuned (the best of
 them), the grid's picks: fusion x weights x rrf_k x per_source_k, fused in Python (pyhybrid.fusion, checked
 against hybrid_retrieve), the best mean nDCG@10 among the settings whose fusion beats the best single branch on
 every collection. Tuned on the collections reported, so leave-one-collection-out too. A per_source_k below top_k
@@ -34,7 +34,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from tqdm import tqdm
 
-from _common import (Dataset, bm25_run, drop_databases, evaluate, exact_cosine_run, fresh_database, installed_versions,
+from _common import (Dataset, drop_databases, evaluate, exact_cosine_run, fresh_database, installed_versions,
                      load_dataset, start_meta, vector_literal, write_result)
 from pyhybrid import AbstainedWarning, Chunk, HybridClient, HybridWeights, connect, migrate
 from pyhybrid.errors import InvalidParameterError
@@ -114,13 +114,6 @@ def tsvector_counts(db: str, texts: Sequence[str], config: str = "english") -> l
     return out
 
 
-def reference_bm25(db: str, ds: Dataset, qids: list[str], params: dict[str, Any], top_k: int) -> dict[str, list[str]]:
-    config = m.group(1) if (m := re.search(r"text_config='?([A-Za-z_.]+)", params.get("index", ""))) else "english"
-    doc_tf = tsvector_counts(db, [ds.doc_text[d] for d in ds.doc_ids], config)
-    q_tf = dict(zip(qids, tsvector_counts(db, [ds.query_text[q] for q in qids], config)))
-    return bm25_run(ds.doc_ids, doc_tf, q_tf, float(params.get("k1", 1.2)), float(params.get("b", 0.75)), top_k)
-
-
 def quiet_connect(dsn: str) -> HybridClient:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -176,8 +169,9 @@ class Runner:
             return []
         return [r.chunk_id for r in refs]
 
-    def plain(self, vec: np.ndarray | None, text: str | None, **kw: Any) -> list[str]:  # the rest: engine defaults
-        with self.client.tenant(TENANT) as t:
+    def plain(self, vec: np.ndarray | None, text: str | None, scorer: str = "", **kw: Any) -> list[str]:
+        with self.client.tenant(TENANT) as t:  # the rest: engine defaults; scorer: SET hybrid.bm25_scorer
+            t.conn.execute("SELECT set_config('hybrid.bm25_scorer', %s, true)", (scorer,))
             return [r.chunk_id for r in t.retrieve(query_embedding=vec, query_text=text, **kw)]
 
     def rows(self, query: str, args: Sequence[Any]) -> list[tuple[str, float]]:
@@ -372,6 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "collection's queries (answered?) and the other collections' (abstained?) on its database")
     ap.add_argument("--diversity", type=float, nargs="+", help="engine-default calls (top 10) without diversity, "
                     "with 0 and with each of these: nDCG@10 and ils@10 (intra-list similarity) of each")
+    ap.add_argument("--bm25-scorer-ab", action="store_true", help="engine-default calls (top 10), hybrid and BM25 "
+                    "alone, by pg_textsearch's index and by the SQL scorer (SET hybrid.bm25_scorer = sql)")
     ap.add_argument("--sparse", choices=["splade-tiny"], help="add the learned-sparse branch (see above)")
     ap.add_argument("--sparse-cache", help="folder of the docs' sparse vectors (<name>.splade256.docs.npz)")
     args = ap.parse_args(argv)
@@ -413,8 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             terms: Scores = {key: {q: [len(q_terms[q]), max((len(q_terms[q] & d_terms[i]) for i in ids[:3]), default=0)]
                                    for q, ids in lst.items()} for key, lst in lists.items() if key[0] in LEXICAL}
             runs["exact_dense"] = exact_cosine_run(ds, qids, args.top_k)
-            if server_info.get("bm25_available"):
-                runs["ref_bm25"] = reference_bm25(db, ds, qids, bm25_params, args.top_k)
+            if server_info.get("bm25_available"):  # BM25 by the engine's exact SQL scorer: the index's reference
+                runs["sql_bm25"] = {q: runner.plain(None, ds.query_text[q], "sql", top_k=args.top_k) if ds.query_text[q].strip()
+                                    else [] for q in qids}
             results[name] = res = {m: {k: (round(v, 5) if isinstance(v, float) else v) for k, v in
                                        evaluate(r, ds.qrels, qids).items()} for m, r in runs.items()}
 
@@ -434,11 +431,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 **{f"branch_{b}_k{k}": sum(len(x[q]) != len(set(x[q])) for q in qids) for (b, k), x in lists.items()}}
             if runner.errors:
                 diag["skipped_calls"] = {"count": len(runner.errors), "first": runner.errors[0]}
-            if "ref_bm25" in runs:
-                same10 = sum(runs["bm25"][q][:10] == runs["ref_bm25"][q][:10] for q in qids)
-                ov = [len(set(runs["bm25"][q]) & set(runs["ref_bm25"][q])) / max(len(runs["ref_bm25"][q]), 1)
-                      for q in qids if runs["ref_bm25"][q]]
-                diag["bm25_vs_ref_bm25"] = {"identical_top10": f"{same10}/{len(qids)}",
+            if "sql_bm25" in runs:
+                same10 = sum(runs["bm25"][q][:10] == runs["sql_bm25"][q][:10] for q in qids)
+                ov = [len(set(runs["bm25"][q]) & set(runs["sql_bm25"][q])) / max(len(runs["sql_bm25"][q]), 1)
+                      for q in qids if runs["sql_bm25"][q]]
+                diag["bm25_vs_sql_bm25"] = {"identical_top10": f"{same10}/{len(qids)}",
                                             "mean_overlap_top_k": round(float(np.mean(ov)), 4) if ov else None}
             runner.close()
             diagnostics[name] = diag
@@ -474,22 +471,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "off_topic_queries": len(off), "abstained_with_a_relevant_hit_in_top_10": sum(
                                  any(st["ds"].qrels[q].get(i, 0) > 0 for i in fuse(st["lists"], st["scores"], q, "bm25",
                                      "convex", 1, 1, 60, 30, 10, st["terms"])) for q in missed)}
-        for n in names if args.diversity else []:  # engine defaults (hybrid, top 10), with and without diversity
+        variants: dict[str, dict[str, Any]] = {  # engine-default calls (top 10): name -> Runner.plain's arguments
+            **({"engine_default": {}, **{f"diversity_{d:g}": {"diversity": d} for d in sorted({0.0, *args.diversity})}}
+               if args.diversity else {}),
+            **({"engine_default": {}, "engine_default_sql_scorer": {"scorer": "sql"}, "bm25_only": {"text_only": True},
+                "bm25_only_sql_scorer": {"text_only": True, "scorer": "sql"}} if args.bm25_scorer_ab else {})}
+        for n in names if variants else []:
             st, runner = states[n], Runner(states[n]["tenant_dsn"], 10)
             emb = st["ds"].doc_emb.astype(np.float32)
             emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
             row = {d: i for i, d in reversed(list(enumerate(st["ds"].doc_ids)))}  # a repeated id: its first row
-            div = {f"diversity_{d:g}" if d is not None else "engine_default": {
-                q: runner.plain(st["ds"].query_vector(q).astype(np.float32), st["ds"].query_text[q],
-                                **({} if d is None else {"diversity": d}))
-                for q in tqdm(st["qids"], desc=f"{n}: diversity {d}", unit="q")}
-                for d in [None, 0.0, *sorted(set(args.diversity) - {0.0})]}
+            div: dict[str, dict[str, list[str]]] = {}
+            for m, kw in variants.items():
+                kw, t0 = dict(kw), time.perf_counter()
+                vec = not kw.pop("text_only", False)
+                div[m] = {q: runner.plain(st["ds"].query_vector(q).astype(np.float32) if vec else None,
+                                          st["ds"].query_text[q], **kw) for q in tqdm(st["qids"], desc=f"{n}: {m}", unit="q")}
+                results[n][m] = {"ndcg@10": round(evaluate(div[m], st["ds"].qrels, st["qids"])["ndcg@10"], 5),
+                                 "ils@10": ils(div[m], emb, row), "queries": len(div[m]),
+                                 "ms_per_query": round(1000 * (time.perf_counter() - t0) / max(len(div[m]), 1), 2)}
             runner.close()
-            for m, r in div.items():
-                results[n][m] = {"ndcg@10": round(evaluate(r, st["ds"].qrels, st["qids"])["ndcg@10"], 5),
-                                 "ils@10": ils(r, emb, row), "queries": len(r)}
-            same = sum(div["diversity_0"][q] == div["engine_default"][q] for q in st["qids"])
-            diagnostics[n]["diversity_0_equals_engine_default"] = f"{same}/{len(st['qids'])}"
+            for a, b in (("diversity_0", "engine_default"), ("engine_default_sql_scorer", "engine_default"),
+                         ("bm25_only_sql_scorer", "bm25_only")):
+                if a in div:
+                    same = sum(div[a][q] == div[b][q] for q in st["qids"])
+                    diagnostics[n][f"{a}_equals_{b}"] = f"{same}/{len(st['qids'])}"
         bar = {n: {lex: {"best_single_mode": b["mode"], "best_single": b["ndcg@10"], "plain_rrf": p, "plain_margin":
                          round(p - b["ndcg@10"], 5), "plain_meets": p >= b["ndcg@10"]} for lex in LEXICAL
                    for b, p in [(states[n]["best_single"][lex], results[n][f"hybrid_{lex}"]["ndcg@10"])]}

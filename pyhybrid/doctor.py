@@ -82,6 +82,9 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     audit = _audit_samples(conn)
     if audit is not None:
         yield audit
+    lexical_audit = _lexical_audit(conn)
+    if lexical_audit is not None:
+        yield lexical_audit
     for rel, on in conn.execute("SELECT c.oid::regclass::text, c.relrowsecurity AND c.relforcerowsecurity "
                                 "FROM pg_class c WHERE c.relnamespace = 'hybrid'::regnamespace AND c.relkind IN ('r', 'p') "
                                 "AND c.relname IN ('chunk', 'corpus', 'graph_node') ORDER BY 1").fetchall():
@@ -170,6 +173,21 @@ def _audit_samples(conn: psycopg.Connection[Any]) -> Finding | None:
                    + ("" if cached == audited else "; the others read theirs from the partition (slower; a write "
                       "since the last cache)"), False,
                    None if cached == audited else "SELECT * FROM hybrid.refresh_audit_samples();")
+
+
+def _lexical_audit(conn: psycopg.Connection[Any]) -> Finding | None:
+    """The last lexical audit (hybrid.audit_bm25) of the BM25 indexes; None where there is none or this role may not
+    read it."""
+    if not _one(conn, "SELECT to_regclass('hybrid.bm25_audit') IS NOT NULL AND has_table_privilege('hybrid.bm25_audit', "
+                      "'SELECT') AND EXISTS (SELECT 1 FROM hybrid.bm25_audit)"):
+        return None
+    audited, failed, worst, last = conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE mismatches > 0), max(worst), max(audited_at)::timestamp(0)::text "
+        "FROM hybrid.bm25_audit").fetchone() or (0, 0, 0.0, "")
+    return Finding("BM25 audit", f"{audited} indexes audited (last {last}); " + (
+        f"{failed} disagreed with the exact scores: the SQL scorer answers for them until rebuilt" if failed
+        else f"all agree with the exact scores (largest relative difference {worst:.1e})"), failed > 0,
+        "SELECT * FROM hybrid.audit_bm25(heal => true);" if failed else None)
 
 
 _KIND_SQL = """SELECT k.kind, split_part(k.key, ' ', -1) AS due, o.opcname AS built

@@ -8,9 +8,11 @@ import threading
 from typing import Any
 
 import psycopg
+import psycopg.rows
 import pytest
 
 from pyhybrid import Chunk, HybridClient
+from pyhybrid.doctor import check
 from tests.conftest import Db
 
 # a vocabulary with a few frequent words and a long tail, so that df, lengths and idf vary
@@ -197,3 +199,97 @@ def test_no_tenant_role_reads_or_writes_the_statistics(db: Db, role: str) -> Non
                     "SELECT hybrid._bm25_stats_add('{1}', '{pump}', '{100}')"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 c.execute(sql)
+
+
+# --- the lexical audit: pg_textsearch's answers against the exact scorer (hybrid.audit_bm25) --------------------
+
+def _audit(admin: psycopg.Connection[Any], **kw: Any) -> list[dict[str, Any]]:
+    args = ", ".join(f"{k} => %({k})s" for k in kw)
+    with admin.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        return cur.execute(f"SELECT * FROM hybrid.audit_bm25({args})", kw).fetchall()
+
+
+def _engine_bm25(db: Db, tenant: str, query: str, k: int) -> list[tuple[str, float]]:
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant(tenant) as t:
+        return [(r["chunk_id"], float(r["value"])) for r in t.conn.execute(
+            "SELECT chunk_id, value FROM hybrid.search_lexical(%s, %s)", (query, k)).fetchall()]
+
+
+def _agree(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> bool:
+    """The same rows with the same scores to 1e-5 relative, in the same order but for ties."""
+    return len(a) == len(b) and dict(a).keys() == dict(b).keys() and all(
+        abs(x - dict(b)[cid]) <= 1e-5 * abs(x) for cid, x in a)
+
+
+@pytest.mark.usefixtures("require_bm25")
+def test_the_audit_finds_statistics_pg_textsearch_kept_after_deletes_and_the_engine_answers_exactly(db: Db) -> None:
+    docs = _corpus("a", 200, seed=11)
+    _ingest(db, "acme", docs)
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        assert [(r["audited"], r["mismatches"], r["action"]) for r in _audit(admin, tenant_id="acme")] == [(20, 0, "none")]
+        # pg_textsearch 1.0 never takes a deleted row out of its statistics (N stays 200): its scores drift
+        with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+            for d in sorted({d.document_id for d in docs})[:60]:
+                t.delete_document(d)
+        found = _audit(admin, tenant_id="acme", heal=False)
+        assert found[0]["mismatches"] > 0 and found[0]["action"] == "none", found
+        # meanwhile the engine answers from the SQL scorer, and explain says why
+        assert _engine_bm25(db, "acme", "pump pressure", 100) == _sql_scores(db, "acme", "pump pressure", 100)
+        with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+            plan = t.explain_retrieve(query_text="pump pressure")
+        assert "disagreed with the exact scores at its last audit" in next(
+            b["plan"] for b in plan["branches"] if b["branch"] == "lexical")
+        with psycopg.connect(db.dsn()) as c:
+            assert {f.subject: f.problem for f in check(c)}["BM25 audit"] is True
+        # healed: rebuilt, audited again, answered through the index once more
+        healed = _audit(admin, tenant_id="acme")
+        assert (healed[0]["mismatches"], healed[0]["action"]) == (0, "rebuilt"), healed
+        with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+            t.conn.execute("SELECT * FROM hybrid.search_lexical('pump', 5)")
+            assert t.conn.execute("SELECT current_setting('hybrid.bm25_scores')").fetchone()["current_setting"] in (
+                "index scan", "re-scored")
+
+
+@pytest.mark.usefixtures("require_bm25")
+def test_two_writers_then_k_1000_the_engine_answers_as_the_exact_scorer(db: Db) -> None:
+    errors: list[BaseException] = []
+
+    def load(prefix: str, seed: int) -> None:
+        try:
+            for batch in range(6):
+                _ingest(db, "acme", _corpus(f"{prefix}{batch}-", 100, seed=seed + batch))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load, args=(p, s)) for p, s in (("x", 30), ("y", 40))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        assert admin.execute("SELECT count(*) FROM hybrid.chunk").fetchone() == (1200,)
+        verdict = _audit(admin, tenant_id="acme", k=1000)
+        assert verdict[0]["mismatches"] == 0, verdict  # healed where it was not
+    for q in ("pump pressure valve", "rotor", "seal gasket bearing shaft"):
+        assert _agree(_engine_bm25(db, "acme", q, 1000), _sql_scores(db, "acme", q, 1000)), q
+
+
+@pytest.mark.usefixtures("require_bm25")
+def test_a_chunk_near_the_tsvector_limit_is_scored_alike_by_both(db: Db) -> None:
+    # 60,000 distinct words (about 650 kB of lexemes and positions): under PostgreSQL's 1 MB tsvector limit
+    big = " ".join(f"w{i}x" for i in range(60000)) + " pump pump valve"
+    _ingest(db, "acme", [Chunk(chunk_id="big", document_id="big", content=big), *_corpus("a", 30, seed=12)])
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        assert _drift(admin) == []
+        assert _audit(admin, tenant_id="acme")[0]["mismatches"] == 0
+    sql = _sql_scores(db, "acme", "pump valve w59999x")
+    assert "big" in dict(sql) and _agree(_engine_bm25(db, "acme", "pump valve w59999x", 1000), sql)
+
+
+def test_the_audit_names_a_bad_argument(db: Db) -> None:
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        for kw, msg in (({"queries": 0}, "queries"), ({"k": 1001}, "k"), ({"heal": None}, "heal"),
+                        ({"tenant_id": "nope"}, "tenant_id 'nope' does not exist")):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match=msg):
+                _audit(admin, **kw)

@@ -55,8 +55,8 @@ def big_db(admin_dsn: str, template_db: str) -> Iterator[str]:
         c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def index_scans(dsn: str, role: str, tenant: str, call: str) -> dict[str, int]:
-    """Run call as role for tenant; return how many times each index was scanned by it."""
+def index_scans(dsn: str, role: str, tenant: str, call: str, scorer: str = "") -> dict[str, int]:
+    """Run call as role for tenant (SET hybrid.bm25_scorer = scorer); return how many times each index was scanned by it."""
     def snapshot(c: psycopg.Connection) -> dict[str, int]:
         c.execute("SELECT pg_stat_clear_snapshot()")
         # a partition's index counts under the name of the parent's index it belongs to
@@ -68,7 +68,8 @@ def index_scans(dsn: str, role: str, tenant: str, call: str) -> dict[str, int]:
     with psycopg.connect(dsn, autocommit=True) as admin:
         before = snapshot(admin)
         with psycopg.connect(conninfo.make_conninfo(dsn, user=role, password=role)) as c:
-            c.execute("SELECT set_config('hybrid.tenant_id', %s, false)", (tenant,))
+            c.execute("SELECT set_config('hybrid.tenant_id', %s, false), set_config('hybrid.bm25_scorer', %s, false)",
+                      (tenant, scorer))
             assert c.execute(call).fetchall(), call
             c.execute("SELECT pg_stat_force_next_flush()")
             c.commit()
@@ -122,6 +123,13 @@ def test_the_hnsw_path_keeps_the_index_at_the_largest_ef_search(big_db: str, rol
 def test_bm25_branch_uses_the_bm25_index(big_db: str, role: str, tenant: str) -> None:
     used = index_scans(big_db, role, tenant, "SELECT * FROM hybrid.search_lexical('valve w13 alarm', 30, lexical => 'bm25')")
     assert "chunk_content_bm25" in used, used
+
+
+@pytest.mark.parametrize("role, tenant", [("pyh_acme", "acme"), ("pyh_globex", "globex")])
+def test_the_sql_bm25_scorer_selects_candidates_by_the_gin_index(big_db: str, role: str, tenant: str) -> None:
+    used = index_scans(big_db, role, tenant, "SELECT * FROM hybrid.search_lexical('w13 w500', 30, lexical => 'bm25')",
+                       scorer="sql")
+    assert "chunk_tsv_gin" in used and "chunk_content_bm25" not in used, used
 
 
 def test_ts_rank_branch_uses_the_gin_index_for_a_large_tenant(big_db: str) -> None:

@@ -38,14 +38,21 @@ def downgrade() -> None:
         DROP FUNCTION IF EXISTS hybrid._bm25_stats_truncate();
         DROP FUNCTION IF EXISTS hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb,
                                                       text[]);
+        DROP FUNCTION IF EXISTS hybrid._bm25_counted(integer);
+        DROP FUNCTION IF EXISTS hybrid._bm25_stats_add(integer[], tsvector[], integer[]);
         DROP FUNCTION IF EXISTS hybrid._bm25_index_hits(integer, text, text[], boolean, text, integer, text[], jsonb,
                                                         text[], text);
-        DROP FUNCTION IF EXISTS hybrid._bm25_scorer(integer, text);
+        DROP FUNCTION IF EXISTS hybrid._bm25_scorer(integer);
         DROP FUNCTION IF EXISTS hybrid._bm25_fieldnorm(integer);
-        DROP FUNCTION IF EXISTS hybrid._tsv_length(tsvector, tsquery);
+        DROP FUNCTION IF EXISTS hybrid._tsv_length(tsvector);
+        DROP FUNCTION IF EXISTS hybrid._matched_tsv_length(tsvector, tsquery);
         DROP FUNCTION IF EXISTS hybrid._lexeme_tsquery(text[]);
         DROP FUNCTION IF EXISTS hybrid.rebuild_bm25_stats(text);
         DROP FUNCTION IF EXISTS hybrid.bm25_stats_drift(text);
+        DROP FUNCTION IF EXISTS hybrid.audit_bm25(text, integer, integer, boolean);
+        DROP FUNCTION IF EXISTS hybrid._bm25_reindex(regclass);
+        DROP FUNCTION IF EXISTS hybrid._bm25_compare(integer, text, text, integer);
+        DROP TABLE IF EXISTS hybrid.bm25_audit;
         DROP TABLE IF EXISTS hybrid.bm25_term_stats;
         DROP TABLE IF EXISTS hybrid.bm25_tenant_stats;
     """)

@@ -209,6 +209,35 @@ COMMENT ON FUNCTION hybrid._bm25_check(regclass, text) IS
 'One BM25 index''s document counts and state (ok, stale, unknown) from its summary and the resets since it was last checked; pending: a reset the sentinel shows that no generation records yet. Changes nothing. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._bm25_check(regclass, text) FROM PUBLIC;
 
+-- hybrid._bm25_reindex: rebuild one BM25 index
+CREATE OR REPLACE FUNCTION hybrid._bm25_reindex(index_name regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_workers text;
+BEGIN
+    BEGIN
+        EXECUTE format('REINDEX INDEX %s', index_name);
+    EXCEPTION WHEN SQLSTATE '53000' THEN
+        -- pg_textsearch builds an index of 100,000 rows or more in parallel and fails when no
+        -- worker can start ("could not launch any workers": every slot taken, or
+        -- max_parallel_workers 0), where PostgreSQL's own builds go on alone: build it alone
+        v_workers := current_setting('max_parallel_maintenance_workers');
+        PERFORM set_config('max_parallel_maintenance_workers', '0', true);
+        EXECUTE format('REINDEX INDEX %s', index_name);
+        PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
+    END;
+    -- possibly a parallel build, whose scan scores were not measured: re-scored until merge_bm25; and its
+    -- statistics counted afresh, so an audit's verdict on the old build no longer holds
+    DELETE FROM hybrid.bm25_merged m WHERE m.index_oid = index_name;
+    DELETE FROM hybrid.bm25_audit a WHERE a.index_oid = index_name;
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_reindex(regclass) IS
+'REINDEX of one BM25 index (built without parallel workers where none can start); forgets that it was merged (hybrid.bm25_merged) and its last audit (hybrid.bm25_audit). Admin only.';
+REVOKE ALL ON FUNCTION hybrid._bm25_reindex(regclass) FROM PUBLIC;
+
 -- hybrid._bm25_heal_index: check one index in the current generation, rebuild it if stale
 CREATE OR REPLACE FUNCTION hybrid._bm25_heal_index(target regclass, unchecked_only boolean DEFAULT false)
 RETURNS TABLE (index_name text, action text, reason text)
@@ -219,7 +248,6 @@ AS $$
 DECLARE
     v_index regclass := target;
     v_gen bigint := hybrid._bm25_generation();
-    v_workers text;
     s record;
 BEGIN
     IF v_index IS NULL THEN  -- dropped meanwhile
@@ -240,19 +268,7 @@ BEGIN
             RETURN NEXT;
             RETURN;
         END IF;
-        BEGIN
-            EXECUTE format('REINDEX INDEX %s', v_index);
-        EXCEPTION WHEN SQLSTATE '53000' THEN
-            -- pg_textsearch builds an index of 100,000 rows or more in parallel and fails when no
-            -- worker can start ("could not launch any workers": every slot taken, or
-            -- max_parallel_workers 0), where PostgreSQL's own builds go on alone: build it alone
-            v_workers := current_setting('max_parallel_maintenance_workers');
-            PERFORM set_config('max_parallel_maintenance_workers', '0', true);
-            EXECUTE format('REINDEX INDEX %s', v_index);
-            PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
-        END;
-        -- possibly a parallel build, whose scan scores were not measured: re-scored until merge_bm25
-        DELETE FROM hybrid.bm25_merged m WHERE m.index_oid = v_index;
+        PERFORM hybrid._bm25_reindex(v_index);
         action := 'rebuilt';
         RETURN NEXT;
     END IF;
@@ -518,6 +534,7 @@ BEGIN
             PERFORM set_config('max_parallel_maintenance_workers', '0', true);
             EXECUTE format('REINDEX INDEX %s', r.idx);
             PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
+            DELETE FROM hybrid.bm25_audit a WHERE a.index_oid = r.idx;  -- its statistics counted afresh
             action := 'rebuilt';
         END IF;
         segments_after := hybrid._bm25_record_segments(r.idx);
@@ -528,6 +545,102 @@ $$;
 COMMENT ON FUNCTION hybrid.merge_bm25(text) IS
 'Leaves each tenant''s BM25 index (or one tenant''s) with one segment and nothing in memory, and records it in hybrid.bm25_merged: the lexical branch then takes the index scan''s own scores there until the next write, where pg_textsearch before 1.3.1 re-scores every fetched row. Before 1.3.1 a serial REINDEX does it (searches of that tenant wait for it); from 1.3.1 a spill and a force merge. Holds writes to each partition off while it runs. Also caches the dense audit''s samples of those tenants (hybrid.refresh_audit_samples, where its owner bypasses RLS). Run after bulk loads (pyhybrid.maintenance.merge_bm25: one transaction per tenant). Admin only.';
 REVOKE ALL ON FUNCTION hybrid.merge_bm25(text) FROM PUBLIC;
+
+-- hybrid._bm25_compare: one query's top k by a tenant's BM25 index against the exact SQL scorer
+CREATE OR REPLACE FUNCTION hybrid._bm25_compare(tenant_key integer, index_name text, query_text text, k integer,
+                                                OUT disagrees boolean, OUT worst double precision)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_tenant text := (SELECT t.tenant_id FROM hybrid.tenant t WHERE t.tenant_key = _bm25_compare.tenant_key);
+BEGIN
+    -- every label: the index and the statistics count every row. A row in one list alone disagrees unless it ties
+    -- the lowest score both full lists reach (ties at the cut may fall either way); scores agree to 1e-5 relative
+    -- (the scan's float4 arithmetic is within 2e-7 of <@>, which the SQL scorer equals to the bit)
+    WITH a AS (SELECT h.chunk_id, h.value FROM hybrid._bm25_index_hits(tenant_key, v_tenant, '{}', true, query_text, k,
+                                                                        NULL, NULL, NULL, index_name) h),
+         b AS (SELECT h.chunk_id, h.value FROM hybrid._bm25_sql_hits(tenant_key, v_tenant, '{}', true, query_text, k,
+                                                                      NULL, NULL, NULL) h),
+         cut AS (SELECT CASE WHEN (SELECT count(*) FROM a) >= k AND (SELECT count(*) FROM b) >= k
+                             THEN greatest((SELECT min(a.value) FROM a), (SELECT min(b.value) FROM b)) ELSE 0 END AS v)
+    SELECT coalesce(bool_or(CASE WHEN a.chunk_id IS NULL OR b.chunk_id IS NULL
+                                 THEN coalesce(a.value, b.value) > cut.v * (1 + 1e-5)
+                                 ELSE abs(a.value - b.value) > 1e-5 * greatest(abs(a.value), abs(b.value)) END), false),
+           coalesce(max(abs(a.value - b.value) / nullif(greatest(abs(a.value), abs(b.value)), 0)), 0)
+    INTO disagrees, worst
+    FROM a FULL JOIN b ON b.chunk_id = a.chunk_id CROSS JOIN cut;
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_compare(integer, text, text, integer) IS
+'Whether query_text''s top k of a tenant key by its BM25 index (index_name) disagrees with the exact SQL scorer''s (a row found by one alone above the cut, or a score off by more than 1e-5 relative), and the largest relative score difference of the rows both found. Admin only (hybrid.audit_bm25).';
+REVOKE ALL ON FUNCTION hybrid._bm25_compare(integer, text, text, integer) FROM PUBLIC;
+
+-- hybrid.audit_bm25: sampled queries through each BM25 index against the exact SQL scorer; rebuild what disagrees
+CREATE OR REPLACE FUNCTION hybrid.audit_bm25(tenant_id text DEFAULT NULL, queries integer DEFAULT 20,
+                                             k integer DEFAULT 100, heal boolean DEFAULT true)
+RETURNS TABLE (tenant text, index_name text, audited integer, mismatches integer, worst double precision, action text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET client_min_messages = warning
+AS $$
+#variable_conflict use_column
+DECLARE
+    r record; c record;
+    v_query text; v_example text;
+    i integer; pass integer;
+BEGIN
+    PERFORM hybrid._check_range('queries', queries, 1, 1000);
+    PERFORM hybrid._check_range('k', k, 1, 1000);
+    PERFORM hybrid._check_flag('heal', heal);
+    IF audit_bm25.tenant_id IS NOT NULL AND hybrid._tenant_key(audit_bm25.tenant_id) IS NULL THEN
+        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(audit_bm25.tenant_id) USING ERRCODE = '22023';
+    END IF;
+    IF NOT (SELECT rl.rolsuper OR rl.rolbypassrls FROM pg_roles rl WHERE rl.rolname = current_user) THEN
+        RAISE EXCEPTION 'hybrid.audit_bm25 must be owned by a superuser or a BYPASSRLS role, not %', current_user
+            USING ERRCODE = '42501', HINT = 'ALTER FUNCTION hybrid.audit_bm25(text, integer, integer, boolean) OWNER TO a role that bypasses RLS.';
+    END IF;
+    FOR r IN SELECT t.tenant_id AS tid, t.tenant_key AS key, hybrid._bm25_partition_index(t.tenant_key) AS idx
+             FROM hybrid.tenant t
+             WHERE audit_bm25.tenant_id IS NULL OR t.tenant_id = audit_bm25.tenant_id ORDER BY t.tenant_key LOOP
+        CONTINUE WHEN r.idx IS NULL OR NOT hybrid._bm25_ready(r.idx::regclass);
+        tenant := r.tid; index_name := r.idx; action := 'none';
+        FOR pass IN 1..2 LOOP
+            audited := 0; mismatches := 0; worst := 0; v_example := NULL;
+            -- the queries: one to three of the tenant's lexemes held by two chunks or more, in a fixed pseudo-random order
+            FOR i IN 1..queries LOOP
+                SELECT string_agg(l.lexeme, ' ') INTO v_query
+                FROM (SELECT d.lexeme FROM hybrid.bm25_term_stats d WHERE d.tenant_key = r.key AND d.df > 1
+                      ORDER BY hashtext(d.lexeme || ':' || i), d.lexeme LIMIT 1 + i % 3) l;
+                EXIT WHEN v_query IS NULL;
+                c := hybrid._bm25_compare(r.key, r.idx, v_query, k);
+                audited := audited + 1;
+                worst := greatest(worst, c.worst);
+                IF c.disagrees THEN
+                    mismatches := mismatches + 1;
+                    v_example := coalesce(v_example, v_query);
+                END IF;
+            END LOOP;
+            INSERT INTO hybrid.bm25_audit AS a (index_oid, tenant_key, queries, mismatches, worst, example)
+            VALUES (r.idx::regclass, r.key, audited, mismatches, worst, v_example)
+            ON CONFLICT (index_oid) DO UPDATE SET audited_at = now(), queries = excluded.queries,
+                mismatches = excluded.mismatches, worst = excluded.worst, example = excluded.example;
+            EXIT WHEN mismatches = 0 OR NOT heal OR pass = 2;
+            PERFORM hybrid._bm25_reindex(r.idx::regclass);
+            action := 'rebuilt';
+        END LOOP;
+        IF mismatches > 0 THEN
+            RAISE WARNING 'hybrid.audit_bm25: tenant %''s BM25 index % disagreed with the exact scores on % of % sampled queries (largest relative difference %); the SQL scorer answers its BM25 searches until it is rebuilt',
+                hybrid._shown(r.tid), r.idx, mismatches, audited, round(worst::numeric, 6)
+                USING HINT = 'SELECT * FROM hybrid.audit_bm25(tenant_id => ..., heal => true) rebuilds it and audits again.';
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION hybrid.audit_bm25(text, integer, integer, boolean) IS
+'The lexical audit: for each tenant (or one) whose partition has a current BM25 index, queries sampled from its own lexemes (one to three, held by two chunks or more) are answered through the index and by the exact SQL scorer, top k each; a query disagrees when a row is in one top k alone (above the cut) or a score differs by more than 1e-5 relative. The verdict is kept in hybrid.bm25_audit: an index that disagreed is not answered from (the SQL scorer answers, explain says why) until it is rebuilt; heal rebuilds it at once (REINDEX) and audits again. pg_textsearch 1.0 keeps counting deleted and updated rows until a rebuild, so an index drifts after deletes. Returns each audited index with its verdict and what was done; a WARNING names an index that still disagrees. Admin only; its owner must bypass RLS.';
+REVOKE ALL ON FUNCTION hybrid.audit_bm25(text, integer, integer, boolean) FROM PUBLIC;
 
 DO $sentinel$
 BEGIN

@@ -577,6 +577,8 @@ BEGIN
         -- (sql/idempotent/048_bm25_health.sql): never answer from a stale index
         ELSIF NOT hybrid._bm25_ready(index_name::regclass) THEN
             reason := 'the BM25 index is stale (a server restart or a hot standby) and cannot be rebuilt here';
+        ELSIF EXISTS (SELECT 1 FROM hybrid.bm25_audit a WHERE a.index_oid = index_name::regclass AND a.mismatches > 0) THEN
+            reason := 'the BM25 index disagreed with the exact scores at its last audit (hybrid.audit_bm25)';
         END IF;
     END IF;
     IF reason IS NOT NULL THEN
@@ -585,11 +587,11 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_scorer(integer) IS
-'Which scorer answers lexical => ''bm25'' for a tenant key: index_name, the partition''s pg_textsearch index where it is installed, present and current (rebuilt here first after a restart where it can be); else reason, why the exact SQL scorer over the tenant''s statistics answers (hybrid._bm25_sql_hits). SET hybrid.bm25_scorer = sql forces the SQL scorer.';
+'Which scorer answers lexical => ''bm25'' for a tenant key: index_name, the partition''s pg_textsearch index where it is installed, present, current (rebuilt here first after a restart where it can be) and did not fail its last audit (hybrid.audit_bm25); else reason, why the exact SQL scorer over the tenant''s statistics answers (hybrid._bm25_sql_hits). SET hybrid.bm25_scorer = sql forces the SQL scorer.';
 REVOKE ALL ON FUNCTION hybrid._bm25_scorer(integer) FROM PUBLIC;
 
 -- hybrid._bm25_sql_hits: BM25 from the tenant's statistics in plain SQL, as pg_textsearch scores
-CREATE OR REPLACE FUNCTION hybrid._bm25_sql_hits(tenant_key integer, tenant text, acl text[], acl_all boolean,
+CREATE OR REPLACE FUNCTION hybrid._bm25_sql_hits(p_key integer, p_tenant text, p_acl text[], p_all boolean,
     query_text text, top_k integer, corpus_ids text[], filter jsonb, terms text[])
 RETURNS TABLE (chunk_id text, rank integer, value double precision, terms_held integer)
 -- invoker rights: hybrid._lexical_hits calls it, as hybrid_definer
@@ -606,7 +608,7 @@ BEGIN
     -- term's score rounded to float4 as its C code does, k1 1.2 and b 0.75 as float4, the length quantized
     -- (hybrid._bm25_fieldnorm), the query's lexemes by the same to_tsvector, a repeated one weighted by its count
     SELECT s.n_docs, (s.total_len::double precision / s.n_docs)::real::double precision INTO v_n, v_avgdl
-    FROM hybrid.bm25_tenant_stats s WHERE s.tenant_key = _bm25_sql_hits.tenant_key AND s.n_docs > 0 AND s.total_len > 0;
+    FROM hybrid.bm25_tenant_stats s WHERE s.tenant_key = p_key AND s.n_docs > 0 AND s.total_len > 0;
     IF v_n IS NULL THEN
         RETURN;
     END IF;
@@ -616,7 +618,7 @@ BEGIN
     INTO v_lexemes, v_idf, v_qf
     FROM (SELECT u.lexeme COLLATE "C" AS lexeme, coalesce(cardinality(u.positions), 1)::double precision AS qf
           FROM unnest(to_tsvector('english'::regconfig, query_text)) u) q
-    JOIN hybrid.bm25_term_stats d ON d.tenant_key = _bm25_sql_hits.tenant_key AND d.lexeme = q.lexeme AND d.df > 0;
+    JOIN hybrid.bm25_term_stats d ON d.tenant_key = p_key AND d.lexeme = q.lexeme AND d.df > 0;
     IF v_lexemes IS NULL THEN
         RETURN;
     END IF;
@@ -636,8 +638,8 @@ BEGIN
                               FROM unnest(ts_filter(setweight(c.tsv, 'A', v_lexemes), '{a}')) u) m) AS score
                 FROM hybrid.chunk c
                 CROSS JOIN LATERAL (SELECT hybrid._bm25_fieldnorm(hybrid._matched_tsv_length(c.tsv, v_query))::double precision AS dl) l
-                WHERE c.tenant_key = _bm25_sql_hits.tenant_key
-                  AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, tenant, acl, acl_all)
+                WHERE c.tenant_key = p_key
+                  AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, p_tenant, p_acl, p_all)
                   AND c.tsv @@ v_query
                   AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
                   AND (filter IS NULL OR c.metadata @> filter)
@@ -647,11 +649,11 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[]) IS
-'The lexical branch''s BM25 by the exact SQL scorer: the caller''s top_k live chunks of a tenant key by pg_textsearch''s BM25 (k1 1.2, b 0.75, its quantized lengths and float4 roundings) computed from the tenant''s statistics (hybrid.bm25_tenant_stats, hybrid.bm25_term_stats), each with terms_held as hybrid._lexical_hits gives it.';
+'The lexical branch''s BM25 by the exact SQL scorer: the caller''s top_k live chunks of tenant key p_key by pg_textsearch''s BM25 (k1 1.2, b 0.75, its quantized lengths and float4 roundings) computed from the tenant''s statistics (hybrid.bm25_tenant_stats, hybrid.bm25_term_stats), each with terms_held as hybrid._lexical_hits gives it.';
 REVOKE ALL ON FUNCTION hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[]) FROM PUBLIC;
 
 -- hybrid._bm25_index_hits: BM25 through the partition's pg_textsearch index
-CREATE OR REPLACE FUNCTION hybrid._bm25_index_hits(tenant_key integer, tenant text, acl text[], acl_all boolean,
+CREATE OR REPLACE FUNCTION hybrid._bm25_index_hits(p_key integer, p_tenant text, p_acl text[], p_all boolean,
     query_text text, top_k integer, corpus_ids text[], filter jsonb, terms text[], index_name text)
 RETURNS TABLE (chunk_id text, rank integer, value double precision, terms_held integer)
 -- invoker rights: hybrid._lexical_hits calls it, as hybrid_definer
@@ -699,12 +701,12 @@ BEGIN
           LIMIT $7) s) r
     ORDER BY r.rank
     $sql$, CASE WHEN v_scan THEN 'bm25_get_current_score()' ELSE format('(c.content <@> to_bm25query($1, %L))', index_name) END,
-           hybrid._chunk_partition(tenant_key), index_name)
-    USING query_text, tenant, acl, acl_all, corpus_ids, filter, top_k, terms;
+           hybrid._chunk_partition(p_key), index_name)
+    USING query_text, p_tenant, p_acl, p_all, corpus_ids, filter, top_k, terms;
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_index_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[], text) IS
-'The lexical branch''s BM25 through pg_textsearch: the caller''s top_k live chunks of a tenant key by the ordered scan of index_name, its partition''s BM25 index (re-scored where pg_textsearch 1.0 could get a score wrong), each with terms_held as hybrid._lexical_hits gives it.';
+'The lexical branch''s BM25 through pg_textsearch: the caller''s top_k live chunks of tenant key p_key by the ordered scan of index_name, its partition''s BM25 index (re-scored where pg_textsearch 1.0 could get a score wrong), each with terms_held as hybrid._lexical_hits gives it.';
 REVOKE ALL ON FUNCTION hybrid._bm25_index_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[], text) FROM PUBLIC;
 
 -- hybrid._lexical_hits: the lexical branch (BM25 or ts_rank), with the terms its three best hits hold

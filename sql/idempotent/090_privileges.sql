@@ -76,7 +76,7 @@ GRANT SELECT, INSERT ON hybrid.edge_type TO hybrid_definer;
 GRANT SELECT ON hybrid.chunk_audit_sample, hybrid.chunk_audit_sample_state TO hybrid_definer;  -- hybrid.search_dense's audit
 -- the BM25 statistics: written by hybrid.chunk's statement triggers (definer rights), read by the SQL scorer for
 -- the caller's tenant; no tenant role reads them (every tenant's vocabulary)
-GRANT SELECT ON hybrid.bm25_tenant_stats, hybrid.bm25_term_stats TO hybrid_definer;
+GRANT SELECT ON hybrid.bm25_tenant_stats, hybrid.bm25_term_stats, hybrid.bm25_audit TO hybrid_definer;
 GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._only_tenant(), hybrid._current_acl(), hybrid._acl_all(),
     hybrid._with_all_labels(), hybrid._edge_label(text, boolean), hybrid._may_write(), hybrid._check_writer(), hybrid._edge_types_seen(text[]),
     hybrid._entities_seen(integer, text[], text, text[], boolean), hybrid._entity_seen(text, text, text[], boolean),

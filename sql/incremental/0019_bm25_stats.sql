@@ -36,3 +36,18 @@ INSERT INTO hybrid.bm25_term_stats (tenant_key, lexeme, df)
 SELECT c.tenant_key, l.lexeme, count(*)
 FROM hybrid.chunk c, unnest(tsvector_to_array(c.tsv)) l(lexeme)
 GROUP BY 1, 2;
+
+-- the lexical audit's last verdict on each BM25 index (hybrid.audit_bm25): an index whose top hits disagreed with the
+-- exact SQL scorer is not answered from until it is rebuilt
+CREATE TABLE hybrid.bm25_audit (
+    index_oid  oid PRIMARY KEY,
+    tenant_key integer NOT NULL,
+    audited_at timestamptz NOT NULL DEFAULT now(),
+    queries    integer NOT NULL,
+    mismatches integer NOT NULL,
+    worst      double precision,
+    example    text
+);
+COMMENT ON TABLE hybrid.bm25_audit IS
+'The last audit of each BM25 index (hybrid.audit_bm25): how many sampled queries'' top hits disagreed with the exact SQL scorer (mismatches), the largest relative score difference seen, and the first such query (lexemes of the tenant). Where mismatches > 0 the SQL scorer answers until the index is rebuilt. No tenant role reads it.';
+REVOKE ALL ON hybrid.bm25_audit FROM PUBLIC;
