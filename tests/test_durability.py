@@ -314,37 +314,23 @@ def test_bm25_results_identical_after_a_backend_crash(server: Server) -> None:
     same(server.lexical(), baseline)
 
 
-def test_stale_bm25_in_a_read_only_transaction_falls_back_to_ts_rank_with_a_warning(
+def test_stale_bm25_in_a_read_only_transaction_is_answered_by_the_sql_scorer_with_the_same_scores(
         server: Server) -> None:
+    import warnings
+
     baseline = server.load()
     server.crash_a_backend()
-    ts_rank = server.lexical(lexical="ts_rank")
-    with psycopg.connect(server.app) as c:
-        notices: list[str] = []
-        c.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
-        c.execute("SET TRANSACTION READ ONLY")
-        c.execute("SELECT set_config('hybrid.tenant_id', 'acme', true)")
-        rows = c.execute("SELECT chunk_id, keyword_rank FROM hybrid_retrieve(query_text => %s, top_k => 10)",
-                         (QUERIES[0],)).fetchall()
-        assert [f"{QUERIES[0]}|{cid}" for cid, _ in rows] == [x[0] for x in ts_rank[:len(rows)]]
-        assert rows, "the fallback must still rank"
-        assert any("stale" in n and "ts_rank" in n for n in notices), notices
-        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="stale"):
-            c.execute("SELECT * FROM hybrid_retrieve(query_text => %s, lexical => 'bm25')", (QUERIES[0],))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback warning any more: BM25 is exact without the index
+        with HybridClient(server.app) as client, client.tenant("acme", read_only=True) as t:
+            for lexical in (None, "bm25"):
+                got = [(q + "|" + r.chunk_id, r.keyword_rank, r.keyword_score)
+                       for q in QUERIES for r in t.retrieve(query_text=q, top_k=10, lexical=lexical)]
+                same(got, baseline)
+            plan = t.explain_retrieve(query_text=QUERIES[0])
+    assert "SQL scorer" in next(b["plan"] for b in plan["branches"] if b["branch"] == "lexical")
     assert server.states() == {server.bm25: "stale"}, "a read-only transaction cannot heal"
     same(server.lexical(), baseline)  # a read-write one does
-
-
-def test_explicit_bm25_on_a_stale_index_that_cannot_heal_raises_a_typed_error(server: Server) -> None:
-    server.load()
-    server.crash_a_backend()
-    with HybridClient(server.app) as client, client.tenant("acme") as t:
-        t.conn.execute("SET TRANSACTION READ ONLY")
-        with pytest.raises(RetrievalError, match="stale") as err:
-            t.retrieve(query_text=QUERIES[0], lexical="bm25")
-    assert err.value.sqlstate == "55000"
-    with psycopg.connect(server.admin, autocommit=True) as c:
-        c.execute("SELECT * FROM hybrid.heal_bm25()")
 
 
 def test_doctor_flags_a_stale_bm25_index_and_the_command_it_prints_heals_it(
