@@ -57,6 +57,11 @@ RRF_K = 60.0
 SERVER_SETTINGS = {"shared_buffers": "2GB", "effective_cache_size": "8GB", "maintenance_work_mem": "1GB", "max_wal_size": "4GB"}
 
 METHODS = ["dense", "lexical_bm25", "graph", "hybrid_retrieve", "client_fusion", "pgvector_rrf_cte"]
+# --bm25-ab: the engine's choice (lexical_bm25, hybrid_retrieve) beside each BM25 scorer forced by a setting: the index
+# scan, the index re-scored with <@> (the call before merge_bm25) and the exact SQL scorer (any PostgreSQL)
+BM25_AB = {"lexical_bm25_index": ("bm25_scorer", "index"), "lexical_bm25_rescored": ("bm25_rescore", "on"),
+           "lexical_bm25_sql": ("bm25_scorer", "sql"), "hybrid_bm25_index": ("bm25_scorer", "index"),
+           "hybrid_bm25_sql": ("bm25_scorer", "sql")}
 
 
 def pseudo_words(n: int, rng: np.random.Generator) -> list[str]:
@@ -470,18 +475,20 @@ class Runner:
     def lexical_bm25(self, q: Query) -> tuple[float, int]:
         return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K))
 
-    def lexical_bm25_rescored(self, q: Query) -> tuple[float, int]:  # --bm25-ab: the call before merge_bm25
-        return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K), SET_TENANT + ", set_config('hybrid.bm25_rescore', 'on', true)")
-
-    def lexical_bm25_sql(self, q: Query) -> tuple[float, int]:  # --bm25-ab: the exact SQL scorer (no pg_textsearch)
-        return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K), SET_TENANT + ", set_config('hybrid.bm25_scorer', 'sql', true)")
+    def forced(self, method: str, q: Query) -> tuple[float, int]:  # --bm25-ab: a BM25 scorer forced (BM25_AB)
+        name, value = BM25_AB[method]
+        if method.startswith("hybrid"):
+            return self.hybrid_retrieve(q, f"SELECT set_config('hybrid.{name}', '{value}', true)")
+        return self._branch(LEXICAL_SQL, lambda: (q.text, PER_SOURCE_K), SET_TENANT + f", set_config('hybrid.{name}', '{value}', true)")
 
     def graph(self, q: Query) -> tuple[float, int]:
         return self._branch(GRAPH_SQL, lambda: (q.seeds, PER_SOURCE_K))
 
-    def hybrid_retrieve(self, q: Query) -> tuple[float, int]:
+    def hybrid_retrieve(self, q: Query, setup: str = "") -> tuple[float, int]:
         t0 = time.perf_counter()
         with self.client.tenant(self.tenant_id) as t:
+            if setup:
+                t.conn.execute(setup)
             refs = t.retrieve(**self.kwargs(q))
         return time.perf_counter() - t0, len(refs)
 
@@ -538,7 +545,8 @@ def exact_top(td: TenantData, q: Query, k: int) -> set[str]:
 def measure_tenant(client: Any, td: TenantData, queries: list[Query], warmup: list[Query], bar: tqdm, budget_s: float) -> dict[str, Any]:
     run = Runner(client, td.tenant_id)
     fns: dict[str, Callable[[Query], tuple[float, int]]] = {
-        m: getattr(run, m, None) or partial(run.aio, parallel=m == "aio_parallel") for m in METHODS}
+        m: partial(run.forced, m) if m in BM25_AB else getattr(run, m, None) or partial(run.aio, parallel=m == "aio_parallel")
+        for m in METHODS}
     for q in warmup:
         for m in METHODS:
             fns[m](q)
@@ -1147,8 +1155,8 @@ def main(argv: list[str] | None = None) -> int:
                          "largest tenant measured (--picks chooses its size), the statement alone, without the audit")
     ap.add_argument("--ivfflat-probes", type=int, default=None, help="--index-kinds ivfflat: lists scanned per query (default: the engine's setting ivfflat_probes)")
     ap.add_argument("--bulk-above", type=int, default=0, help="load sizes >= N inside HybridClient(admin).bulk_load() (0: never)")
-    ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time lexical_bm25 (the "
-                    "index scan's scores), lexical_bm25_rescored (re-scored with <@>) and lexical_bm25_sql, interleaved")
+    ap.add_argument("--bm25-ab", action="store_true", help="merge_bm25 the measured tenants; time the engine's BM25 "
+                    "choice beside each scorer forced (BM25_AB), interleaved")
     ap.add_argument("--writers", type=int, default=1, help="ingest_records(writers=N): batches written at once")
     ap.add_argument("--load-streams", type=int, default=1, help="tenants loaded at once (an ingest_records call each)")
     ap.add_argument("--build-workers", type=int, default=2, help="bulk_load(build_workers=N): partition indexes built at once after a bulk load")
@@ -1158,7 +1166,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.sizes = args.sizes or args.resume or [100000]  # --resume N alone measures N, not a fresh 100k as well
     global EF_SEARCH, N_TENANTS, PICKS, METHODS, WRITERS, LOAD_STREAMS, BUILD_WORKERS
-    METHODS = METHODS[:2] + (["lexical_bm25_rescored", "lexical_bm25_sql"] if args.bm25_ab else []) + METHODS[2:] \
+    METHODS = METHODS[:2] + (list(BM25_AB) if args.bm25_ab else []) + METHODS[2:] \
         + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
     EF_SEARCH, N_TENANTS, PICKS, WRITERS, LOAD_STREAMS, BUILD_WORKERS = (args.ef_search, args.tenants, list(args.picks), args.writers,
                                                                         args.load_streams, args.build_workers)

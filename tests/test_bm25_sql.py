@@ -293,3 +293,43 @@ def test_the_audit_names_a_bad_argument(db: Db) -> None:
                         ({"tenant_id": "nope"}, "tenant_id 'nope' does not exist")):
             with pytest.raises(psycopg.errors.InvalidParameterValue, match=msg):
                 _audit(admin, **kw)
+
+
+@pytest.mark.usefixtures("require_bm25")
+def test_the_engine_takes_the_sql_scorer_for_a_small_tenant_and_the_index_for_a_large_one(db: Db) -> None:
+    _ingest(db, "acme", _corpus("a", 30, seed=12))
+    with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
+        def scorer(setup: str) -> str:
+            t.conn.execute(setup)
+            t.conn.execute("SELECT * FROM hybrid.search_lexical('pump pressure', 10)").fetchall()
+            return str(t.conn.execute("SELECT current_setting('hybrid.bm25_scores') AS s").fetchone()["s"])
+        # the default (tests set 0 for every database, tests/conftest.py): up to 2,000 chunks, the SQL scorer
+        assert scorer("SET hybrid.bm25_sql_max_chunks = ''") == \
+            "SQL scorer: the tenant holds 30 chunks, at most hybrid.bm25_sql_max_chunks (2000): the faster scorer there"
+        plan = t.explain_retrieve(query_text="pump pressure")
+        assert "the tenant holds 30 chunks" in next(b["plan"] for b in plan["branches"] if b["branch"] == "lexical")
+        assert scorer("SET hybrid.bm25_sql_max_chunks = 29") in ("index scan", "re-scored")
+        assert scorer("SET hybrid.bm25_sql_max_chunks = 30") .startswith("SQL scorer: the tenant holds 30 chunks")
+        assert scorer("SET hybrid.bm25_scorer = index") in ("index scan", "re-scored")
+    for setup, name in (("SET hybrid.bm25_scorer = fast", "hybrid.bm25_scorer"),
+                        ("SET hybrid.bm25_sql_max_chunks = '2k'", "hybrid.bm25_sql_max_chunks")):
+        with psycopg.connect(db.dsn("pyh_acme"), autocommit=True) as conn:
+            conn.execute(setup)
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match=name):
+                conn.execute("SELECT * FROM hybrid.search_lexical('pump', 10)")
+
+
+def test_pruning_scores_only_what_can_reach_the_kth_score_and_loses_nothing(db: Db) -> None:
+    _ingest(db, "acme", _corpus("a", 400, seed=13))
+    long_query = " ".join(WORDS)  # 40 terms: past the bound's budget of branches
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        # the lexemes a chunk must hold to score theta: ub 3, 2, 1 and theta 4 need a, and b or c
+        must = admin.execute("SELECT (hybrid._bm25_must_match(ARRAY['a','b','c'], ARRAY[3,2,1]::float8[], "
+                             "ARRAY[6,3,1]::float8[], 4)).must::tsquery = $$'a' & ('b' | 'c')$$::tsquery").fetchone()
+        assert must == (True,)
+        assert admin.execute("SELECT (hybrid._bm25_must_match(ARRAY['a','b','c'], ARRAY[3,2,1]::float8[], "
+                             "ARRAY[6,3,1]::float8[], 4, 1, 0)).must").fetchone() == ("'a'",)  # budget spent
+    for q in QUERIES + [long_query]:
+        full = _sql_scores(db, "acme", q, 1000)  # at most 1,000 chunks hold a term: all scored, nothing pruned
+        for k in (1, 3, 10, 30):
+            assert _sql_scores(db, "acme", q, k) == full[:k], (q, k)

@@ -38,6 +38,11 @@ def downgrade() -> None:
         DROP FUNCTION IF EXISTS hybrid._bm25_stats_truncate();
         DROP FUNCTION IF EXISTS hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb,
                                                       text[]);
+        DROP FUNCTION IF EXISTS hybrid._bm25_sql_scored(integer, text, text[], boolean, text[], jsonb, tsquery, text[],
+                                                        double precision[], double precision[], double precision, tsquery,
+                                                        integer, integer);
+        DROP FUNCTION IF EXISTS hybrid._bm25_must_match(text[], double precision[], double precision[], double precision, integer,
+                                                        integer);
         DROP FUNCTION IF EXISTS hybrid._bm25_counted(integer);
         DROP FUNCTION IF EXISTS hybrid._bm25_stats_add(integer[], tsvector[], integer[]);
         DROP FUNCTION IF EXISTS hybrid._bm25_index_hits(integer, text, text[], boolean, text, integer, text[], jsonb,

@@ -558,10 +558,22 @@ CREATE OR REPLACE FUNCTION hybrid._bm25_scorer(tenant_key integer, OUT index_nam
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+DECLARE
+    v_mode text := coalesce(current_setting('hybrid.bm25_scorer', true), '');
+    v_max text := coalesce(nullif(current_setting('hybrid.bm25_sql_max_chunks', true), ''), '2000');
+    v_size bigint;
 BEGIN
-    -- pg_textsearch's index where it is there and can be trusted, else the exact SQL scorer over the tenant's
-    -- statistics (hybrid._bm25_sql_hits): the same scores, slower on large tenants
-    IF coalesce(current_setting('hybrid.bm25_scorer', true), '') = 'sql' THEN
+    IF v_mode NOT IN ('', 'sql', 'index') THEN
+        RAISE EXCEPTION 'hybrid.bm25_scorer must be sql, index or empty (by size), got %', hybrid._shown(v_mode)
+            USING ERRCODE = '22023';
+    ELSIF v_max !~ '^[0-9]{1,18}$' THEN
+        RAISE EXCEPTION 'hybrid.bm25_sql_max_chunks must be a whole number of chunks, got %', hybrid._shown(v_max)
+            USING ERRCODE = '22023';
+    END IF;
+    -- pg_textsearch's index where it is there and can be trusted and the tenant is large, else the exact SQL scorer
+    -- over the tenant's statistics (hybrid._bm25_sql_hits): the same scores, faster up to about 2,000 chunks and
+    -- slower above (docs/searching.md#bm25-on-any-postgresql). SET hybrid.bm25_scorer = sql or index forces one
+    IF v_mode = 'sql' THEN
         reason := 'SET hybrid.bm25_scorer = sql';
     ELSIF NOT hybrid.bm25_available() THEN
         reason := CASE WHEN EXISTS (SELECT 1 FROM hybrid.setting s WHERE s.key = 'text_indexes_suspended')
@@ -571,8 +583,12 @@ BEGIN
                        ELSE 'pg_textsearch is not installed' END;
     ELSE
         index_name := hybrid._bm25_partition_index(tenant_key);
+        SELECT s.n_docs INTO v_size FROM hybrid.bm25_tenant_stats s WHERE s.tenant_key = _bm25_scorer.tenant_key;
         IF index_name IS NULL THEN
             reason := 'the tenant''s partition has no BM25 index';
+        ELSIF v_mode <> 'index' AND coalesce(v_size, 0) <= v_max::bigint THEN
+            reason := format('the tenant holds %s chunks, at most hybrid.bm25_sql_max_chunks (%s): the faster scorer there',
+                             coalesce(v_size, 0), v_max);
         -- pg_textsearch 1.0 loses its statistics at a server restart and does not keep a hot standby current
         -- (sql/idempotent/048_bm25_health.sql): never answer from a stale index
         ELSIF NOT hybrid._bm25_ready(index_name::regclass) THEN
@@ -587,8 +603,87 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_scorer(integer) IS
-'Which scorer answers lexical => ''bm25'' for a tenant key: index_name, the partition''s pg_textsearch index where it is installed, present, current (rebuilt here first after a restart where it can be) and did not fail its last audit (hybrid.audit_bm25); else reason, why the exact SQL scorer over the tenant''s statistics answers (hybrid._bm25_sql_hits). SET hybrid.bm25_scorer = sql forces the SQL scorer.';
+'Which scorer answers lexical => ''bm25'' for a tenant key: index_name, the partition''s pg_textsearch index where it is installed, present, current (rebuilt here first after a restart where it can be) and did not fail its last audit (hybrid.audit_bm25); else reason, why the exact SQL scorer over the tenant''s statistics answers (hybrid._bm25_sql_hits): it does for a tenant of at most hybrid.bm25_sql_max_chunks chunks (a setting, 2000 by default), where it is the faster. SET hybrid.bm25_scorer = sql or index forces one.';
 REVOKE ALL ON FUNCTION hybrid._bm25_scorer(integer) FROM PUBLIC;
+
+-- hybrid._bm25_must_match: the lexemes a document must hold to score theta or more
+CREATE OR REPLACE FUNCTION hybrid._bm25_must_match(lexemes text[], ub double precision[], rest double precision[],
+    theta double precision, i integer DEFAULT 1, INOUT budget integer DEFAULT 64, OUT must text)
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_with record; v_without record; j integer := i;
+BEGIN
+    -- lexemes in descending order of ub, the most each can add to a score (rest[i]: the sum of ub[i:]): a document
+    -- reaches theta only by holding terms whose ub add up to theta, so it holds lexeme i and reaches theta - ub[i]
+    -- by the rest, or reaches theta by the rest alone. 'TRUE' where any document does, 'FALSE' where none can
+    IF theta <= 0 THEN
+        must := 'TRUE';
+    ELSIF i > cardinality(lexemes) OR rest[i] < theta THEN
+        must := 'FALSE';
+    ELSIF budget <= 0 THEN
+        -- past the budget, a superset: one of the lexemes without which the rest falls short of theta
+        WHILE j < cardinality(lexemes) AND rest[j + 1] >= theta LOOP
+            j := j + 1;
+        END LOOP;
+        must := hybrid._lexeme_tsquery(lexemes[i:j])::text;
+    ELSE
+        budget := budget - 1;
+        v_with := hybrid._bm25_must_match(lexemes, ub, rest, theta - ub[i], i + 1, budget);
+        v_without := hybrid._bm25_must_match(lexemes, ub, rest, theta, i + 1, v_with.budget);
+        budget := v_without.budget;
+        must := hybrid._lexeme_tsquery(ARRAY[lexemes[i]])::text;
+        must := CASE WHEN v_with.must = 'FALSE' THEN 'FALSE'
+                     WHEN v_with.must = 'TRUE' AND v_without.must = 'FALSE' THEN must
+                     WHEN v_with.must = 'TRUE' THEN must || ' | (' || v_without.must || ')'
+                     WHEN v_without.must = 'FALSE' THEN must || ' & (' || v_with.must || ')'
+                     ELSE '(' || must || ' & (' || v_with.must || ')) | (' || v_without.must || ')' END;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_must_match(text[], double precision[], double precision[], double precision, integer, integer) IS
+'The tsquery (as text; ''TRUE'' or ''FALSE'' where it is either) that every document able to score theta by BM25 matches, from the query''s lexemes in descending order of ub, the most each can add to a score, and rest, the sums of ub from each on. Exact up to budget branches, then a superset.';
+REVOKE ALL ON FUNCTION hybrid._bm25_must_match(text[], double precision[], double precision[], double precision, integer, integer) FROM PUBLIC;
+
+-- hybrid._bm25_sql_scored: the top_k BM25 scores of the documents matching a tsquery
+CREATE OR REPLACE FUNCTION hybrid._bm25_sql_scored(p_key integer, p_tenant text, p_acl text[], p_all boolean,
+    corpus_ids text[], filter jsonb, must tsquery, lexemes text[], idf double precision[], qf double precision[],
+    avgdl double precision, any_term tsquery, top_k integer, sample integer DEFAULT NULL)
+RETURNS TABLE (chunk_id text, score double precision, tsv tsvector)
+LANGUAGE sql STABLE
+-- no SET clause: inlined into hybrid._bm25_sql_hits' statements
+AS $$
+    -- pg_textsearch's standalone <@> to the bit (docs/searching.md#bm25-on-any-postgresql): idf (given) and each
+    -- term's score rounded to float4 as its C code does, k1 1.2 and b 0.75 as float4, the length quantized
+    -- (hybrid._bm25_fieldnorm), a query lexeme repeated weighted by its count (qf). A chunk's matching lexemes
+    -- (setweight marks them, ts_filter keeps them) and its length (hybrid._matched_tsv_length: weights don't
+    -- change it) come from its tsv, read once (each function reading the stored tsv would fetch it from TOAST)
+    SELECT c.chunk_id,
+           (SELECT sum((idf[m.i] * ((m.tf * (1.2::real::double precision + 1))
+                        / (m.tf + 1.2::real::double precision * (1 - 0.75::real::double precision
+                              + 0.75::real::double precision * (l.dl / avgdl)))) * qf[m.i])::real::double precision)
+            FROM (SELECT pg_catalog.array_position(lexemes, u.lexeme) AS i,
+                         coalesce(cardinality(u.positions), 1)::double precision AS tf
+                  FROM pg_catalog.unnest(pg_catalog.ts_filter(w.tsv, '{a}')) u) m),
+           c.tsv
+    FROM (SELECT c.chunk_id, c.tsv
+          FROM hybrid.chunk c
+          WHERE c.tenant_key = p_key
+            AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, p_tenant, p_acl, p_all)
+            AND c.tsv @@ must
+            AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
+            AND (filter IS NULL OR c.metadata @> filter)
+          LIMIT sample) c  -- sample: any that many of them (NULL: all)
+    -- read once: the tsv (detoasted) with the query's lexemes weighted A
+    CROSS JOIN LATERAL (SELECT pg_catalog.setweight(c.tsv, 'A', lexemes) AS tsv OFFSET 0) w
+    CROSS JOIN LATERAL (SELECT hybrid._bm25_fieldnorm(hybrid._matched_tsv_length(w.tsv, any_term))::double precision AS dl) l
+    ORDER BY 2 DESC, 1
+    LIMIT top_k
+$$;
+COMMENT ON FUNCTION hybrid._bm25_sql_scored(integer, text, text[], boolean, text[], jsonb, tsquery, text[], double precision[], double precision[], double precision, tsquery, integer, integer) IS
+'The top_k live chunks of tenant key p_key the caller sees that match must (of any sample of them, where sample is not NULL), by BM25 over the query''s lexemes (their idf and query counts qf; any_term, an OR of them all) with the tenant''s mean length avgdl: hybrid._bm25_sql_hits'' scoring, written once.';
+REVOKE ALL ON FUNCTION hybrid._bm25_sql_scored(integer, text, text[], boolean, text[], jsonb, tsquery, text[], double precision[], double precision[], double precision, tsquery, integer, integer) FROM PUBLIC;
 
 -- hybrid._bm25_sql_hits: BM25 from the tenant's statistics in plain SQL, as pg_textsearch scores
 CREATE OR REPLACE FUNCTION hybrid._bm25_sql_hits(p_key integer, p_tenant text, p_acl text[], p_all boolean,
@@ -602,54 +697,59 @@ AS $$
 DECLARE
     v_n double precision; v_avgdl double precision;
     v_lexemes text[]; v_idf double precision[]; v_qf double precision[];
-    v_query tsquery;
+    v_by_ub text[]; v_ub double precision[]; v_rest double precision[]; v_tau double precision;
+    v_query tsquery; v_must tsquery; v_found integer; v_theta double precision; v_held bigint;
 BEGIN
-    -- pg_textsearch's standalone <@> to the bit (docs/searching.md#bm25-on-any-postgresql): idf, avgdl and each
-    -- term's score rounded to float4 as its C code does, k1 1.2 and b 0.75 as float4, the length quantized
-    -- (hybrid._bm25_fieldnorm), the query's lexemes by the same to_tsvector, a repeated one weighted by its count
+    -- idf and avgdl rounded to float4 as pg_textsearch does (hybrid._bm25_sql_scored scores)
     SELECT s.n_docs, (s.total_len::double precision / s.n_docs)::real::double precision INTO v_n, v_avgdl
     FROM hybrid.bm25_tenant_stats s WHERE s.tenant_key = p_key AND s.n_docs > 0 AND s.total_len > 0;
     IF v_n IS NULL THEN
         RETURN;
     END IF;
-    SELECT array_agg(q.lexeme ORDER BY q.lexeme),
-           array_agg(ln(1.0::double precision + (v_n - d.df + 0.5) / (d.df + 0.5))::real::double precision ORDER BY q.lexeme),
-           array_agg(q.qf ORDER BY q.lexeme)
-    INTO v_lexemes, v_idf, v_qf
-    FROM (SELECT u.lexeme COLLATE "C" AS lexeme, coalesce(cardinality(u.positions), 1)::double precision AS qf
-          FROM unnest(to_tsvector('english'::regconfig, query_text)) u) q
-    JOIN hybrid.bm25_term_stats d ON d.tenant_key = p_key AND d.lexeme = q.lexeme AND d.df > 0;
+    -- ub: a term adds less than idf * qf * (k1 + 1) to a score (tf / (tf + k1 * (...)) < 1), with a margin for rounding
+    SELECT array_agg(q.lexeme ORDER BY q.lexeme), array_agg(q.idf ORDER BY q.lexeme), array_agg(q.qf ORDER BY q.lexeme),
+           array_agg(q.lexeme ORDER BY q.idf * q.qf DESC, q.lexeme),
+           array_agg(q.idf * q.qf * 2.2 * 1.0001 ORDER BY q.idf * q.qf DESC, q.lexeme), sum(q.df)
+    INTO v_lexemes, v_idf, v_qf, v_by_ub, v_ub, v_held
+    FROM (SELECT u.lexeme COLLATE "C" AS lexeme, coalesce(cardinality(u.positions), 1)::double precision AS qf, d.df,
+                 ln(1.0::double precision + (v_n - d.df + 0.5) / (d.df + 0.5))::real::double precision AS idf
+          FROM unnest(to_tsvector('english'::regconfig, query_text)) u
+          JOIN hybrid.bm25_term_stats d ON d.tenant_key = p_key AND d.lexeme = u.lexeme COLLATE "C" AND d.df > 0) q;
     IF v_lexemes IS NULL THEN
         RETURN;
     END IF;
     v_query := hybrid._lexeme_tsquery(v_lexemes);
-    -- every chunk holding a query lexeme (the GIN index) is scored: its matching lexemes (setweight marks them,
-    -- ts_filter keeps them) and its length (hybrid._matched_tsv_length)
+    v_must := v_query;
+    SELECT array_agg((SELECT sum(u) FROM unnest(v_ub[i:]) u) ORDER BY i) INTO v_rest
+    FROM generate_series(1, cardinality(v_ub)) i;
+    -- Pruning (MaxScore's bound, applied through the GIN index): the k-th best score of a sample of the chunks
+    -- holding terms worth half the most a chunk can score (then a quarter, an eighth, ...) is a floor theta for
+    -- the answer's k-th score, and only chunks holding terms worth theta (hybrid._bm25_must_match) are scored.
+    -- Exact: a chunk left out scores below theta, so below k chunks that are in. Not where the chunks holding any
+    -- term (at most the sum of the terms' document frequencies) are no more than a sample
+    v_tau := CASE WHEN v_held > 4 * top_k THEN v_rest[1] / 2 END;
+    WHILE v_tau >= v_ub[cardinality(v_ub)] LOOP  -- below, any one lexeme would do: every chunk holding one
+        SELECT count(*), min(s.score) INTO v_found, v_theta
+        FROM hybrid._bm25_sql_scored(p_key, p_tenant, p_acl, p_all, corpus_ids, filter,
+                                     (hybrid._bm25_must_match(v_by_ub, v_ub, v_rest, v_tau)).must::tsquery,
+                                     v_lexemes, v_idf, v_qf, v_avgdl, v_query, top_k, 4 * top_k) s;
+        IF v_found >= top_k THEN
+            v_must := (hybrid._bm25_must_match(v_by_ub, v_ub, v_rest, v_theta)).must::tsquery;
+            EXIT;
+        END IF;
+        v_tau := v_tau / 2;
+    END LOOP;
     RETURN QUERY
     SELECT r.chunk_id, r.rank, r.score,
            CASE WHEN terms IS NOT NULL AND r.rank <= 3 THEN hybrid._terms_held(r.tsv, terms) END
     FROM (SELECT s.chunk_id, s.score, s.tsv, (row_number() OVER (ORDER BY s.score DESC, s.chunk_id))::integer AS rank
-          FROM (SELECT c.chunk_id, c.tsv,
-                       (SELECT sum((v_idf[i] * ((tf * (1.2::real::double precision + 1))
-                                    / (tf + 1.2::real::double precision * (1 - 0.75::real::double precision
-                                          + 0.75::real::double precision * (l.dl / v_avgdl)))) * v_qf[i])::real::double precision)
-                        FROM (SELECT array_position(v_lexemes, u.lexeme) AS i,
-                                     coalesce(cardinality(u.positions), 1)::double precision AS tf
-                              FROM unnest(ts_filter(setweight(c.tsv, 'A', v_lexemes), '{a}')) u) m) AS score
-                FROM hybrid.chunk c
-                CROSS JOIN LATERAL (SELECT hybrid._bm25_fieldnorm(hybrid._matched_tsv_length(c.tsv, v_query))::double precision AS dl) l
-                WHERE c.tenant_key = p_key
-                  AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, p_tenant, p_acl, p_all)
-                  AND c.tsv @@ v_query
-                  AND (corpus_ids IS NULL OR c.corpus_id = ANY (corpus_ids))
-                  AND (filter IS NULL OR c.metadata @> filter)
-                ORDER BY 3 DESC, 1
-                LIMIT top_k) s) r
+          FROM hybrid._bm25_sql_scored(p_key, p_tenant, p_acl, p_all, corpus_ids, filter, v_must,
+                                       v_lexemes, v_idf, v_qf, v_avgdl, v_query, top_k) s) r
     ORDER BY r.rank;
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[]) IS
-'The lexical branch''s BM25 by the exact SQL scorer: the caller''s top_k live chunks of tenant key p_key by pg_textsearch''s BM25 (k1 1.2, b 0.75, its quantized lengths and float4 roundings) computed from the tenant''s statistics (hybrid.bm25_tenant_stats, hybrid.bm25_term_stats), each with terms_held as hybrid._lexical_hits gives it.';
+'The lexical branch''s BM25 by the exact SQL scorer: the caller''s top_k live chunks of tenant key p_key by pg_textsearch''s BM25 (k1 1.2, b 0.75, its quantized lengths and float4 roundings) computed from the tenant''s statistics (hybrid.bm25_tenant_stats, hybrid.bm25_term_stats), each with terms_held as hybrid._lexical_hits gives it. Only chunks that can reach the k-th score are scored (hybrid._bm25_must_match).';
 REVOKE ALL ON FUNCTION hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[]) FROM PUBLIC;
 
 -- hybrid._bm25_index_hits: BM25 through the partition's pg_textsearch index

@@ -96,6 +96,8 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._bm25_scorer(integer), hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[]),
     hybrid._bm25_index_hits(integer, text, text[], boolean, text, integer, text[], jsonb, text[], text),
     hybrid._matched_tsv_length(tsvector, tsquery), hybrid._bm25_fieldnorm(integer), hybrid._lexeme_tsquery(text[]),
+    hybrid._bm25_must_match(text[], double precision[], double precision[], double precision, integer, integer),
+    hybrid._bm25_sql_scored(integer, text, text[], boolean, text[], jsonb, tsquery, text[], double precision[], double precision[], double precision, tsquery, integer, integer),
     hybrid._graph_walk(text[], integer, integer, text[], jsonb, text[]), hybrid._edge_type_tables(text[]),
     hybrid._fusion_term(text, double precision, double precision, integer, double precision, double precision, double precision, double precision, double precision),
     hybrid._check_fusion(text), hybrid._no_such(text, text), hybrid.fusion_methods(), hybrid._branch_score(text, double precision), hybrid._blend_score(text, double precision),
