@@ -74,9 +74,9 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                       else "pyhybrid migrate --reapply" if idx == "chunk_audit_sample_idx" else "pyhybrid migrate")
         if idx == "chunk_embedding_hnsw" and present:
             yield _dense_index_kind(conn)
-    small = _one(conn, "SELECT coalesce(nullif(current_setting('hybrid.bm25_sql_max_chunks', true), ''), '2000')")
-    yield Finding("lexical scorer", f"BM25 by pg_textsearch's index for a tenant of over {small} chunks, else and where "
-                  "the index is stale by the SQL scorer (ts_rank by name)"
+    small = _one(conn, "SELECT coalesce(nullif(current_setting('hybrid.bm25_sql_max_chunks', true), ''), '0')")
+    yield Finding("lexical scorer", "BM25 by pg_textsearch's index (the SQL scorer where it is stale"
+                  + ("" if small == "0" else f" and for a tenant of at most {small} chunks") + "; ts_rank by name)"
                   if _one(conn, "SELECT hybrid.bm25_available()") else
                   "BM25 by the SQL scorer over each tenant's statistics ("
                   + ("the install goes without pg_textsearch: migrate --no-pg-textsearch" if no_bm25

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import psycopg
 import pytest
-from psycopg import conninfo, sql
+from psycopg import conninfo
 
 from pyhybrid import migrate
 from pyhybrid._paths import sql_dir
@@ -113,20 +113,12 @@ class Db:
         return _with(self.admin, user=role, password=role)
 
 
-def bm25_index_at_every_size(admin: psycopg.Connection[Any], database: str) -> None:
-    """The engine answers BM25 for a tenant of up to 2,000 chunks by the SQL scorer (the faster there, with the same
-    scores): a test's tenants are that small, and pg_textsearch's path is the one whose workarounds need testing, so
-    a test database takes the index at every size. tests/test_bm25_sql.py covers the choice by size."""
-    admin.execute(sql.SQL("ALTER DATABASE {} SET hybrid.bm25_sql_max_chunks = 0").format(sql.Identifier(database)))
-
-
 @contextmanager
 def fresh_db(admin_dsn: str, template_db: str) -> Iterator[Db]:
     """A database cloned from the migrated template, dropped afterwards."""
     name = f"pyh_t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-        bm25_index_at_every_size(c, name)
     dsn = _with(admin_dsn, dbname=name)
     with psycopg.connect(dsn, autocommit=True) as c:
         # pg_textsearch keys its shared index state on the index OID alone, and a template clone

@@ -196,9 +196,17 @@ def test_no_tenant_role_reads_or_writes_the_statistics(db: Db, role: str) -> Non
                     "UPDATE hybrid.bm25_tenant_stats SET n_docs = 1",
                     "SELECT * FROM hybrid.bm25_stats_drift()", "SELECT * FROM hybrid.rebuild_bm25_stats()",
                     "SELECT * FROM hybrid._bm25_sql_hits(1, 'acme', '{}', true, 'pump', 10, NULL, NULL, NULL)",
-                    "SELECT hybrid._bm25_stats_add('{1}', '{pump}', '{100}')"):
+                    "SELECT hybrid._bm25_stats_add('{1}', '{pump}', '{100}')",
+                    "SELECT * FROM hybrid._bm25_sql_scored(1, 'acme', '{}', true, NULL, NULL, 'pump', '{pump}', '{1}', "
+                    "'{1}', 1, 'pump', 10)"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 c.execute(sql)
+    # nor the planner's statistics of their columns (the lexemes every tenant holds most)
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        admin.execute("ANALYZE hybrid.bm25_term_stats, hybrid.bm25_tenant_stats")
+        assert admin.execute("SELECT count(*) FROM pg_stats WHERE tablename LIKE 'bm25%'").fetchone()[0] > 0
+    with psycopg.connect(db.dsn(role), autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM pg_stats WHERE tablename LIKE 'bm25%'").fetchone() == (0,)
 
 
 # --- the lexical audit: pg_textsearch's answers against the exact scorer (hybrid.audit_bm25) --------------------
@@ -296,21 +304,23 @@ def test_the_audit_names_a_bad_argument(db: Db) -> None:
 
 
 @pytest.mark.usefixtures("require_bm25")
-def test_the_engine_takes_the_sql_scorer_for_a_small_tenant_and_the_index_for_a_large_one(db: Db) -> None:
+def test_the_engine_takes_the_index_unless_told_a_size_for_the_sql_scorer(db: Db) -> None:
     _ingest(db, "acme", _corpus("a", 30, seed=12))
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
         def scorer(setup: str) -> str:
             t.conn.execute(setup)
             t.conn.execute("SELECT * FROM hybrid.search_lexical('pump pressure', 10)").fetchall()
             return str(t.conn.execute("SELECT current_setting('hybrid.bm25_scores') AS s").fetchone()["s"])
-        # the default (tests set 0 for every database, tests/conftest.py): up to 2,000 chunks, the SQL scorer
-        assert scorer("SET hybrid.bm25_sql_max_chunks = ''") == \
-            "SQL scorer: the tenant holds 30 chunks, at most hybrid.bm25_sql_max_chunks (2000): the faster scorer there"
+        # by default the index at every size (measured the faster: docs/searching.md#bm25-on-any-postgresql)
+        assert scorer("SELECT 1") in ("index scan", "re-scored")
+        assert scorer("SET hybrid.bm25_sql_max_chunks = 30") == \
+            "SQL scorer: the tenant holds 30 chunks, at most hybrid.bm25_sql_max_chunks (30)"
         plan = t.explain_retrieve(query_text="pump pressure")
         assert "the tenant holds 30 chunks" in next(b["plan"] for b in plan["branches"] if b["branch"] == "lexical")
         assert scorer("SET hybrid.bm25_sql_max_chunks = 29") in ("index scan", "re-scored")
-        assert scorer("SET hybrid.bm25_sql_max_chunks = 30") .startswith("SQL scorer: the tenant holds 30 chunks")
+        assert scorer("SET hybrid.bm25_sql_max_chunks = ''") in ("index scan", "re-scored")
         assert scorer("SET hybrid.bm25_scorer = index") in ("index scan", "re-scored")
+        assert scorer("SET hybrid.bm25_scorer = sql") == "SQL scorer: SET hybrid.bm25_scorer = sql"
     for setup, name in (("SET hybrid.bm25_scorer = fast", "hybrid.bm25_scorer"),
                         ("SET hybrid.bm25_sql_max_chunks = '2k'", "hybrid.bm25_sql_max_chunks")):
         with psycopg.connect(db.dsn("pyh_acme"), autocommit=True) as conn:

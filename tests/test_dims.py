@@ -14,7 +14,7 @@ from psycopg import conninfo
 from pyhybrid import Chunk, HybridClient, InvalidParameterError, migrate
 from pyhybrid.cli import main
 from pyhybrid.transfer import export_tenant, import_tenant
-from tests.conftest import Db, bm25_index_at_every_size
+from tests.conftest import Db
 
 pytestmark = pytest.mark.slow  # servers, binaries or releases of its own: the full tier only
 
@@ -51,7 +51,6 @@ def wide(request: pytest.FixtureRequest, admin_dsn: str, template_db: str) -> It
     name = f"pyh_dims_{dim}_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
-        bm25_index_at_every_size(c, name)
     dsn = conninfo.make_conninfo(admin_dsn, dbname=name)
     try:
         migrate.upgrade(dsn, dim=dim)

@@ -28,7 +28,6 @@ from pyhybrid.cli import main
 from pyhybrid.errors import RetrievalError
 from pyhybrid.maintenance import bm25_status, heal_bm25
 from pyhybrid.server import embedded_status, start_embedded, start_embedded_standby, stop_embedded
-from tests.conftest import bm25_index_at_every_size
 
 pytestmark = pytest.mark.slow  # servers, binaries or releases of its own: the full tier only
 
@@ -61,7 +60,6 @@ class Server:
         self.count += 1
         with psycopg.connect(self.root, autocommit=True) as c:
             c.execute(f"CREATE DATABASE durability_{self.count}")
-            bm25_index_at_every_size(c, f"durability_{self.count}")
         self.admin = conninfo.make_conninfo(self.root, dbname=f"durability_{self.count}")
         self.app = conninfo.make_conninfo(self.admin, user=APP, password=APP)
         migrate.upgrade(self.admin)
@@ -427,7 +425,6 @@ def test_kill_9_during_a_bulk_ingest_leaves_every_batch_whole_or_absent(server: 
     with psycopg.connect(server.root, autocommit=True) as c:
         c.execute("DROP DATABASE IF EXISTS durability_fresh WITH (FORCE)")
         c.execute("CREATE DATABASE durability_fresh")
-        bm25_index_at_every_size(c, "durability_fresh")
     fresh_admin = conninfo.make_conninfo(server.root, dbname="durability_fresh")
     migrate.upgrade(fresh_admin)
     with psycopg.connect(fresh_admin, autocommit=True) as c:

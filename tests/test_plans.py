@@ -121,8 +121,7 @@ def test_the_hnsw_path_keeps_the_index_at_the_largest_ef_search(big_db: str, rol
 @pytest.mark.usefixtures("require_bm25")
 @pytest.mark.parametrize("role, tenant", [("pyh_acme", "acme"), ("pyh_globex", "globex")])
 def test_bm25_branch_uses_the_bm25_index(big_db: str, role: str, tenant: str) -> None:
-    used = index_scans(big_db, role, tenant, "SELECT * FROM hybrid.search_lexical('valve w13 alarm', 30, lexical => 'bm25')",
-                       scorer="index")  # acme's 2,000 chunks: the SQL scorer by default
+    used = index_scans(big_db, role, tenant, "SELECT * FROM hybrid.search_lexical('valve w13 alarm', 30, lexical => 'bm25')")
     assert "chunk_content_bm25" in used, used
 
 

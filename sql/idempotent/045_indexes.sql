@@ -359,7 +359,7 @@ BEGIN
     -- A row's GIN and BM25 entries cost a load about twice its heap row; building both afterwards
     -- costs a fraction of that, and the serial BM25 build writes the one segment hybrid.merge_bm25
     -- would (bench/FINDINGS.md#text-indexes-during-a-bulk-load-textidx_ab). Meanwhile the lexical
-    -- branch stays correct (ts_rank over the tenant's partition) but slow for large tenants.
+    -- branch stays correct (BM25 by the SQL scorer over the tenant's partition) but slow for large tenants.
     -- the time of this transaction: hybrid.resume_text_indexes tells by it a drop in its own transaction
     INSERT INTO hybrid.setting (key, value) VALUES ('text_indexes_suspended', now()::text)
     ON CONFLICT (key) DO UPDATE SET value = excluded.value;
@@ -380,7 +380,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.suspend_text_indexes() IS
-'Drops the GIN (hybrid.chunk_tsv_gin) and BM25 (hybrid.chunk_content_bm25) indexes for a bulk load, and records it (setting text_indexes_suspended); rebuild them with hybrid.resume_text_indexes in a later transaction. Meanwhile lexical search ranks by ts_rank, correct but reading the whole partition. Call it as a transaction of its own: a rollback after it can crash the backends that used the BM25 index (pg_textsearch 1.0, timescale/pg_textsearch#506). Returns whether it dropped one. Admin only.';
+'Drops the GIN (hybrid.chunk_tsv_gin) and BM25 (hybrid.chunk_content_bm25) indexes for a bulk load, and records it (setting text_indexes_suspended); rebuild them with hybrid.resume_text_indexes in a later transaction. Meanwhile BM25 comes from the exact SQL scorer (the tenant''s statistics stay current), correct but reading the whole partition. Call it as a transaction of its own: a rollback after it can crash the backends that used the BM25 index (pg_textsearch 1.0, timescale/pg_textsearch#506). Returns whether it dropped one. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.suspend_text_indexes() FROM PUBLIC;
 
 -- hybrid._text_index_sql: the CREATE INDEX of a text index on hybrid.chunk or one partition of it (admin)

@@ -560,7 +560,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     v_mode text := coalesce(current_setting('hybrid.bm25_scorer', true), '');
-    v_max text := coalesce(nullif(current_setting('hybrid.bm25_sql_max_chunks', true), ''), '2000');
+    v_max text := coalesce(nullif(current_setting('hybrid.bm25_sql_max_chunks', true), ''), '0');
     v_size bigint;
 BEGIN
     IF v_mode NOT IN ('', 'sql', 'index') THEN
@@ -570,9 +570,10 @@ BEGIN
         RAISE EXCEPTION 'hybrid.bm25_sql_max_chunks must be a whole number of chunks, got %', hybrid._shown(v_max)
             USING ERRCODE = '22023';
     END IF;
-    -- pg_textsearch's index where it is there and can be trusted and the tenant is large, else the exact SQL scorer
-    -- over the tenant's statistics (hybrid._bm25_sql_hits): the same scores, faster up to about 2,000 chunks and
-    -- slower above (docs/searching.md#bm25-on-any-postgresql). SET hybrid.bm25_scorer = sql or index forces one
+    -- pg_textsearch's index where it is there and can be trusted, else the exact SQL scorer over the tenant's
+    -- statistics (hybrid._bm25_sql_hits): the same scores, slower (docs/searching.md#bm25-on-any-postgresql: the
+    -- index was at least as fast at every tenant size measured, so hybrid.bm25_sql_max_chunks, the size up to which
+    -- the SQL scorer answers anyway, is 0 unless set). SET hybrid.bm25_scorer = sql or index forces one
     IF v_mode = 'sql' THEN
         reason := 'SET hybrid.bm25_scorer = sql';
     ELSIF NOT hybrid.bm25_available() THEN
@@ -587,7 +588,7 @@ BEGIN
         IF index_name IS NULL THEN
             reason := 'the tenant''s partition has no BM25 index';
         ELSIF v_mode <> 'index' AND coalesce(v_size, 0) <= v_max::bigint THEN
-            reason := format('the tenant holds %s chunks, at most hybrid.bm25_sql_max_chunks (%s): the faster scorer there',
+            reason := format('the tenant holds %s chunks, at most hybrid.bm25_sql_max_chunks (%s)',
                              coalesce(v_size, 0), v_max);
         -- pg_textsearch 1.0 loses its statistics at a server restart and does not keep a hot standby current
         -- (sql/idempotent/048_bm25_health.sql): never answer from a stale index
@@ -603,7 +604,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_scorer(integer) IS
-'Which scorer answers lexical => ''bm25'' for a tenant key: index_name, the partition''s pg_textsearch index where it is installed, present, current (rebuilt here first after a restart where it can be) and did not fail its last audit (hybrid.audit_bm25); else reason, why the exact SQL scorer over the tenant''s statistics answers (hybrid._bm25_sql_hits): it does for a tenant of at most hybrid.bm25_sql_max_chunks chunks (a setting, 2000 by default), where it is the faster. SET hybrid.bm25_scorer = sql or index forces one.';
+'Which scorer answers lexical => ''bm25'' for a tenant key: index_name, the partition''s pg_textsearch index where it is installed, present, current (rebuilt here first after a restart where it can be) and did not fail its last audit (hybrid.audit_bm25); else reason, why the exact SQL scorer over the tenant''s statistics answers (hybrid._bm25_sql_hits): it does for a tenant of at most hybrid.bm25_sql_max_chunks chunks (a setting; 0, none, unless set). SET hybrid.bm25_scorer = sql or index forces one.';
 REVOKE ALL ON FUNCTION hybrid._bm25_scorer(integer) FROM PUBLIC;
 
 -- hybrid._bm25_must_match: the lexemes a document must hold to score theta or more
