@@ -73,6 +73,11 @@ def extensions(admin_dsn: str) -> set[str]:
         return {r[0] for r in c.execute("SELECT name FROM pg_available_extensions").fetchall()}
 
 
+# PYHYBRID_TEST_PG_TEXTSEARCH=off: test databases are installed as `pyhybrid migrate --no-pg-textsearch` does, so that
+# BM25 comes from the SQL scorer alone (tests/test_no_pg_textsearch.py runs the retrieval and tenancy tests so)
+WITHOUT_PG_TEXTSEARCH = os.environ.get("PYHYBRID_TEST_PG_TEXTSEARCH") == "off"
+
+
 @pytest.fixture(scope="session")
 def template_db(admin_dsn: str) -> Iterator[str]:
     """A migrated database with tenants acme and globex and the test roles, used as a template."""
@@ -86,7 +91,7 @@ def template_db(admin_dsn: str) -> Iterator[str]:
             if c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
                 c.execute(f'CREATE ROLE "{role}" LOGIN PASSWORD \'{role}\'')
     dsn = _with(admin_dsn, dbname=name)
-    migrate.upgrade(dsn)
+    migrate.upgrade(dsn, pg_textsearch=False if WITHOUT_PG_TEXTSEARCH else None)
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
         c.execute("SELECT hybrid.grant_app('pyh_app')")
@@ -167,7 +172,10 @@ def require_age(extensions: set[str]) -> None:
 
 @pytest.fixture()
 def require_bm25(extensions: set[str]) -> None:
-    """pg_textsearch is part of CI's server: its absence is a failure, not a skip."""
+    """pg_textsearch is part of CI's server: its absence is a failure, not a skip (except in the run that installs
+    without it on purpose: tests/test_no_pg_textsearch.py)."""
+    if WITHOUT_PG_TEXTSEARCH:
+        pytest.skip("this run installs without pg_textsearch's index (PYHYBRID_TEST_PG_TEXTSEARCH=off)")
     assert "pg_textsearch" in extensions, "pg_textsearch is not available on the test server (CI's server has it)"
 
 

@@ -353,6 +353,14 @@ def _bm25_status(results: Result, demo: Demo) -> None:
     assert results[0] == [(0,)]
 
 
+@check("bm25-any-postgres")
+def _bm25_any_postgres(results: Result, demo: Demo) -> None:
+    assert results[0] == [(0,)]
+    sql_hits, index_hits = results[4], results[8]
+    assert len(sql_hits) == 5 and sql_hits == index_hits
+    assert results[5] == [("SQL scorer: SET hybrid.bm25_scorer = sql",)]
+
+
 @check("replica")
 def _replica(res: Result, demo: Demo) -> None:
     assert ast.literal_eval(res[1].strip())[0] == "acme:NOTE-1#0"

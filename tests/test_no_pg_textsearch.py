@@ -5,6 +5,12 @@ back. Managed PostgreSQL without the extension behaves so."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import psycopg
 import pytest
 
@@ -64,3 +70,21 @@ def test_the_choice_is_refused_on_an_install_that_has_the_index(empty_db: str) -
     with pytest.raises(SchemaError, match="--no-pg-textsearch: this install has its BM25 index already"):
         migrate.upgrade(empty_db, pg_textsearch=False)
     assert _one(empty_db, "SELECT count(*) FROM hybrid.setting WHERE key = 'pg_textsearch'") == 0  # nothing written
+
+
+# the tests of retrieval and tenancy, again on databases installed without pg_textsearch's index (tests/conftest.py
+# reads PYHYBRID_TEST_PG_TEXTSEARCH): BM25 from the SQL scorer alone, everything else as on the full install
+ROOT = Path(__file__).resolve().parents[1]
+SUITES = ["tests/test_retrieve.py", "tests/test_tenancy.py", "tests/test_security.py", "tests/test_zero_leaks.py",
+          "tests/test_tenant_lifecycle.py", "tests/test_bm25_sql.py", "tests/test_abstain.py"]
+
+
+@pytest.mark.slow
+def test_retrieval_and_tenancy_tests_pass_on_an_install_without_pg_textsearch() -> None:
+    env = {**os.environ, "PYHYBRID_TEST_PG_TEXTSEARCH": "off"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SUITES], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=1200)
+    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr
+    print(summary)  # how many passed, and how many skipped for needing pg_textsearch's index
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert int(re.search(r"(\d+) passed", summary).group(1)) > 150, summary  # type: ignore[union-attr]
