@@ -35,4 +35,7 @@ SET_CORPUS_ROOT_SQL = "SELECT hybrid.set_corpus_root(%s, %s)"
 CALIBRATE_SQL = "SELECT hybrid.calibrate_abstention(%s) AS floor"
 PRUNE_DOCUMENTS_SQL = ("SELECT document_id, chunks FROM hybrid.prune_documents(corpus_id => %s, keep => %s::text[], "
                        "id_prefix => %s, dry_run => %s)")
-TENANTS_SQL = "SELECT tenant_id, created_at, corpora, documents, chunks, superseded, roles FROM hybrid.tenants()"
+# a page of tenants a transaction: counting a tenant locks its partition to the end of the transaction
+TENANTS_PAGE = 500
+TENANTS_SQL = ("SELECT tenant_id, created_at, corpora, documents, chunks, superseded, roles "
+               "FROM hybrid.tenants(%s, %s)")

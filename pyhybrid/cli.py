@@ -394,7 +394,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print("no HNSW index is due for a denser graph")
     if args.dense_kind:
         maintenance.set_dense_index_kind(target.admin, args.dense_kind, report=print)
-    with psycopg.connect(target.admin) as c:
+    with psycopg.connect(target.admin, autocommit=True) as c:  # no transaction over every check: a lock a partition
         findings = list(check(c))
     for f in findings:
         print(f)

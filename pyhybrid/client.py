@@ -310,9 +310,17 @@ class HybridClient:
     def tenants(self) -> list[dict[str, Any]]:
         """Every tenant with what it holds (admin only): tenant_id, created_at, corpora, documents, chunks (live),
         superseded, roles (the login roles bound to it)."""
+        out: list[dict[str, Any]] = []
         with self.connection() as conn:
             with _base.translate_errors():
-                return [dict(r) for r in (conn.execute(_sql.TENANTS_SQL)).fetchall()]
+                # a page a transaction (_sql.TENANTS_PAGE): one over every tenant runs out of lock slots
+                while True:
+                    with conn.transaction():
+                        page = [dict(r) for r in (conn.execute(
+                            _sql.TENANTS_SQL, (out[-1]["tenant_id"] if out else None, _sql.TENANTS_PAGE))).fetchall()]
+                    out += page
+                    if len(page) < _sql.TENANTS_PAGE:
+                        return out
 
     def grant_app(self, role_name: str) -> None:
         """Make an existing role a trusted application role (admin only)."""

@@ -142,9 +142,12 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                           f"(m {d.due_m}, ef_construction {d.due_ef_construction}) is due for recall", False,
                           f"{maintenance.DENSIFY_COMMAND}  (REINDEX CONCURRENTLY: reads and writes go on; "
                           f"maintenance_work_mem {d.build_memory})")
-    tenants, chunks = conn.execute("SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT count(*) FROM hybrid.chunk)"
-                                   ).fetchone() or (0, 0)
-    yield Finding("data", f"{tenants} tenants, {chunks} chunks (as seen by this role)")
+    # chunks by the planner's estimate, from the catalogs: counting them would lock every tenant's partition at once
+    tenants, chunks = conn.execute(
+        "SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint "
+        "FROM pg_class c WHERE c.oid = 'hybrid.chunk'::regclass OR c.oid IN (SELECT i.inhrelid FROM pg_inherits i "
+        "WHERE i.inhparent = 'hybrid.chunk'::regclass))").fetchone() or (0, 0)
+    yield Finding("data", f"{tenants} tenants (as seen by this role), about {chunks} chunks (the planner's estimate)")
 
 
 _AUDIT_SQL = """SELECT count(*) FILTER (WHERE p.audited), count(*) FILTER (WHERE p.audited AND p.cached),
@@ -152,7 +155,8 @@ _AUDIT_SQL = """SELECT count(*) FILTER (WHERE p.audited), count(*) FILTER (WHERE
 FROM (SELECT hybrid._dense_plan(t.tenant_key, NULL, NULL, NULL, 10) > 0 AS audited,
              EXISTS (SELECT 1 FROM hybrid.chunk_audit_sample_state s WHERE s.tenant_key = t.tenant_key
                        AND s.base::text = coalesce((SELECT value FROM hybrid.setting WHERE key = 'dense_audit_rows'), '1000')) AS cached
-      FROM hybrid.tenant t) p"""
+      FROM hybrid.tenant t WHERE t.tenant_key = ANY(%s)) p"""
+_AUDIT_BATCH = 500  # tenants a transaction: each one's plan locks its partition to the end of the transaction
 
 
 def _audit_samples(conn: psycopg.Connection[Any]) -> Finding | None:
@@ -162,9 +166,13 @@ def _audit_samples(conn: psycopg.Connection[Any]) -> Finding | None:
                       "AND has_table_privilege('hybrid.chunk_audit_sample_state', 'SELECT') "
                       "AND has_function_privilege('hybrid._dense_plan(integer, text[], jsonb, integer, integer)', 'EXECUTE')"):
         return None
+    keys = [r[0] for r in conn.execute("SELECT tenant_key FROM hybrid.tenant ORDER BY 1").fetchall()]
+    audited, cached, base = 0, 0, "1000"
     try:
-        with conn.transaction():
-            audited, cached, base = conn.execute(_AUDIT_SQL).fetchone() or (0, 0, "1000")
+        for i in range(0, max(len(keys), 1), _AUDIT_BATCH):
+            with conn.transaction():
+                a, c, base = conn.execute(_AUDIT_SQL, (keys[i:i + _AUDIT_BATCH],)).fetchone() or (0, 0, "1000")
+            audited, cached = audited + a, cached + c
     except psycopg.errors.InvalidParameterValue as exc:  # a malformed dense_audit_rows, named by _dense_plan
         return Finding("dense audit samples", f"BROKEN: {exc.diag.message_primary}", True,
                        "fix or DELETE the setting in hybrid.setting")

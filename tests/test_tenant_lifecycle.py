@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -164,3 +165,54 @@ def test_import_refuses_a_tenant_with_data_a_wrong_dimension_and_a_bad_file_writ
             import_tenant(c, tmp_path / "other.jsonl", "fresh3")
     with psycopg.connect(db.dsn()) as admin:
         assert admin.execute("SELECT count(*) FROM hybrid.tenant WHERE tenant_id LIKE 'fresh%'").fetchone() == (0,)
+
+
+# --- many tenants: listing them a page a transaction (issue 51: a transaction over every tenant runs out of locks)
+
+def _partitions_locked(c: psycopg.Connection[Any]) -> int:
+    return int(c.execute("SELECT count(*) FROM pg_locks l JOIN pg_class k ON k.oid = l.relation "
+                         "WHERE l.pid = pg_backend_pid() AND k.relname ~ '^chunk_p[0-9]+$'").fetchone()[0])
+
+
+def test_tenants_come_a_page_at_a_time_each_page_locking_only_its_own_partitions(
+        db: Db, monkeypatch: pytest.MonkeyPatch) -> None:
+    with psycopg.connect(db.dsn(), autocommit=True) as c:
+        for i in range(40):
+            c.execute("SELECT hybrid.create_tenant(%s)", (f"t{i:03d}",))
+    with HybridClient(db.dsn("pyh_app")) as client, client.tenant("acme") as t:
+        t.ingest(chunks("a", 3))
+    with psycopg.connect(db.dsn()) as c:  # one transaction
+        whole = c.execute("SELECT * FROM hybrid.tenants()").fetchall()
+        assert len(whole) == 42 and _partitions_locked(c) == 42  # what ran out of lock slots at a few thousand
+    with psycopg.connect(db.dsn()) as c:
+        assert len(c.execute("SELECT * FROM hybrid.tenants(NULL, 10)").fetchall()) == 10
+        assert _partitions_locked(c) == 10
+        c.rollback()
+        pages, after = [], None
+        while True:
+            page = c.execute("SELECT * FROM hybrid.tenants(%s, 10)", (after,)).fetchall()
+            c.rollback()
+            pages += page
+            if len(page) < 10:
+                break
+            after = page[-1][0]
+        assert pages == whole
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="max_tenants"):
+            c.execute("SELECT * FROM hybrid.tenants(NULL, 0)")
+    # the client pages by itself (here 7 a page), each page a transaction of its own
+    from pyhybrid import _sql
+    monkeypatch.setattr(_sql, "TENANTS_PAGE", 7)
+    with HybridClient(db.dsn()) as client:
+        listed = client.tenants()
+    assert [(r["tenant_id"], r["chunks"]) for r in listed] == [(w[0], w[4]) for w in whole]
+    assert next(r for r in listed if r["tenant_id"] == "acme")["chunks"] == 3
+
+
+def test_doctors_dense_audit_count_is_the_same_by_batches(db: Db, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyhybrid import doctor
+    with psycopg.connect(db.dsn(), autocommit=True) as c:
+        for i in range(9):
+            c.execute("SELECT hybrid.create_tenant(%s)", (f"t{i:03d}",))
+        whole = doctor._audit_samples(c)
+        monkeypatch.setattr(doctor, "_AUDIT_BATCH", 2)
+        assert doctor._audit_samples(c) == whole

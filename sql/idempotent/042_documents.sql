@@ -153,8 +153,8 @@ $$;
 COMMENT ON FUNCTION hybrid.prune_documents(text, text[], text, boolean) IS
 'Folder sync: supersedes every live chunk of the documents of corpus_id whose id starts with id_prefix ('''' for all) and is not in keep (the document ids a folder still holds); returns each such document with its chunks, and with dry_run only reports them. Superseded chunks are never returned by any branch; ingesting the document again brings it back. Writers only (hybrid._may_write), a dry run too.';
 
--- hybrid.tenants: every tenant, with what it holds (admin)
-CREATE OR REPLACE FUNCTION hybrid.tenants()
+-- hybrid.tenants: the tenants (a page of them), with what they hold (admin)
+CREATE OR REPLACE FUNCTION hybrid.tenants(after text DEFAULT NULL, max_tenants integer DEFAULT NULL)
 RETURNS TABLE (tenant_id text, created_at timestamptz, corpora bigint, documents bigint, chunks bigint,
                superseded bigint, roles text[])
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -167,9 +167,15 @@ BEGIN
     -- the tables force RLS: only an owner that bypasses it counts every row
     IF NOT (SELECT r.rolsuper OR r.rolbypassrls FROM pg_roles r WHERE r.rolname = current_user) THEN
         RAISE EXCEPTION 'hybrid.tenants must be owned by a superuser or a BYPASSRLS role, not %', current_user
-            USING ERRCODE = '42501', HINT = 'ALTER FUNCTION hybrid.tenants() OWNER TO a role that bypasses RLS.';
+            USING ERRCODE = '42501', HINT = 'ALTER FUNCTION hybrid.tenants(text, integer) OWNER TO a role that bypasses RLS.';
     END IF;
-    FOR t IN SELECT x.tenant_id, x.tenant_key, x.created_at FROM hybrid.tenant x ORDER BY x.tenant_id LOOP
+    IF max_tenants IS NOT NULL THEN
+        PERFORM hybrid._check_range('max_tenants', max_tenants, 1, 1000000);
+    END IF;
+    -- counting a tenant locks its partition to the end of the transaction: a page of max_tenants locks that many,
+    -- where one transaction over every tenant runs out of lock slots at a few thousand (docs/tenancy.md)
+    FOR t IN SELECT x.tenant_id, x.tenant_key, x.created_at FROM hybrid.tenant x
+             WHERE after IS NULL OR x.tenant_id > after ORDER BY x.tenant_id LIMIT max_tenants LOOP
         tenant_id := t.tenant_id;
         created_at := t.created_at;
         corpora := (SELECT count(*) FROM hybrid.corpus k WHERE k.tenant_id = t.tenant_id);
@@ -188,6 +194,6 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION hybrid.tenants() IS
-'Every tenant: when it was created, its corpora, live documents and chunks, superseded chunks (kept until re-ingested or deleted) and the login roles bound to it. Admin only; reads each tenant''s partition once.';
-REVOKE ALL ON FUNCTION hybrid.tenants() FROM PUBLIC;
+COMMENT ON FUNCTION hybrid.tenants(text, integer) IS
+'The tenants whose id sorts after after (NULL: from the first), at most max_tenants of them (NULL: all), in id order: when each was created, its corpora, live documents and chunks, superseded chunks (kept until re-ingested or deleted) and the login roles bound to it. Admin only; reads each tenant''s partition once, and locks it to the end of the transaction: page through many tenants a transaction a page (pyhybrid''s tenants() does).';
+REVOKE ALL ON FUNCTION hybrid.tenants(text, integer) FROM PUBLIC;
