@@ -129,12 +129,15 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
             yield Finding(f"extension {ext} functions", f"{open_fns} executable by PUBLIC" if open_fns
                           else "none executable by PUBLIC", open_fns > 0,
                           "pyhybrid migrate --reapply  (an extension update re-granted them)" if open_fns else None)
+    healthy: dict[str, list[int]] = {}  # state -> documents of each such index: one line a state, not an index
     for st in maintenance.bm25_status(conn):
         if st.state == "stale":
             yield Finding(f"BM25 index {st.index_name}", f"STALE: {st.reason}", True,
                           f"{maintenance.HEAL_COMMAND}  (or, as the schema owner: {maintenance.HEAL_SQL};)")
         else:
-            yield Finding(f"BM25 index {st.index_name}", f"{st.state} ({st.total_docs} documents in its statistics)")
+            healthy.setdefault(st.state, []).append(st.total_docs or 0)
+    for state, docs in healthy.items():
+        yield Finding("BM25 indexes", f"{len(docs)} {state} ({sum(docs)} documents in their statistics)")
     for d in maintenance.vector_index_density(conn):
         if d.due:  # recall, not correctness: a hint, not a failure
             yield Finding(f"HNSW density, tenant {d.tenant_id}",

@@ -216,3 +216,32 @@ def test_doctors_dense_audit_count_is_the_same_by_batches(db: Db, monkeypatch: p
         whole = doctor._audit_samples(c)
         monkeypatch.setattr(doctor, "_AUDIT_BATCH", 2)
         assert doctor._audit_samples(c) == whole
+
+
+def test_re_applying_the_sql_locks_no_secured_partition_and_repairs_a_weakened_one(db: Db) -> None:
+    with psycopg.connect(db.dsn(), autocommit=True) as c:
+        for i in range(20):
+            c.execute("SELECT hybrid.create_tenant(%s)", (f"t{i:03d}",))
+        parts = [r[0] for r in c.execute("SELECT inhrelid::regclass::text FROM pg_inherits "
+                                         "WHERE inhparent = 'hybrid.chunk'::regclass ORDER BY 1").fetchall()]
+        assert len(parts) == 22
+        secured = "SELECT hybrid._chunks_secured(%s::regclass)"
+        assert all(c.execute(secured, (p,)).fetchone()[0] for p in parts)
+        # each way a partition can be weakened is seen
+        weak = parts[:5]
+        c.execute(f"DROP POLICY chunk_select ON {weak[0]}")
+        c.execute(f"ALTER TABLE {weak[1]} NO FORCE ROW LEVEL SECURITY")
+        c.execute(f"GRANT SELECT ON {weak[2]} TO PUBLIC")
+        c.execute(f"ALTER POLICY chunk_delete ON {weak[3]} USING (true)")
+        c.execute(f"REVOKE SELECT ON {weak[4]} FROM hybrid_definer")
+        assert [c.execute(secured, (p,)).fetchone()[0] for p in parts] == [False] * 5 + [True] * 17
+    with psycopg.connect(db.dsn()) as c:  # what sql/idempotent/020_policies.sql runs, in one transaction
+        c.execute("SELECT hybrid._secure_chunks(i.inhrelid::regclass) FROM pg_inherits i "
+                  "WHERE i.inhparent = 'hybrid.chunk'::regclass "
+                  "AND NOT coalesce(hybrid._chunks_secured(i.inhrelid::regclass), false)")
+        locked = c.execute("SELECT array_agg(DISTINCT k.oid::regclass::text) FROM pg_locks l "
+                           "JOIN pg_class k ON k.oid = l.relation WHERE l.pid = pg_backend_pid() "
+                           "AND k.relname ~ '^chunk_p[0-9]+$'").fetchone()[0]
+        assert sorted(locked) == sorted(weak)  # the weakened ones alone: none of the secured 17
+        c.commit()
+        assert all(c.execute(secured, (p,)).fetchone()[0] for p in parts)

@@ -1,5 +1,7 @@
 """hybrid.tenants() becomes hybrid.tenants(after, max_tenants): a page of tenants, so that listing them at any
-tenant count need not lock every partition in one transaction (each page a transaction of its own).
+tenant count need not lock every partition in one transaction (each page a transaction of its own); and
+sql/idempotent re-secures only the partitions that need it (hybrid._chunks_secured), so that a re-apply at any
+tenant count locks none that are secured already.
 
 Revision ID: 0020
 Revises: 0019
@@ -24,4 +26,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # the older release's sql/idempotent/ re-creates hybrid.tenants()
-    op.get_bind().connection.dbapi_connection.cursor().execute("DROP FUNCTION IF EXISTS hybrid.tenants(text, integer)")
+    op.get_bind().connection.dbapi_connection.cursor().execute(
+        "DROP FUNCTION IF EXISTS hybrid.tenants(text, integer); DROP FUNCTION IF EXISTS hybrid._chunks_secured(regclass)")

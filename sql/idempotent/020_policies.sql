@@ -64,6 +64,33 @@ COMMENT ON FUNCTION hybrid._secure_chunks(regclass) IS
 '(Re)creates the chunk policies (tenant and ACL) on hybrid.chunk or one of its partitions and forces RLS there; a partition also loses every privilege but its owner''s and hybrid_definer''s SELECT (the BM25 branch reads it by name). hybrid._create_partition calls it for a new partition. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._secure_chunks(regclass) FROM PUBLIC;
 
+-- hybrid._chunks_secured: whether a partition already is as hybrid._secure_chunks leaves it (read from the catalogs)
+CREATE OR REPLACE FUNCTION hybrid._chunks_secured(tbl regclass) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- RLS enabled and forced; the parent's four policies, alike; no privilege but the owner's and hybrid_definer's
+    -- SELECT. Catalog reads lock no partition, so re-applying sql/idempotent at any tenant count locks only the
+    -- partitions that need it (docs/tenancy.md#many-tenants-and-the-lock-table)
+    SELECT c.relrowsecurity AND c.relforcerowsecurity
+       AND (SELECT count(*) FROM pg_policy x WHERE x.polrelid = tbl) = 4
+       AND (SELECT count(*) FROM pg_policy x JOIN pg_policy y ON y.polrelid = 'hybrid.chunk'::regclass
+                AND y.polname = x.polname AND y.polcmd = x.polcmd AND y.polpermissive = x.polpermissive
+                AND y.polroles = x.polroles
+                AND pg_get_expr(y.polqual, y.polrelid) IS NOT DISTINCT FROM pg_get_expr(x.polqual, x.polrelid)
+                AND pg_get_expr(y.polwithcheck, y.polrelid) IS NOT DISTINCT FROM pg_get_expr(x.polwithcheck, x.polrelid)
+            WHERE x.polrelid = tbl) = 4
+       AND EXISTS (SELECT 1 FROM aclexplode(c.relacl) a
+                   WHERE a.grantee = 'hybrid_definer'::regrole AND a.privilege_type = 'SELECT' AND NOT a.is_grantable)
+       AND NOT EXISTS (SELECT 1 FROM aclexplode(c.relacl) a
+                       WHERE a.grantee <> c.relowner AND NOT (a.grantee = 'hybrid_definer'::regrole
+                                                                AND a.privilege_type = 'SELECT'))
+    FROM pg_class c WHERE c.oid = tbl
+$$;
+COMMENT ON FUNCTION hybrid._chunks_secured(regclass) IS
+'Whether a partition of hybrid.chunk already has what hybrid._secure_chunks gives it (RLS forced, the parent''s four policies, only its owner''s privileges and hybrid_definer''s SELECT), read from the catalogs without locking it.';
+REVOKE ALL ON FUNCTION hybrid._chunks_secured(regclass) FROM PUBLIC;
+
 -- a wrapper of _secure_chunks an earlier 0.3 development build installed
 DROP FUNCTION IF EXISTS hybrid._secure_partition(regclass);
 
@@ -71,7 +98,8 @@ DROP FUNCTION IF EXISTS hybrid._secure_partition(regclass);
 SELECT hybrid._create_partition(t.tenant_key) FROM hybrid.tenant t
 WHERE hybrid._chunk_partition(t.tenant_key) IS NULL;
 SELECT hybrid._secure_chunks('hybrid.chunk');
-SELECT hybrid._secure_chunks(i.inhrelid::regclass) FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk'::regclass;
+SELECT hybrid._secure_chunks(i.inhrelid::regclass) FROM pg_inherits i
+WHERE i.inhparent = 'hybrid.chunk'::regclass AND NOT coalesce(hybrid._chunks_secured(i.inhrelid::regclass), false);
 
 -- edge type names are tenant data: the loaders (hybrid_definer) read and register the caller's
 -- tenant's; app roles may read them; nobody else sees a row
