@@ -109,6 +109,8 @@ def from_psycopg(exc: BaseException) -> PyhybridError:
     hint = getattr(diag, "message_hint", None)
     if hint:
         message = f"{message} (hint: {hint})"
+    if sqlstate == "53200" and "shared memory" in message:  # the lock table: a lock a tenant's partition and index
+        message += "; with thousands of tenants, see docs/tenancy.md, 'Many tenants and the lock table'"
     cls = error_class(sqlstate)
     if cls is SchemaError:
         message = f"{message} (is the hybrid schema installed? run: pyhybrid migrate)"

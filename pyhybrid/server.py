@@ -66,10 +66,35 @@ def start_embedded(data_dir: Path | None = None, report: Callable[[str], None] |
             server.ensure_postgres_running()
         uri: str = server.get_uri()
     if not was_running:
+        _ensure_lock_slots(uri, path, server)
         from .maintenance import heal_bm25_everywhere
 
         heal_bm25_everywhere(uri, report)
     return uri
+
+
+# Every statement that reads all of hybrid.chunk (an upgrade's DDL, hybrid.tenants() in one call, count(*)) holds a
+# lock on each tenant's partition and each of its indexes, 9 a tenant, to the end of its transaction; the lock table
+# has max_locks_per_transaction x (max_connections + auxiliaries) slots. PostgreSQL's default 64 ran out at 7,500
+# tenants; 1,024 (x 100 connections / 9: about 11,000 tenants in one transaction) costs 52 MB more shared memory
+# (measured; docs/tenancy.md).
+EMBEDDED_LOCKS_PER_TRANSACTION = 1024
+
+
+def _ensure_lock_slots(uri: str, path: Path, server: Any) -> None:
+    """Raise the embedded server's max_locks_per_transaction to EMBEDDED_LOCKS_PER_TRANSACTION (ALTER SYSTEM, kept in
+    its data directory) and restart it, where this call started it with fewer: once per data directory."""
+    import psycopg
+
+    with psycopg.connect(uri, autocommit=True) as conn:
+        row = conn.execute("SELECT current_setting('max_locks_per_transaction')::integer").fetchone()
+        if row is None or row[0] >= EMBEDDED_LOCKS_PER_TRANSACTION:
+            return
+        conn.execute("ALTER SYSTEM SET max_locks_per_transaction = 1024")  # EMBEDDED_LOCKS_PER_TRANSACTION
+    from pgserver import _commands  # the pg_ctl pgserver starts it with, as its system user
+
+    # restart reuses the options of the start (postmaster.opts): its socket and preloaded libraries
+    getattr(_commands, "pg_ctl")(["-w", "restart", "-m", "fast"], pgdata=path, user=server.system_user, timeout=60)
 
 
 def embedded_dsn(role: str | None = None, data_dir: Path | None = None) -> str:
