@@ -13,7 +13,7 @@ import shlex
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 import psycopg
 import psycopg.sql
@@ -22,7 +22,7 @@ from psycopg import conninfo
 from . import _base, _sql, maintenance, migrate, server, transfer
 from ._base import AbstainedWarning
 from ._jsonl import read_jsonl
-from .errors import InvalidParameterError, PyhybridError, from_psycopg
+from .errors import InvalidParameterError, PyhybridError, TenantError, from_psycopg
 from .ingest import ingest_records
 from .query import RetrieveQuery
 from .fusion import FUSIONS
@@ -237,8 +237,16 @@ def _calibrate(t: Any) -> None:
             raise
 
 
-def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
-    """Run one search as the CLI does; prints the table, JSON or explanation."""
+SEARCH_NO_ROWS, SEARCH_ABSTAINED = 1, 3
+"""search's exit status without rows (docs/cli.md): nothing matched, or --abstain found nothing relevant; 0 with
+rows, 2 an error (an unknown tenant on the embedded server among them)."""
+
+
+def search(dsn: str, args: argparse.Namespace, admin: str | None = None) -> int:
+    """Run one search as the CLI does; prints the table, JSON or explanation; returns the exit status.
+
+    admin: a DSN that may read every tenant (the embedded server's): a search without rows for a tenant that does
+    not exist then says so (a tenant role cannot tell "no such tenant" from "not yours": with its DSN it cannot)."""
     from .client import HybridClient
 
     query = _query(args)
@@ -265,37 +273,24 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
     elif unseen:
         print(f"pyhybrid: note: {len(unseen)} of the {len(query.graph_seeds or [])} seeds are not visible to tenant "
               f"{args.tenant!r}: " + ", ".join(unseen), file=sys.stderr)
+    if not refs and admin is not None:
+        _require_tenant(admin, args.tenant)
     if args.json:
         out = [dataclasses.asdict(r) for r in refs]
         if args.explain:
             print(json.dumps({"rows": out, "explain": report, "psql": block}, indent=2, default=list))
         else:
             print(json.dumps(out, indent=2, default=list))
-        return refs
-    if not refs and abstained:
-        print(f"no answer for tenant {args.tenant!r}: nothing relevant ({abstained[0].split(': ', 1)[-1]})",
-              file=sys.stderr)
-    elif not refs:
-        graph_only = query.query_text is None
-        if graph_only and unseen and len(unseen) == len(query.graph_seeds or []):
-            why = "nothing to start the graph branch from"
-        elif graph_only:
-            why = (f"the seeds have no neighbours within {query.graph_hops} hop(s) that this role may see "
-                   f"(edges are loaded with: pyhybrid {_data_dir_flag(args)}ingest-edges FILE --tenant {args.tenant})")
-        else:
-            # the same words whatever the cause: a tenant role cannot tell "no such tenant" from "not yours"
-            why = "the tenant or corpus may not exist, hold no chunks this role may see, or nothing matched"
-        print(f"no results for tenant {args.tenant!r}"
-              + (f" in corpus {', '.join(args.corpus_ids)}" if args.corpus_ids else "") + f": {why}",
-              file=sys.stderr)
-    else:
+    if not refs:
+        print(_no_rows(args, query, abstained, unseen), file=sys.stderr)
+    elif not args.json:
         _print_table(refs, skip=query.skip)
         _print_context(refs[0])
-    for r in refs:
-        if r.siblings:
-            print(f"      siblings of {r.chunk_id}: "
-                  + ", ".join(f"{s['chunk_id']} (position {s['position']})" for s in r.siblings))
-    if args.explain:
+        for r in refs:
+            if r.siblings:
+                print(f"      siblings of {r.chunk_id}: "
+                      + ", ".join(f"{s['chunk_id']} (position {s['position']})" for s in r.siblings))
+    if args.explain and not args.json:
         print(f"\nbranches (hybrid.explain_retrieve, {report.get('total_ms')} ms in all):")
         for b in report.get("branches", []):
             if "failed" in b:
@@ -311,7 +306,32 @@ def search(dsn: str, args: argparse.Namespace) -> list[ChunkRef]:
             print(f"  {r['chunk_id']}: found by {', '.join(found)}; {r['score']:.5f} = {terms or '0'}")
         print(f"\nThe SQL call, as the role this search ran as (run it as is in: pyhybrid {_data_dir_flag(args)}sql):")
         print(block)
-    return refs
+    return 0 if refs else SEARCH_ABSTAINED if abstained else SEARCH_NO_ROWS
+
+
+def _no_rows(args: argparse.Namespace, query: RetrieveQuery, abstained: list[str], unseen: list[str]) -> str:
+    """The line that says why a search returned no rows."""
+    if abstained:
+        return f"no answer for tenant {args.tenant!r}: nothing relevant ({abstained[0].split(': ', 1)[-1]})"
+    graph_only = query.query_text is None
+    if graph_only and unseen and len(unseen) == len(query.graph_seeds or []):
+        why = "nothing to start the graph branch from"
+    elif graph_only:
+        why = (f"the seeds have no neighbours within {query.graph_hops} hop(s) that this role may see "
+               f"(edges are loaded with: pyhybrid {_data_dir_flag(args)}ingest-edges FILE --tenant {args.tenant})")
+    else:
+        # the same words whatever the cause: a tenant role cannot tell "no such tenant" from "not yours"
+        why = "the tenant or corpus may not exist, hold no chunks this role may see, or nothing matched"
+    return (f"no results for tenant {args.tenant!r}" + (f" in corpus {', '.join(args.corpus_ids)}" if args.corpus_ids
+                                                        else "") + f": {why}")
+
+
+def _require_tenant(admin: str, tenant: str) -> None:
+    """As a role that reads every tenant: refuse, by name, a tenant that does not exist."""
+    with psycopg.connect(admin, autocommit=True) as c:
+        if c.execute("SELECT 1 FROM hybrid.tenant WHERE tenant_id = %s", (tenant,)).fetchone() is None:
+            raise TenantError(f"tenant {tenant!r} does not exist (pyhybrid tenant list shows the tenants; pyhybrid "
+                              f"tenant create {tenant} creates one)")
 
 
 def _stderr(line: str) -> None:
@@ -414,6 +434,7 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         elif args.action == "create":
             print(c.create_tenant(args.tenant))
         elif args.action == "calibrate":
+            _require_tenant(target.admin, args.tenant)
             with c.tenant(args.tenant, ["*"]) as t:
                 floor = t.calibrate_abstention(args.quantile)
             print(f"tenant {args.tenant}: abstention floor {floor:.4f} (cosine similarity, quantile {args.quantile})")
@@ -521,7 +542,7 @@ def _report_skipped(skipped: Sequence[tuple[str, str]], quiet: bool) -> None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from . import folder
-    from .chunking import scan_source
+    from .chunking import DEFAULT_CHUNK_TOKENS, scan_source
     from .client import HybridClient
 
     _base.tenant_params(args.tenant, None)
@@ -542,7 +563,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                             folder.remembered_root(corpora, corpus))
     if plan.note:
         print(f"pyhybrid: note: {plan.note}", file=sys.stderr)
+    if args.chunk_size > DEFAULT_CHUNK_TOKENS:  # the embedder reads no more: the rest is lexical only
+        print(f"pyhybrid: note: --chunk-size {args.chunk_size} is above the {DEFAULT_CHUNK_TOKENS} tokens the bundled "
+              "embedder reads (all-MiniLM-L6-v2 truncates at 256 with its 2 special tokens): the dense branch sees "
+              "only the start of each chunk, the lexical branch all of it", file=sys.stderr)
     # read everything first: a bad path or record fails here, before a tenant or a row is written
+    args.on_interrupt = "no chunk was written"
     scan = scan_source(path, root=plan.root, chunk_tokens=args.chunk_size, overlap_tokens=args.overlap)
     for f, note in scan.notes:
         print(f"pyhybrid: note: {f}: {note}", file=sys.stderr)
@@ -570,6 +596,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                               writers=args.writers)
 
     totals: dict[str, int] = {}
+    if not args.dry_run:
+        args.on_interrupt = ("the batches sent before it are written, each whole (a transaction); the same command "
+                             "again writes only what is missing")
     with _tenant_hint(args):
         if records and args.bulk and not args.dry_run:
             with HybridClient(target.admin) as admin, admin.bulk_load(build_workers=args.build_workers):
@@ -647,8 +676,7 @@ def cmd_ingest_edges(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     target = Target(args)
     target.ensure_ready()
-    search(target.app, args)
-    return 0
+    return search(target.app, args, target.admin if target.embedded else None)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -711,6 +739,10 @@ class _Parser(argparse.ArgumentParser):
         kw.setdefault("formatter_class", _Help)
         super().__init__(*args, **kw)
         self._negative_number_matcher = re.compile(r"^-\d[\d.,eE+-]*$")
+
+    def error(self, message: str) -> NoReturn:
+        """One line naming the flag at fault (docs/cli.md), not the usage before it: --help shows that."""
+        self.exit(2, f"pyhybrid: error: {message} (see: {self.prog} --help)\n")
 
 
 class _Help(argparse.HelpFormatter):
@@ -993,6 +1025,10 @@ def _run(args: argparse.Namespace) -> int:
     except psycopg.Error as exc:
         print(f"pyhybrid: error: {from_psycopg(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, saying what stays written (docs/cli.md)
+        note = getattr(args, "on_interrupt", None)
+        print("pyhybrid: interrupted" + (f": {note}" if note else ""), file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader left (| head): no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -205,3 +205,13 @@ def test_ingest_chunk_size_defaults_are_the_chunkers_in_tokens() -> None:
 
     args = build_parser().parse_args(["ingest", "x.md", "--tenant", "acme"])
     assert (args.chunk_size, args.overlap) == (chunking.DEFAULT_CHUNK_TOKENS, chunking.DEFAULT_OVERLAP_TOKENS)
+
+
+def test_a_chunk_size_above_what_the_embedder_reads_gets_a_note(db: Db, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.txt").write_text("The pump shall raise an occlusion alarm. " * 20)
+    base = ["--dsn", db.dsn(), "ingest", str(tmp_path), "--tenant", "acme", "--quiet", "--dry-run"]
+    assert main([*base, "--chunk-size", "5000"]) == 0
+    assert "pyhybrid: note: --chunk-size 5000 is above the 254 tokens the bundled embedder reads" in capsys.readouterr().err
+    assert main([*base, "--chunk-size", "254"]) == 0
+    assert "--chunk-size" not in capsys.readouterr().err

@@ -7,9 +7,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -119,14 +121,14 @@ def test_graph_only_search_without_edges_says_why_and_prints_no_header(data_dir:
     f = data_dir.parent / "lonely.txt"
     f.write_text("A tenant with one chunk and no edges.")
     run("ingest", str(f), "--tenant", "lonely", "--quiet", data_dir=data_dir)
-    done = run("search", "", "--seed", "lonely.txt#0", "--tenant", "lonely", data_dir=data_dir)
+    done = run("search", "", "--seed", "lonely.txt#0", "--tenant", "lonely", data_dir=data_dir, check=1)
     assert done.stdout == ""
     assert "the seeds have no neighbours within 1 hop(s)" in done.stderr and "ingest-edges" in done.stderr
 
 
 def test_unknown_and_other_tenants_seeds_are_reported_in_the_same_words(data_dir: Path) -> None:
     def err(seed: str) -> str:
-        done = run("search", "", "--seed", seed, "--tenant", "acme", data_dir=data_dir)
+        done = run("search", "", "--seed", seed, "--tenant", "acme", data_dir=data_dir, check=1)
         assert done.stdout == ""
         return done.stderr.replace(seed, "ID")
 
@@ -352,7 +354,7 @@ def test_search_abstain_answers_on_topic_and_says_no_answer_off_topic(data_dir: 
              "--abstain", data_dir=data_dir)
     assert _table_ids(on.stdout)[0] == "acme:REQ-012#0"
     off = run("search", "a recipe for chocolate cake with vanilla frosting", "--tenant", "acme", "--abstain",
-              data_dir=data_dir)
+              data_dir=data_dir, check=3)
     assert _table_ids(off.stdout) == []
     assert "no answer for tenant 'acme': nothing relevant (the best dense hit (similarity" in off.stderr
     demo_floor = run("tenant", "calibrate", "globex", data_dir=data_dir).stdout  # as the demo left it: all pairs
@@ -363,3 +365,55 @@ def test_search_abstain_answers_on_topic_and_says_no_answer_off_topic(data_dir: 
         assert cal.stdout < demo_floor  # a lower quantile, a lower floor
     finally:  # the module's server is shared: globex keeps the demo's floor (its chunks all sampled: the same)
         assert run("tenant", "calibrate", "globex", data_dir=data_dir).stdout == demo_floor
+
+
+# issue 52, what a new user met: flag type errors, an unknown tenant, an empty --json, Ctrl-C
+@pytest.mark.parametrize("flags, said", [(["--top-k", "abc"], "argument --top-k: invalid int value: 'abc'"),
+                                         (["--fusion", "foo"], "argument --fusion: invalid choice: 'foo'")])
+def test_a_flag_of_the_wrong_type_is_one_line_without_the_usage(data_dir: Path, flags: list[str], said: str) -> None:
+    err = run("search", "x", "--tenant", "acme", *flags, data_dir=data_dir, check=2).stderr
+    assert err.startswith(f"pyhybrid: error: {said}") and "usage:" not in err and err.count("\n") == 1, err
+    assert err.rstrip().endswith("(see: pyhybrid search --help)")
+
+
+def test_a_tenant_that_does_not_exist_is_named_by_search_and_calibrate(data_dir: Path) -> None:
+    said = "pyhybrid: error: tenant 'nosuch' does not exist (pyhybrid tenant list shows the tenants"
+    for argv in (["search", "pump alarm", "--tenant", "nosuch"], ["search", "pump alarm", "--tenant", "nosuch", "--json"],
+                 ["tenant", "calibrate", "nosuch"]):
+        done = run(*argv, data_dir=data_dir, check=2)
+        assert done.stderr.startswith(said) and "hybrid.tenant_id" not in done.stderr and done.stdout == "", argv
+
+
+def test_search_json_says_by_its_exit_status_and_one_line_why_it_is_empty(data_dir: Path) -> None:
+    found = run("search", "pump alarm", "--tenant", "acme", "--json", data_dir=data_dir, check=0)
+    assert json.loads(found.stdout) and found.stderr == ""
+    nothing = run("search", "zzzqqq", "--tenant", "acme", "--vector-weight", "0", "--json", data_dir=data_dir, check=1)
+    assert json.loads(nothing.stdout) == [] and nothing.stderr.startswith("no results for tenant 'acme'")
+    off = run("search", "a recipe for chocolate cake with vanilla frosting", "--tenant", "acme", "--abstain", "--json",
+              data_dir=data_dir, check=3)
+    assert json.loads(off.stdout) == [] and off.stderr.startswith("no answer for tenant 'acme': nothing relevant")
+
+
+def test_ctrl_c_during_ingest_is_one_line_saying_what_stays_written(data_dir: Path) -> None:
+    big = data_dir.parent / "big.txt"
+    big.write_text("".join(f"Requirement {i}: the pump shall raise an occlusion alarm within {i} seconds. "
+                           for i in range(6_000)))
+    argv = [BIN, "--data-dir", str(data_dir), "ingest", str(big), "--tenant", "interrupted", "--batch", "50"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    assert proc.stderr is not None
+    read = proc.stderr.readline()  # "read 1 file(s): N chunk(s) ...": embedding and writing from here on
+    total = int(re.search(r"(\d+) chunk\(s\)", read)[1])  # type: ignore[index]
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, (out, err)
+    assert err.strip().splitlines()[-1] == ("pyhybrid: interrupted: the batches sent before it are written, each whole "
+                                            "(a transaction); the same command again writes only what is missing")
+
+    def chunks() -> int:
+        listed = [json.loads(line) for line in run("tenant", "list", "--json", data_dir=data_dir).stdout.splitlines()]
+        return next((t["chunks"] for t in listed if t["tenant_id"] == "interrupted"), 0)
+
+    assert chunks() < total
+    run("ingest", str(big), "--tenant", "interrupted", "--quiet", data_dir=data_dir)
+    assert chunks() == total

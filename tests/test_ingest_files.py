@@ -168,7 +168,7 @@ def test_an_empty_query_is_refused_and_an_empty_result_says_why_in_the_same_word
     assert "the query text is empty" in _err(capsys)
     hints = []
     for tenant in ("acme", "no-such-tenant"):  # acme exists but holds nothing yet
-        assert main(["--dsn", db.dsn("pyh_app"), "search", "pump", "--tenant", tenant]) == 0
+        assert main(["--dsn", db.dsn("pyh_app"), "search", "pump", "--tenant", tenant]) == 1  # nothing matched
         hints.append(_err(capsys).replace(tenant, "T"))
     assert hints[0] == hints[1] and "no results for tenant 'T'" in hints[0]
 
