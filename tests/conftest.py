@@ -20,6 +20,10 @@ from pyhybrid import migrate
 from pyhybrid._paths import sql_dir
 from pyhybrid.server import start_embedded
 
+# the CLI's search daemon (pyhybrid._launch) stays off in tests that run the binary; tests/test_cli_binary.py turns it
+# on where it tests it, in a private directory of its own
+os.environ["PYHYBRID_DAEMON"] = "0"
+
 ROLES = {
     "pyh_app": "app",        # trusted application role: acts for any tenant
     "pyh_acme": "acme",      # tenant login role bound to acme (may claim ACL label "quality")

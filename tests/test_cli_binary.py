@@ -417,3 +417,69 @@ def test_ctrl_c_during_ingest_is_one_line_saying_what_stays_written(data_dir: Pa
     assert chunks() < total
     run("ingest", str(big), "--tenant", "interrupted", "--quiet", data_dir=data_dir)
     assert chunks() == total
+
+
+# issue 52: a warm search answers at once through the search daemon (pyhybrid._launch)
+def _daemon_env(runtime: Path, idle: str = "60", **extra: str) -> dict[str, str]:
+    return {**_env(), "PYHYBRID_DAEMON": "1", "XDG_RUNTIME_DIR": str(runtime), "PYHYBRID_DAEMON_IDLE": idle, **extra}
+
+
+def _sockets(runtime: Path) -> list[Path]:
+    return sorted((runtime / "pyhybrid").glob("*.sock")) if (runtime / "pyhybrid").is_dir() else []
+
+
+def _started(runtime: Path) -> Path:
+    for _ in range(600):
+        if _sockets(runtime):
+            return _sockets(runtime)[0]
+        time.sleep(0.1)
+    raise AssertionError("no search daemon started")
+
+
+def _call(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[int, str, str]:
+    done = subprocess.run([BIN, *argv], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_a_search_through_the_daemon_prints_and_exits_as_in_process(data_dir: Path, tmp_path: Path) -> None:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = _daemon_env(runtime)
+    first = ["--data-dir", str(data_dir), "search", QUESTION, "--tenant", "acme"]
+    assert _call(first, env)[0] == 0  # in-process; starts the daemon
+    sock = _started(runtime)
+    assert oct(sock.parent.stat().st_mode & 0o777) == "0o700" and oct(sock.stat().st_mode & 0o777) == "0o600"
+    cases = [first, [*first, "--json", "--top-k", "3"], ["--data-dir", str(data_dir), "search", "zzzqqq", "--tenant",
+                                                          "acme", "--vector-weight", "0"],
+             ["--data-dir", str(data_dir), "search", "x", "--tenant", "acme", "--top-k", "abc"],
+             ["--data-dir", str(data_dir), "search", "pump", "--tenant", "nosuch"],
+             ["--data-dir", str(data_dir), "embed", "occlusion alarm"]]
+    for argv in cases:
+        assert _call(argv, {**env, "PYHYBRID_DAEMON": "only"}) == _call(argv, {**env, "PYHYBRID_DAEMON": "0"}), argv
+    # the caller's environment and directory, not the daemon's: $PYHYBRID_TENANT, and a relative --data-dir
+    for tenant in ("globex", "acme"):
+        code, out, _ = _call(["--data-dir", data_dir.name, "search", "occlusion alarm", "--json"],
+                             {**env, "PYHYBRID_TENANT": tenant, "PYHYBRID_DAEMON": "only"}, cwd=data_dir.parent)
+        assert code == 0 and {r["tenant_id"] for r in json.loads(out)} == {tenant}
+    assert _sockets(runtime) == [sock]  # all answered by the one daemon
+
+
+def test_the_daemon_is_not_used_from_a_directory_others_may_enter_and_leaves_when_idle(data_dir: Path,
+                                                                                     tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    (shared / "pyhybrid").mkdir(parents=True)
+    (shared / "pyhybrid").chmod(0o755)
+    argv = ["--data-dir", str(data_dir), "search", QUESTION, "--tenant", "acme", "--json"]
+    code, out, _ = _call(argv, _daemon_env(shared))
+    assert code == 0 and json.loads(out)
+    time.sleep(1)
+    assert _sockets(shared) == []  # in-process, and no daemon listening there
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    _call(argv, _daemon_env(private, idle="2"))
+    sock = _started(private)
+    for _ in range(300):  # 2 s without a request: it leaves and removes its socket
+        if not sock.exists():
+            break
+        time.sleep(0.1)
+    assert not sock.exists()
