@@ -48,10 +48,13 @@ def notice_handler(diag: psycopg.errors.Diagnostic) -> None:
         warnings.warn(msg, LexicalFallbackWarning, stacklevel=2)
 
 
-def check_quantile(quantile: float) -> float:
-    """calibrate_abstention's quantile, checked as hybrid.calibrate_abstention checks it."""
+def check_quantile(quantile: float | None) -> float | None:
+    """calibrate_abstention's quantile, checked as hybrid.calibrate_abstention checks it (None: the neighbour floor)."""
+    if quantile is None:
+        return None
     if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0 < quantile < 1:
-        raise InvalidParameterError(f"quantile must be a number between 0 and 1 (both excluded), got {quantile!r}")
+        raise InvalidParameterError(f"quantile must be a number between 0 and 1 (both excluded), or None for the "
+                                    f"neighbour floor, got {quantile!r}")
     return float(quantile)
 
 

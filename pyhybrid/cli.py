@@ -437,7 +437,9 @@ def cmd_tenant(args: argparse.Namespace) -> int:
             _require_tenant(target.admin, args.tenant)
             with c.tenant(args.tenant, ["*"]) as t:
                 floor = t.calibrate_abstention(args.quantile)
-            print(f"tenant {args.tenant}: abstention floor {floor:.4f} (cosine similarity, quantile {args.quantile})")
+            how = (f"quantile {args.quantile} of random pairs" if args.quantile is not None else
+                   "0.73 x a chunk's median similarity to its 10th nearest chunk of another document")
+            print(f"tenant {args.tenant}: abstention floor {floor:.4f} (cosine similarity, {how})")
         elif args.action == "grant":
             c.grant_tenant(args.role, args.tenant, [a for a in (args.acl or "").split(",") if a])
             print(f"role {args.role} may act for tenant {args.tenant}")
@@ -836,8 +838,10 @@ def build_parser() -> argparse.ArgumentParser:
     t = ts.add_parser("calibrate", parents=[common],
                       help="store the tenant's abstention floor for search --abstain (pyhybrid ingest refreshes it)")
     t.add_argument("tenant", metavar="TENANT", help="the tenant id")
-    t.add_argument("--quantile", type=float, default=0.96,
-                   help="of the similarity between two of the tenant's chunks at random (default 0.96)")
+    t.add_argument("--quantile", type=float, default=None,
+                   help="a floor from random pairs instead: this quantile of the similarity between two of the "
+                        "tenant's chunks (default: 0.73 x the median similarity of a chunk to its 10th nearest chunk "
+                        "of another document)")
     t = ts.add_parser("create", parents=[common], help="create a tenant (idempotent)")
     t.add_argument("tenant", metavar="TENANT", help="the tenant id (letters, digits and _ . : -)")
     t = ts.add_parser("grant", parents=[common], help="bind an existing login role to a tenant")

@@ -73,21 +73,34 @@ def test_explain_shows_the_floor_and_the_best_similarity(demo: Db) -> None:
         assert t.explain_retrieve(query_text="pump", abstain=False)["abstention"] is None
 
 
-def test_the_floor_is_the_quantile_of_the_similarity_of_two_chunks_at_random(api: Api, db: Db) -> None:
-    # 60 chunks: every one is sampled, so the floor lies within the pairwise similarities, at their 96th percentile
+def _sixty(api: Api) -> tuple[list[Any], Any]:
     base = unit(1)
     docs = [dataclasses.replace(d, embedding=near(base, i + 10, 0.6 + (i % 5) * 0.2))
-            for i, d in enumerate(chunks("c", 60))]
+            for i, d in enumerate(chunks("c", 60, doc_size=3))]
     api.ingest("acme", docs, corpus_id="qms")
-    floor = api.call("acme", "calibrate_abstention")
     e = np.stack([d.embedding for d in docs]).astype(np.float64)
-    sims = (e @ e.T)[np.triu_indices(60, 1)]
-    # all 60 sampled: the floor is the 0.96 quantile of every pair's similarity (percentile_cont interpolates as numpy)
-    assert floor == pytest.approx(float(np.quantile(sims, 0.96)), abs=1e-6)
+    return docs, e @ e.T
+
+
+def test_the_default_floor_is_from_each_chunks_tenth_neighbour_of_another_document(api: Api, db: Db) -> None:
+    # 60 chunks: every one is sampled, its ten nearest chunks of other documents found exactly
+    docs, sims = _sixty(api)
+    floor = api.call("acme", "calibrate_abstention")
+    doc = [d.document_id for d in docs]
+    tenth = [sorted((sims[i, j] for j in range(60) if doc[j] != doc[i]), reverse=True)[9] for i in range(60)]
+    assert len(set(doc)) < 60  # chunks share documents: a chunk's own document's others are not its neighbours
+    assert floor == pytest.approx(0.73 * float(np.median(tenth)), abs=1e-6)
     assert api.call("acme", "calibrate_abstention") == floor  # the same sample, the same floor
     with psycopg.connect(db.dsn()) as c:
         stored = c.execute("SELECT tenant_id, abstain_floor FROM hybrid.tenant ORDER BY 1").fetchall()
     assert stored == [("acme", floor), ("globex", None)]  # the other tenant's floor is untouched
+
+
+def test_a_quantile_gives_the_floor_of_two_chunks_at_random(api: Api, db: Db) -> None:
+    _, sims = _sixty(api)
+    # all 60 sampled: the floor is the 0.96 quantile of every pair's similarity (percentile_cont interpolates as numpy)
+    floor = api.call("acme", "calibrate_abstention", 0.96)
+    assert floor == pytest.approx(float(np.quantile(sims[np.triu_indices(60, 1)], 0.96)), abs=1e-6)
     assert api.call("acme", "calibrate_abstention", 0.5) < floor
 
 

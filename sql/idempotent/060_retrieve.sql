@@ -93,7 +93,7 @@ COMMENT ON FUNCTION hybrid._graph_score(double precision, double precision, doub
 'A graph hit''s fused score, written once: the greater of its own fused (dense + lexical) score own (0 if no other branch found it) and graph_weight * the fused score of the seed that reached it * graph_decay ^ hops. With graph_weight * graph_decay < 1 (hybrid.retrieve requires it), a chunk reached only through the graph scores below its seed and the graph lifts no row to its seed''s score, whatever the fusion method. pyhybrid/fusion.py''s graph_score mirrors it.';
 
 -- hybrid.calibrate_abstention: the current tenant's abstention floor, from its own chunks
-CREATE OR REPLACE FUNCTION hybrid.calibrate_abstention(quantile double precision DEFAULT 0.96, sample integer DEFAULT 400)
+CREATE OR REPLACE FUNCTION hybrid.calibrate_abstention(quantile double precision DEFAULT NULL, sample integer DEFAULT 400)
 RETURNS double precision
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -102,13 +102,14 @@ DECLARE
     v_tenant text; v_key integer;
     v_part regclass;
     v_rows double precision;
-    v_n integer;
+    v_pct double precision;
+    v_n integer := 0;
     v_floor double precision;
 BEGIN
     SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
-    IF quantile IS NULL OR quantile = 'NaN' OR quantile <= 0 OR quantile >= 1 THEN
-        RAISE EXCEPTION 'quantile must be a number between 0 and 1 (both excluded), got %', coalesce(quantile::text, 'NULL')
-            USING ERRCODE = '22023';
+    IF quantile = 'NaN' OR quantile <= 0 OR quantile >= 1 THEN
+        RAISE EXCEPTION 'quantile must be a number between 0 and 1 (both excluded), or NULL for the neighbour floor, got %',
+            quantile USING ERRCODE = '22023';
     END IF;
     PERFORM hybrid._check_range('sample', sample, 20, 10000);
     IF v_tenant IS NULL OR v_key IS NULL THEN
@@ -117,21 +118,40 @@ BEGIN
     PERFORM hybrid._check_writer();  -- a writer sees every chunk of its tenant: the sample needs no ACL
     v_part := hybrid._chunk_partition(v_key);
     v_rows := greatest((SELECT reltuples FROM pg_class WHERE oid = v_part), 1);
-    -- sample chunks: pages at random (eight times the rows asked for, so that a large partition is not
-    -- read whole), then rows at random; the floor is the quantile of the cosine similarity between two of
-    -- them, over every pair of the sample: a query scoring no better than that matches nothing. A tenant of
-    -- at most sample chunks is sampled whole, so its floor is the quantile of all its pairs, every time
-    EXECUTE format($q$
-        WITH s AS (
-            SELECT x.embedding, row_number() OVER (ORDER BY random()) AS i
-            FROM (SELECT c.embedding FROM %s c TABLESAMPLE SYSTEM (%s)
-                  WHERE NOT c.superseded AND c.embedding IS NOT NULL ORDER BY random() LIMIT $1) x
-        )
-        SELECT (SELECT count(*) FROM s)::integer,
-               percentile_cont($2) WITHIN GROUP (ORDER BY 1 - (a.embedding <=> b.embedding))
-        FROM s a JOIN s b ON a.i < b.i$q$,
-        v_part, CASE WHEN v_rows <= sample * 8 THEN 100 ELSE least(100, 100.0 * sample * 8 / v_rows) END)
-    INTO v_n, v_floor USING sample, quantile;
+    -- sample chunks: pages at random (eight times the rows asked for, so that a large partition is not read whole),
+    -- then rows at random; a tenant of at most sample chunks is sampled whole, so its floor is the same every time
+    v_pct := CASE WHEN v_rows <= sample * 8 THEN 100 ELSE least(100, 100.0 * sample * 8 / v_rows) END;
+    IF quantile IS NULL THEN
+        -- the neighbour floor: 0.73 x the median, over the sample, of a chunk's cosine similarity to its 10th most
+        -- similar chunk of another document. A question's best hit in a tenant about it is about as close as a chunk's
+        -- neighbours are; a single-topic tenant's chunks are all alike, so a floor from random pairs was as high as a
+        -- good answer there. Chosen on the shared collections (docs/searching.md); exact up to 5,000 chunks, through
+        -- the dense index above
+        EXECUTE format($q$
+            WITH s AS (SELECT c.corpus_id, c.document_id, c.embedding FROM %1$s c TABLESAMPLE SYSTEM (%2$s)
+                       WHERE NOT c.superseded AND c.embedding IS NOT NULL ORDER BY random() LIMIT $1)
+            SELECT count(*)::integer, 0.73 * percentile_cont(0.5) WITHIN GROUP (ORDER BY n.sim)
+            FROM s CROSS JOIN LATERAL (
+                SELECT 1 - (c.embedding <=> s.embedding) AS sim FROM %1$s c
+                WHERE NOT c.superseded AND c.embedding IS NOT NULL
+                  AND (c.corpus_id, c.document_id) IS DISTINCT FROM (s.corpus_id, s.document_id)
+                ORDER BY (c.embedding <=> s.embedding)%3$s OFFSET 9 LIMIT 1) n$q$,
+            v_part, v_pct, CASE WHEN v_rows <= 5000 THEN ' + 0' ELSE '' END)
+        INTO v_n, v_floor USING sample;
+    END IF;
+    IF v_n < 20 THEN  -- a quantile asked for, or too few chunks with ten neighbours of other documents: random pairs
+        EXECUTE format($q$
+            WITH s AS (
+                SELECT x.embedding, row_number() OVER (ORDER BY random()) AS i
+                FROM (SELECT c.embedding FROM %s c TABLESAMPLE SYSTEM (%s)
+                      WHERE NOT c.superseded AND c.embedding IS NOT NULL ORDER BY random() LIMIT $1) x
+            )
+            SELECT (SELECT count(*) FROM s)::integer,
+                   percentile_cont($2) WITHIN GROUP (ORDER BY 1 - (a.embedding <=> b.embedding))
+            FROM s a JOIN s b ON a.i < b.i$q$,
+            v_part, v_pct)
+        INTO v_n, v_floor USING sample, coalesce(quantile, 0.96);
+    END IF;
     IF v_n < 20 THEN
         RAISE EXCEPTION 'calibrate_abstention needs at least 20 chunks with embeddings in tenant %, found %', v_tenant, v_n
             USING ERRCODE = '55000', HINT = 'Ingest the tenant''s documents first.';
@@ -141,7 +161,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.calibrate_abstention(double precision, integer) IS
-'Stores and returns the current tenant''s abstention floor, which hybrid_retrieve(abstain => true) applies: the quantile (default 0.96, chosen on the shared collections: docs/searching.md) of the cosine similarity between two of the tenant''s chunks, over every pair of a random sample of sample of its live chunks (all of them in a tenant that small). Writers only (42501 for a reader); 55000 with fewer than 20 chunks with embeddings. Re-run it after large ingests.';
+'Stores and returns the current tenant''s abstention floor, which hybrid_retrieve(abstain => true) applies. By default (quantile NULL) the neighbour floor: 0.73 times the median, over a random sample of sample of its live chunks (all of them in a tenant that small), of a chunk''s cosine similarity to its 10th most similar chunk of another document (chosen on the shared collections: docs/searching.md); with fewer than 20 such chunks, or with quantile given, that quantile (default 0.96) of the cosine similarity between two sampled chunks, over every pair. Writers only (42501 for a reader); 55000 with fewer than 20 chunks with embeddings. Re-run it after large ingests.';
 
 -- hybrid._run_branch: one branch of hybrid.retrieve run, its hits cut at its floor; a failure caught and reported
 CREATE OR REPLACE FUNCTION hybrid._run_branch(
