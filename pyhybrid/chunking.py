@@ -896,9 +896,15 @@ def _records_from_jsonl(f: Path, shown: str) -> Iterator[dict[str, Any]]:
         yield rec
 
 
+LARGE_FILE_BYTES = 5_000_000
+"""A file scan_source tells before_large of, before it reads it: a 5.7 MB text file took 4.0 s to chunk into 5,794
+chunks here (embedding them takes minutes), with nothing to show meanwhile."""
+
+
 def scan_source(path: Path, *, root: Path | None = None, chunk_tokens: int | None = None,
                 overlap_tokens: int | None = None, max_words: int | None = None,
-                overlap_words: int | None = None) -> SourceScan:
+                overlap_words: int | None = None,
+                before_large: Callable[[str, int], None] | None = None) -> SourceScan:
     """Chunk records from a file or every file under a directory, with a report of what was read and skipped.
 
     JSONL files hold chunk records (chunk_id, document_id, content; position, metadata, acl_labels,
@@ -949,6 +955,9 @@ def scan_source(path: Path, *, root: Path | None = None, chunk_tokens: int | Non
         shown = f.as_posix()
         doc = f.resolve().relative_to(base.resolve()).as_posix()
         suffix = f.suffix.lower()
+        if before_large and (suffix in (".jsonl", ".pdf", *HTML_SUFFIXES) or _is_text_name(f)) \
+                and f.stat().st_size >= LARGE_FILE_BYTES:
+            before_large(shown, f.stat().st_size)
         if suffix == ".jsonl":
             scan.records.extend(_records_from_jsonl(f, shown))
             scan.files_read.append(shown)

@@ -571,7 +571,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
               "only the start of each chunk, the lexical branch all of it", file=sys.stderr)
     # read everything first: a bad path or record fails here, before a tenant or a row is written
     args.on_interrupt = "no chunk was written"
-    scan = scan_source(path, root=plan.root, chunk_tokens=args.chunk_size, overlap_tokens=args.overlap)
+    scan = scan_source(path, root=plan.root, chunk_tokens=args.chunk_size, overlap_tokens=args.overlap,
+                       before_large=_large_file_note)
     for f, note in scan.notes:
         print(f"pyhybrid: note: {f}: {note}", file=sys.stderr)
     _report_skipped(scan.skipped, args.quiet)
@@ -624,6 +625,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         totals["pruned_chunks" if not args.dry_run else "would_prune_chunks"] = sum(pruned.values())
     print(json.dumps(totals))
     return 0
+
+
+def _large_file_note(shown: str, size: int) -> None:
+    print(f"pyhybrid: note: {shown} is {size / 1e6:.1f} MB: chunking it comes first, with nothing to show until it is "
+          "done, then embedding, with a progress bar; both take a while", file=sys.stderr, flush=True)
 
 
 EDGE_FORMAT = ('one JSON object per line: {"src": ID, "dst": ID, "rel": "UPPER_SNAKE_CASE", "properties": {...}} '

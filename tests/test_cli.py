@@ -215,3 +215,18 @@ def test_a_chunk_size_above_what_the_embedder_reads_gets_a_note(db: Db, tmp_path
     assert "pyhybrid: note: --chunk-size 5000 is above the 254 tokens the bundled embedder reads" in capsys.readouterr().err
     assert main([*base, "--chunk-size", "254"]) == 0
     assert "--chunk-size" not in capsys.readouterr().err
+
+
+def test_a_large_file_is_announced_before_it_is_read(db: Db, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyhybrid import chunking
+
+    monkeypatch.setattr(chunking, "LARGE_FILE_BYTES", 2_000)  # 5 MB in use: the rule, not the size, is tested here
+    (tmp_path / "big.md").write_text("# Pumps\n\n" + "The pump shall raise an occlusion alarm. " * 100)
+    (tmp_path / "small.txt").write_text("Battery lasts six hours.")
+    (tmp_path / "movie.mp4").write_bytes(b"\x00" * 5_000)  # not read: not announced
+    assert main(["--dsn", db.dsn(), "ingest", str(tmp_path), "--tenant", "acme", "--quiet", "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if " MB: chunking it comes first" in line]
+    assert len(notes) == 1 and notes[0].startswith(f"pyhybrid: note: {(tmp_path / 'big.md').as_posix()} is 0.0 MB")
+    assert err.index(notes[0]) < err.index("read 2 file(s)")  # before the scan's summary
