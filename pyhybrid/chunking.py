@@ -470,6 +470,15 @@ def _rst_machinery() -> tuple[tuple[Any, Any, Any], Any]:
             name = self.name.lower().split(":")[-1]
             out: list[Any] = []
             arg = " ".join(self.arguments).strip()
+            version = str(self.options.get("version") or "").strip()
+            if name == "changelog" and version:  # the changelog extension's release: a section named by its version
+                section = nodes.section()
+                section += nodes.title(version, version)
+                if self.options.get("released"):
+                    said = f"Released {' '.join(str(self.options['released']).split())}."
+                    section += nodes.paragraph(said, said)
+                self.state.nested_parse(self.content, self.content_offset, section)
+                return [section]
             if name in _VERSION_DIRECTIVES:
                 version, _, said = arg.partition(" ")
                 head = f"{_VERSION_DIRECTIVES[name]} {version}" + (f": {' '.join(said.split())}" if said else ".")
@@ -491,6 +500,7 @@ def _rst_machinery() -> tuple[tuple[Any, Any, Any], Any]:
         shown = shown.lstrip("!")
         if shown.startswith("~"):
             shown = shown[1:].rsplit(".", 1)[-1]
+        shown = re.sub(r"^\.(?=\w)", "", shown)  # Sphinx's ".Config": a name looked up from the current module
         return [nodes.literal(rawtext, shown)], []
 
     return (Drop, Code, PassThrough), role

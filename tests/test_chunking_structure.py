@@ -280,3 +280,42 @@ def test_suffix_less_files_are_read_only_when_they_read_as_prose(tmp_path: Path)
     assert skipped["Makefile"] == "a build or configuration file (Makefile), not a document"
     assert skipped["tasks"].startswith("no suffix and it does not read as prose")
     assert skipped["run"] == "a script (it starts with #!)"
+
+
+CHANGELOG_RST = """\
+Changelog
+=========
+
+.. changelog::
+    :version: 1.19.1
+    :released: December 1, 2026
+
+    .. change::
+        :tags: bug, autogenerate
+        :tickets: 1540
+
+        Fixed issue where :ref:`autogenerate <alembic.autogenerate>` would render
+        the ``server_default`` of a column incorrectly; see :class:`.Config` and
+        :paramref:`.EnvironmentContext.configure.compare_type`.
+
+.. changelog::
+    :version: 1.19.0
+
+    .. change::
+        :tags: feature
+
+        Added :meth:`.Operations.add_column` option ``if_not_exists``.
+"""
+
+
+def test_a_sphinx_changelogs_versions_are_sections_and_roles_leave_plain_names(tmp_path: Path) -> None:
+    # issue 52: a new user's 191 changelog chunks all had section "Changelog", and no chunk held "1.19.1"
+    (tmp_path / "changelog.rst").write_text(CHANGELOG_RST)
+    records = scan_source(tmp_path / "changelog.rst", root=tmp_path).records
+    assert [(r["metadata"]["section"], r["metadata"]["headings"]) for r in records] == [
+        ("1.19.1", ["Changelog", "1.19.1"]), ("1.19.0", ["Changelog", "1.19.0"])]
+    first, second = records[0]["content"], records[1]["content"]
+    assert first.startswith("1.19.1\n\nReleased December 1, 2026.") and second.startswith("1.19.0\n\nAdded")
+    assert "see Config and\nEnvironmentContext.configure.compare_type" in first  # no leading dot, no role
+    assert ":ref:" not in first and "``" not in first and "autogenerate would render" in first
+    assert "Operations.add_column option if_not_exists" in second
