@@ -343,3 +343,21 @@ def test_pruning_scores_only_what_can_reach_the_kth_score_and_loses_nothing(db: 
         full = _sql_scores(db, "acme", q, 1000)  # at most 1,000 chunks hold a term: all scored, nothing pruned
         for k in (1, 3, 10, 30):
             assert _sql_scores(db, "acme", q, k) == full[:k], (q, k)
+
+
+def test_each_workaround_for_pg_textsearch_1_0_0_is_skipped_by_the_release_that_fixed_it(db: Db) -> None:
+    # shared/DESIGN.md: 1.3.0 keeps the memtable on disk (no restart loss, standbys current), 1.3.1 fixed the scan's
+    # duplicate and partial scores; the engine reads these gates before each workaround (the heal, the standby's
+    # SQL scorer, the re-score and the serial builds)
+    with psycopg.connect(db.dsn()) as c:
+        fixed = {(bug, v): c.execute("SELECT hybrid._bm25_fixed(%s, %s::integer[])", (bug, list(v))).fetchone()[0]
+                 for bug in ("restart", "standby", "rescan", "nosuch")
+                 for v in ((1, 0, 0), (1, 2, 0), (1, 3, 0), (1, 3, 1), (2, 0))}
+        loaded = c.execute("SELECT hybrid._bm25_version()").fetchone()[0]
+        here = {bug: c.execute("SELECT hybrid._bm25_fixed(%s)", (bug,)).fetchone()[0] for bug in ("restart", "rescan")}
+    assert [v for (bug, v), f in fixed.items() if bug == "restart" and f] == [(1, 3, 0), (1, 3, 1), (2, 0)]
+    assert [v for (bug, v), f in fixed.items() if bug == "standby" and f] == [(1, 3, 0), (1, 3, 1), (2, 0)]
+    assert [v for (bug, v), f in fixed.items() if bug == "rescan" and f] == [(1, 3, 1), (2, 0)]
+    assert not any(f for (bug, _), f in fixed.items() if bug == "nosuch")
+    if loaded == [1, 0, 0]:  # the embedded server's: every workaround runs
+        assert here == {"restart": False, "rescan": False}

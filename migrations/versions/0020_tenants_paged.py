@@ -27,4 +27,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     # the older release's sql/idempotent/ re-creates hybrid.tenants()
     op.get_bind().connection.dbapi_connection.cursor().execute(
-        "DROP FUNCTION IF EXISTS hybrid.tenants(text, integer); DROP FUNCTION IF EXISTS hybrid._chunks_secured(regclass)")
+        "DROP FUNCTION IF EXISTS hybrid.tenants(text, integer); DROP FUNCTION IF EXISTS hybrid._chunks_secured(regclass); "
+        "DROP FUNCTION IF EXISTS hybrid._bm25_fixed(text, integer[])")

@@ -427,7 +427,7 @@ BEGIN
     -- before 1.3.1 only a serial build writes the one segment whose scan scores are exact (see
     -- hybrid.merge_bm25); pg_textsearch builds 100,000 rows or more in parallel otherwise, and fails
     -- with 53000 where no worker can start
-    IF NOT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false) THEN
+    IF NOT hybrid._bm25_fixed('rescan') THEN
         PERFORM set_config('max_parallel_maintenance_workers', '0', true);
     END IF;
     BEGIN

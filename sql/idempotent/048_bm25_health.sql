@@ -358,11 +358,17 @@ DECLARE
     v_pending text;
     r record;
 BEGIN
-    -- pg_textsearch 1.0 keeps an index's newest documents and its statistics in memory, which WAL
-    -- does not carry: a hot standby's BM25 answers from what it last read from disk, and a standby
-    -- cannot rebuild. Never trust it there (the lexical branch ranks by ts_rank, with a WARNING).
-    IF pg_is_in_recovery() OR index_name IS NULL THEN
+    IF index_name IS NULL THEN
         RETURN false;
+    END IF;
+    -- pg_textsearch before 1.3.0 keeps an index's newest documents and its statistics in memory, which WAL
+    -- does not carry: a hot standby's BM25 answers from what it last read from disk, and a standby
+    -- cannot rebuild. Never trust it there (the exact SQL scorer answers). From 1.3.0 neither a restart nor a
+    -- standby loses anything: no check
+    IF pg_is_in_recovery() AND NOT hybrid._bm25_fixed('standby') THEN
+        RETURN false;
+    ELSIF hybrid._bm25_fixed('restart') THEN
+        RETURN true;
     END IF;
     -- no backend outlives a restart or a crash: the sentinel is read once per session
     IF current_setting('hybrid.bm25_checked', true) IS DISTINCT FROM 'on' THEN
@@ -414,6 +420,24 @@ COMMENT ON FUNCTION hybrid._bm25_version() IS
 'The loaded pg_textsearch library''s version as an integer array ({1,0,0}), NULL without the extension.';
 REVOKE ALL ON FUNCTION hybrid._bm25_version() FROM PUBLIC;
 
+-- hybrid._bm25_fixed: whether the loaded pg_textsearch fixed a 1.0.0 bug pyhybrid works around
+CREATE OR REPLACE FUNCTION hybrid._bm25_fixed(bug text, version integer[] DEFAULT hybrid._bm25_version())
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- the releases that fixed them (shared/DESIGN.md, pg_textsearch's changelog): a fixed server skips the workaround
+    SELECT coalesce((SELECT _bm25_fixed.version >= f.fixed_in
+                     FROM (VALUES ('restart', ARRAY[1, 3, 0]),    -- statistics lost at a restart (#374: memtable on disk)
+                                  ('standby', ARRAY[1, 3, 0]),    -- a hot standby's index not current (#342, #347, #374)
+                                  ('rescan', ARRAY[1, 3, 1])      -- partial or duplicate scan scores (#365, #417)
+                          ) f(bug, fixed_in)
+                     WHERE f.bug = _bm25_fixed.bug), false)
+$$;
+COMMENT ON FUNCTION hybrid._bm25_fixed(text, integer[]) IS
+'Whether pg_textsearch at version (default: the loaded library''s) fixed a bug of 1.0.0 that pyhybrid works around: restart (an index''s statistics lost at a server restart: the heal), standby (a hot standby''s index not current: the SQL scorer answers there), rescan (a scan''s partial or duplicate scores on several segments: the re-score and the serial builds). False for an unknown bug or without pg_textsearch.';
+REVOKE ALL ON FUNCTION hybrid._bm25_fixed(text, integer[]) FROM PUBLIC;
+
 -- hybrid._bm25_record_segments: record whether an index has at most one segment (caller holds writers off)
 CREATE OR REPLACE FUNCTION hybrid._bm25_record_segments(index_name regclass) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -458,7 +482,7 @@ AS $$
     -- before 1.2.0 a segment's multi-term scan can leave a term out of a row's score
     -- (timescale/pg_textsearch#365) and before 1.3.1 a scan can return a row twice with two scores
     -- (#417); on 1.0.0 they equal <@>'s on one segment that a serial rebuild wrote (hybrid.merge_bm25)
-    SELECT coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false)
+    SELECT hybrid._bm25_fixed('rescan')
         OR EXISTS (SELECT 1 FROM hybrid.bm25_merged m WHERE m.index_oid = _bm25_scan_exact.index_name AND m.segments <= 1)
 $$;
 COMMENT ON FUNCTION hybrid._bm25_scan_exact(regclass) IS
@@ -511,7 +535,7 @@ BEGIN
         s := hybrid._bm25_summary(r.idx);
         segments_before := s.segments;
         action := 'none';
-        IF coalesce(hybrid._bm25_version() >= ARRAY[1, 3, 1], false) THEN
+        IF hybrid._bm25_fixed('rescan') THEN
             -- the scan's scores are exact on any number of segments: merging only speeds it up
             IF s.memtable_docs > 0 THEN
                 EXECUTE format('SELECT %I.bm25_spill_index($1)', v_schema) USING r.idx::text;
