@@ -182,6 +182,7 @@ def _answer(conn: socket.socket, cli: Any) -> None:
     """Run one command line as the CLI would in the caller's environment and directory; send what it printed."""
     import contextlib
     import io
+    import warnings
 
     uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
     if uid != os.getuid():
@@ -196,7 +197,9 @@ def _answer(conn: socket.socket, cli: Any) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        # warnings.catch_warnings: filters as a new process has them, and a warning shown once per place in a process
+        # is shown again (entering it clears what earlier requests showed)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
             try:
                 code = cli.main([str(a) for a in request["argv"]])
             except SystemExit as exc:  # argparse: a bad flag (2), --help (0)
