@@ -799,11 +799,21 @@ def build_parser() -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = sub.add_parser(name, parents=[common], **kw)
         return parser
 
-    def tenant_flags(s: argparse.ArgumentParser) -> None:
-        s.add_argument("--create-tenant", action=argparse.BooleanOptionalAction, default=None,
-                       help="create --tenant if it does not exist (default: yes on the embedded server, no with "
-                            "--dsn, where an admin creates tenants: pyhybrid --dsn ... tenant create TENANT)")
+    _admin_commands(add, common)
+    _ingest_commands(add, common)
+    _search_commands(add)
+    return p
 
+
+def _tenant_flags(s: argparse.ArgumentParser) -> None:
+    """--create-tenant, for the commands that write a tenant."""
+    s.add_argument("--create-tenant", action=argparse.BooleanOptionalAction, default=None,
+                   help="create --tenant if it does not exist (default: yes on the embedded server, no with "
+                        "--dsn, where an admin creates tenants: pyhybrid --dsn ... tenant create TENANT)")
+
+
+def _admin_commands(add: Callable[..., argparse.ArgumentParser], common: _Parser) -> None:
+    """server, migrate, doctor and tenant."""
     s = add("server", help="manage the embedded PostgreSQL",
             description="The embedded PostgreSQL (pgserver): start it (it keeps running after a command ends), stop "
                         "it, status (JSON: running, pid, DSN), url (its superuser DSN), info (where its data "
@@ -868,6 +878,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--as-tenant", help="the tenant id to import under (default: the exported one)")
     s.set_defaults(func=cmd_tenant)
 
+
+def _ingest_commands(add: Callable[..., argparse.ArgumentParser], common: _Parser) -> None:
+    """ingest, documents and ingest-edges."""
     s = add("ingest", help="chunk, embed and load text, markdown, HTML, PDF and JSONL files")
     s.add_argument("path", help="a file or directory: .txt .md .markdown .rst .html .pdf, README-like and "
                                 "suffix-less text files are chunked; .jsonl holds chunk records (chunk_id, "
@@ -878,7 +891,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true",
                    help="read, chunk and compare with what is stored; embed and write nothing")
     s.add_argument("--tenant", required=True, help="the tenant the chunks belong to (required)")
-    tenant_flags(s)
+    _tenant_flags(s)
     s.add_argument("--corpus", default=None, help="the corpus within the tenant (default: default)")
     s.add_argument("--prune", action="store_true",
                    help="folder sync: supersede the corpus's documents under PATH whose files are gone, and report "
@@ -928,9 +941,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "search --seed ID starts the graph branch from a chunk or entity")
     s.add_argument("path", help="a JSONL file of edges")
     s.add_argument("--tenant", required=True, help="the tenant the edges belong to (required)")
-    tenant_flags(s)
+    _tenant_flags(s)
     s.set_defaults(func=cmd_ingest_edges)
 
+
+def _search_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """search, embed, sql and demo."""
     s = add("search", help="hybrid search as a tenant (flags named as hybrid_retrieve's parameters)")
     s.add_argument("text", help="the query: query_text, and embedded as query_embedding ('' with --seed: graph only)")
     env_tenant = os.environ.get("PYHYBRID_TENANT")
@@ -1007,7 +1023,6 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("demo", help="the guided tour: two tenants, a regulated-product corpus, hybrid queries")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_demo)
-    return p
 
 
 QUICK_EXIT = {"search", "embed"}
