@@ -966,8 +966,8 @@ def scan_source(path: Path, *, root: Path | None = None, chunk_tokens: int | Non
         doc = f.resolve().relative_to(base.resolve()).as_posix()
         suffix = f.suffix.lower()
         if before_large and (suffix in (".jsonl", ".pdf", *HTML_SUFFIXES) or _is_text_name(f)) \
-                and f.stat().st_size >= LARGE_FILE_BYTES:
-            before_large(shown, f.stat().st_size)
+                and (size_bytes := f.stat().st_size) >= LARGE_FILE_BYTES:
+            before_large(shown, size_bytes)
         if suffix == ".jsonl":
             scan.records.extend(_records_from_jsonl(f, shown))
             scan.files_read.append(shown)

@@ -85,12 +85,14 @@ def _ensure_lock_slots(uri: str, path: Path, server: Any) -> None:
     """Raise the embedded server's max_locks_per_transaction to EMBEDDED_LOCKS_PER_TRANSACTION (ALTER SYSTEM, kept in
     its data directory) and restart it, where this call started it with fewer: once per data directory."""
     import psycopg
+    from psycopg import sql
 
     with psycopg.connect(uri, autocommit=True) as conn:
         row = conn.execute("SELECT current_setting('max_locks_per_transaction')::integer").fetchone()
         if row is None or row[0] >= EMBEDDED_LOCKS_PER_TRANSACTION:
             return
-        conn.execute("ALTER SYSTEM SET max_locks_per_transaction = 1024")  # EMBEDDED_LOCKS_PER_TRANSACTION
+        conn.execute(sql.SQL("ALTER SYSTEM SET max_locks_per_transaction = {}").format(
+            sql.Literal(EMBEDDED_LOCKS_PER_TRANSACTION)))
     from pgserver import _commands  # the pg_ctl pgserver starts it with, as its system user
 
     # restart reuses the options of the start (postmaster.opts): its socket and preloaded libraries
