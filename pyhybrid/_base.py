@@ -205,11 +205,56 @@ class IngestPlan:
             c = self.items[i]
             self.items[i] = dataclasses.replace(c, embedding=v) if isinstance(c, Chunk) else {**c, "embedding": v}
 
+    def identity(self, dim: int) -> dict[str, Any] | None:
+        """The record the corpus keeps of the embedder that embeds these chunks (None: nothing to embed)."""
+        if self.embed is None or not self._todo:
+            return None
+        from .embedders import embedder_identity
+
+        return embedder_identity(self.embed, dim)
+
     def result(self, row: Mapping[str, Any] | None) -> IngestResult:
         """The IngestResult of finish_ingest's row (None: nothing was sent), skipped chunks counted as unchanged."""
         counts = {k: int(v) for k, v in (row or {"inserted": 0, "updated": 0, "unchanged": 0, "superseded": 0}).items()}
         counts["unchanged"] += self.skipped
         return IngestResult(**counts)
+
+
+def resolve_embedder(embedder: Any) -> Any:
+    """An embedder from what a caller gave (a spec string is loaded); InvalidParameterError for none."""
+    if embedder is None:
+        raise InvalidParameterError("embedder: none given, and the session has none (HybridClient(..., embedder=...))")
+    from .embed import as_embedder
+
+    return as_embedder(embedder)
+
+
+def query_text_to_embed(q: RetrieveQuery, embedder: Any) -> str | None:
+    """The text a session with an embedder embeds for a retrieve that gives query_text and no query_embedding while
+    the dense branch has weight (None: nothing to embed)."""
+    if embedder is None or q.query_embedding is not None or not (q.query_text or "").strip() or q.vector_weight <= 0:
+        return None
+    return q.query_text
+
+
+def embedder_conflict(records: Iterable[Mapping[str, Any]], identity: Mapping[str, Any], writing: bool) -> str | None:
+    """Why an embedder may not query (or, writing, fill) the corpora of records (hybrid.corpus_embedders rows), or None.
+
+    A query may use a corpus's embedder or, while it is re-embedded, the one it moves to; a write only the latter.
+    """
+    from .embedders import same, shown
+
+    for r in records:
+        moving_to = (r.get("reembedding") or {}).get("embedder")
+        ok = [moving_to] if writing and moving_to else [r.get("embedder"), moving_to]
+        if any(same(dict(identity), e) for e in ok if e):
+            continue
+        what = "write" if writing else "query"
+        was = (f"is being re-embedded with {shown(moving_to)}" if writing and moving_to
+               else f"was embedded with {shown(r.get('embedder') or moving_to)}")
+        return (f"corpus {r['corpus_id']!r} {was}; this {what} uses {shown(dict(identity))}: vectors of two "
+                "models do not compare (use the corpus's embedder, or re-embed it: pyhybrid reembed)")
+    return None
 
 
 def rows_to_refs(rows: Iterable[Mapping[str, Any]]) -> list[ChunkRef]:

@@ -30,7 +30,9 @@ UNCHANGED_DOCUMENTS_SQL = "SELECT d AS document_id FROM hybrid.unchanged_documen
 CLASSIFY_IDS_SQL = "SELECT id, kinds FROM hybrid.classify_ids(%s::text[])"
 DOCUMENTS_SQL = ("SELECT corpus_id, document_id, chunks, title, source, updated_at "
                  "FROM hybrid.documents(corpus => %s, id_prefix => %s, document_ids => %s::text[])")
-CORPORA_SQL = "SELECT corpus_id, source_root, documents, chunks FROM hybrid.corpora()"
+CORPORA_SQL = "SELECT corpus_id, source_root, documents, chunks, embedder, reembedding FROM hybrid.corpora()"
+CORPUS_EMBEDDERS_SQL = "SELECT corpus_id, embedder, reembedding FROM hybrid.corpus_embedders(%s)"
+USE_EMBEDDER_SQL = "SELECT hybrid.use_embedder(%s, %s::jsonb, %s) AS embedder"
 SET_CORPUS_ROOT_SQL = "SELECT hybrid.set_corpus_root(%s, %s)"
 CALIBRATE_SQL = "SELECT hybrid.calibrate_abstention(%s) AS floor"
 PRUNE_DOCUMENTS_SQL = ("SELECT document_id, chunks FROM hybrid.prune_documents(corpus_id => %s, keep => %s::text[], "

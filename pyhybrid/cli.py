@@ -179,8 +179,8 @@ def _extra(args: argparse.Namespace) -> dict[str, Any]:
             if "cli" in f.metadata and getattr(args, f.name, None) is not None}
 
 
-def _query(args: argparse.Namespace) -> RetrieveQuery:
-    """The RetrieveQuery of the search flags, embedding the text when the dense branch has weight."""
+def _query(args: argparse.Namespace, embed: Callable[[str], Any]) -> RetrieveQuery:
+    """The RetrieveQuery of the search flags, the text embedded by embed when the dense branch has weight."""
     if not args.text.strip() and not args.seed:
         raise InvalidParameterError("the query text is empty: give words to search for (or --seed ID)")
     try:
@@ -207,13 +207,8 @@ def _query(args: argparse.Namespace) -> RetrieveQuery:
     text = args.text if args.text.strip() else None
     dense = text is not None and float(weights.get("vector_weight", defaults["vector_weight"])) > 0
     graph = float(weights.get("graph_weight", defaults["graph_weight"])) > 0
-    embedding = None
-    if dense:
-        from .embed import default_embedder
-
-        embedding = default_embedder().embed_query(args.text)
     return RetrieveQuery(
-        query_embedding=embedding, query_text=text, graph_seeds=args.seed or None,
+        query_embedding=embed(args.text) if dense else None, query_text=text, graph_seeds=args.seed or None,
         corpus_ids=args.corpus_ids or None, top_k=args.top_k, per_source_k=args.per_source_k,
         filter=flt, graph_hops=args.graph_hops,
         lexical=args.lexical, graph_expand=args.graph_expand if graph else 0,
@@ -248,13 +243,16 @@ def search(dsn: str, args: argparse.Namespace, admin: str | None = None) -> int:
     admin: a DSN that may read every tenant (the embedded server's): a search without rows for a tenant that does
     not exist then says so (a tenant role cannot tell "no such tenant" from "not yours": with its DSN it cannot)."""
     from .client import HybridClient
+    from .embedders import cli_spec
 
-    query = _query(args)
+    _query(args, lambda text: [1.0])  # a bad flag is named before anything is loaded or connected
     acl = [a for a in (args.acl or "").split(",") if a]
     report: dict[str, Any] = {}
     block = ""
     unseen: list[str] = []
     with HybridClient(dsn) as client, client.tenant(args.tenant, acl) as t:
+        # refused (naming both) when a corpus in scope records another embedder
+        query = _query(args, lambda text: t.embed_query(text, args.corpus_ids, embedder=cli_spec(args.embedder)))
         if query.graph_seeds:
             kinds = t.classify_ids(query.graph_seeds)
             unseen = [s for s in query.graph_seeds if not {"chunk", "entity"} & set(kinds.get(s, []))]
@@ -565,6 +563,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                             folder.remembered_root(corpora, corpus))
     if plan.note:
         print(f"pyhybrid: note: {plan.note}", file=sys.stderr)
+    from .embedders import cli_spec
+
     if args.chunk_size > DEFAULT_CHUNK_TOKENS:  # the embedder reads no more: the rest is lexical only
         print(f"pyhybrid: note: --chunk-size {args.chunk_size} is above the {DEFAULT_CHUNK_TOKENS} tokens the bundled "
               "embedder reads (all-MiniLM-L6-v2 truncates at 256 with its 2 special tokens): the dense branch sees "
@@ -596,7 +596,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return ingest_records(target.app, args.tenant, corpus, iter(records), batch_size=args.batch,
                               acl_labels=[a for a in (args.acl or "").split(",") if a],
                               quiet=args.quiet or args.dry_run, total=len(records), dry_run=args.dry_run,
-                              writers=args.writers)
+                              writers=args.writers, embedder=cli_spec(args.embedder))
 
     totals: dict[str, int] = {}
     if not args.dry_run:
@@ -695,19 +695,38 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(target.admin, target.app, quiet=args.quiet, flags=_data_dir_flag(args))
 
 
-def vector_literal(vector: Any) -> str:
-    """A vector in pgvector's text form, each float32 written in its shortest exact form."""
-    import numpy as np
+def cmd_reembed(args: argparse.Namespace) -> int:
+    from .client import HybridClient
+    from .embedders import cli_spec
+    from .ingest import _progress
+    from .reembed import reembed
 
-    return "[" + ",".join(str(x) for x in np.asarray(vector, dtype=np.float32)) + "]"
+    if not args.embedder and not os.environ.get("PYHYBRID_EMBEDDER"):
+        raise InvalidParameterError("reembed needs --embedder SPEC: the embedder the corpus moves to")
+    target = Target(args)
+    target.ensure_ready()
+    args.on_interrupt = ("the batches written so far are kept; the same command again resumes after them (until it "
+                         "ends, the corpus answers queries of either embedder)")
+    with HybridClient(target.app) as c, c.tenant(args.tenant) as t:
+        known = {k.corpus_id: k for k in t.corpora()}
+    if args.corpus not in known:
+        raise InvalidParameterError(f"--corpus: tenant {args.tenant!r} has no corpus {args.corpus!r}"
+                                    + (f" (it has {', '.join(sorted(known))})" if known else ""))
+    with _tenant_hint(args), _progress(known[args.corpus].chunks, f"reembed {args.tenant}/{args.corpus}",
+                                       args.quiet) as bar:
+        res = reembed(target.app, args.tenant, args.corpus, cli_spec(args.embedder), batch_size=args.batch,
+                      progress=bar.update)
+    print(json.dumps(res))
+    return 0
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from .embed import default_embedder
+    from .embed import vector_literal
+    from .embedders import cli_spec, load_embedder
 
     if not args.text.strip():
         raise InvalidParameterError("the text to embed is empty")
-    literal = vector_literal(default_embedder().embed_query(args.text))
+    literal = vector_literal(load_embedder(cli_spec(args.embedder)).embed_query(args.text))
     if args.json:
         print(json.dumps({"text": args.text, "dim": literal.count(",") + 1, "embedding": json.loads(literal)}))
     else:
@@ -879,6 +898,14 @@ def _admin_commands(add: Callable[..., argparse.ArgumentParser], common: _Parser
     s.set_defaults(func=cmd_tenant)
 
 
+def _embedder_flag(s: argparse.ArgumentParser, what: str) -> None:
+    s.add_argument("--embedder", default=None, metavar="SPEC",
+                   help=f"{what}: minilm (bundled, offline), st:PATH (a sentence-transformers model on disk), "
+                        "openai:URL;model=NAME (an OpenAI-compatible /v1/embeddings endpoint), or MODULE:CALLABLE; "
+                        "options ;query_prefix=, ;passage_prefix= and more (docs/ingesting.md#embedders; default: "
+                        "$PYHYBRID_EMBEDDER, else minilm)")
+
+
 def _ingest_commands(add: Callable[..., argparse.ArgumentParser], common: _Parser) -> None:
     """ingest, documents and ingest-edges."""
     s = add("ingest", help="chunk, embed and load text, markdown, HTML, PDF and JSONL files")
@@ -916,7 +943,16 @@ def _ingest_commands(add: Callable[..., argparse.ArgumentParser], common: _Parse
     s.add_argument("--quiet", action="store_true",
                    help="no progress bar, no line about files of unsupported types (files that could not be read are "
                         "still named)")
+    _embedder_flag(s, "what embeds the chunks; the corpus records it at its first ingest and refuses another")
     s.set_defaults(func=cmd_ingest)
+
+    s = add("reembed", help="re-embed a corpus in place with another embedder (resumable; readers keep querying)")
+    s.add_argument("--tenant", required=True, help="the tenant (required)")
+    s.add_argument("--corpus", required=True, help="the corpus to re-embed (required)")
+    _embedder_flag(s, "the embedder the corpus moves to (required)")
+    s.add_argument("--batch", type=_positive("--batch"), default=256, help="chunks a transaction (default 256)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_reembed)
 
     s = add("documents", help="list or delete a tenant's documents")
     ds = s.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION")
@@ -998,14 +1034,16 @@ def _search_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
                            type={"float": float, "json": _json_flag(cli["flag"])}[cli["parse"]])
     s.add_argument("--json", action="store_true",
                    help="print the rows as JSON (with --explain: an object of rows, explain and the psql block)")
+    _embedder_flag(s, "what embeds the query: the corpora's own (refused, naming both, if a corpus records another)")
     s.add_argument("--explain", action="store_true",
                    help="which source found which row, and the SQL block that returns them in pyhybrid sql")
     s.set_defaults(func=cmd_search)
 
     s = add("embed", help="print a query's embedding as a vector literal, for SQL (psql: \\set v `pyhybrid embed "
                           "'text'`)")
-    s.add_argument("text", help="the query text (embedded as search embeds it: offline MiniLM, 384 dimensions)")
+    s.add_argument("text", help="the query text (embedded as search embeds it, with the query prefix)")
     s.add_argument("--json", action="store_true", help='print {"text", "dim", "embedding"} instead')
+    _embedder_flag(s, "what embeds the text")
     s.set_defaults(func=cmd_embed)
 
     s = add("sql", help="open the bundled psql on the server, as the app role on the embedded server",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Iterable, Mapping, Sequence
@@ -12,6 +13,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from . import _base, _copy, _sql
+from .errors import EmbedderMismatchError
 from .query import EXPLAIN_SQL, MANY_SQL, RETRIEVE_SQL, RetrieveQuery, many_params
 from .types import Chunk, ChunkRef, CorpusInfo, DocumentInfo, Edge, EdgeResult, IngestResult
 
@@ -30,11 +32,15 @@ class TenantSession:
                        **kwargs: Any) -> list[ChunkRef]:
         """One hybrid_retrieve call: a RetrieveQuery, or its fields as keywords (the SQL parameter names).
 
-        A first positional argument that is not a RetrieveQuery is the query_embedding. rerank: a callable
-        (query_text, [texts]) -> [scores] (pyhybrid.rerank) re-orders the best rerank_depth
-        fused rows (at least skip + top_k) before skip and top_k apply; rows then carry rerank_score.
+        A first positional argument that is not a RetrieveQuery is the query_embedding. A session with an embedder
+        embeds query_text where no query_embedding is given and vector_weight > 0 (embed_query: refused when a
+        corpus in scope records another embedder). rerank: a callable (query_text, [texts]) -> [scores]
+        (pyhybrid.rerank) re-orders the best rerank_depth fused rows (at least skip + top_k) before skip and top_k
+        apply; rows then carry rerank_score.
         """
         q = _base.retrieve_query(query, kwargs)
+        if (text := _base.query_text_to_embed(q, self.embedder)) is not None:
+            q = q.replace(query_embedding=self.embed_query(text, q.corpus_ids))
         fetch, reranker = _base.rerank_plan(q, rerank, rerank_depth)
         rows: list[dict[str, Any]] | None = None
         with _base.translate_errors():
@@ -74,13 +80,55 @@ class TenantSession:
             self._dim = int(row["dim"])
         return self._dim
 
+    def embed_query(self, text: str, corpus_ids: Sequence[str] | None = None, *, embedder: Any = None) -> Any:
+        """text embedded as a query by embedder (default: the session's; a callable or a spec such as
+        "openai:http://host/v1;model=m"), with its query prefix, once check_embedder has found it to be the embedder
+        of the corpora in scope (corpus_ids; None: all the tenant's)."""
+        e = _base.resolve_embedder(self.embedder if embedder is None else embedder)
+        self.check_embedder(e, corpus_ids)
+        embed = getattr(e, "embed_query", None) or (lambda t: e([t])[0])
+        return embed(text)
+
+    def check_embedder(self, embedder: Any, corpus_ids: Sequence[str] | None = None, *,
+                             writing: bool = False) -> None:
+        """Raise EmbedderMismatchError (naming both) unless embedder (an embedder, a spec, or its record) is the one
+        each corpus in scope records (hybrid.corpus_embedders; a corpus with no record takes any): for a query the
+        corpus's or, while it is re-embedded, the one it moves to; writing, only the latter."""
+        from .embedders import embedder_identity
+
+        identity = embedder if isinstance(embedder, Mapping) else embedder_identity(
+            _base.resolve_embedder(embedder), self.embedding_dim())
+        with _base.translate_errors():
+            cur = self.conn.execute(_sql.CORPUS_EMBEDDERS_SQL, (list(corpus_ids) if corpus_ids else None,))
+            records = cur.fetchall()
+        if problem := _base.embedder_conflict(records, identity, writing):
+            raise EmbedderMismatchError(problem)
+
+    def use_embedder(self, corpus_id: str, embedder: Any, *, replace: bool = False) -> dict[str, Any]:
+        """Record embedder (an embedder, a spec, or its record) as the one that fills corpus_id (hybrid.use_embedder:
+        at the corpus's first use; another one is refused, naming both, unless replace). Returns the record kept."""
+        from .embedders import embedder_identity
+
+        _base.check_name("corpus_id", corpus_id)
+        identity = embedder if isinstance(embedder, Mapping) else embedder_identity(
+            _base.resolve_embedder(embedder), self.embedding_dim())
+        if not replace:
+            self.check_embedder(identity, [corpus_id], writing=True)
+        with _base.translate_errors():
+            row = (self.conn.execute(_sql.USE_EMBEDDER_SQL, (corpus_id, json.dumps(dict(identity)),
+                                                                       replace))).fetchone()
+        assert row is not None
+        return dict(row["embedder"])
+
     def ingest(self, chunks: Iterable[Chunk | Mapping[str, Any]], corpus_id: str = "default", *,
                      embedder: Any = None, allow_missing_embeddings: bool = False) -> IngestResult:
         """Load chunks by COPY and upsert them by chunk id, atomically (a bad row writes nothing).
 
-        embedder (default: the client's): a texts -> vectors callable, e.g. pyhybrid.embed.default_embedder()
-        (async: run in a worker thread); documents already stored exactly so are skipped (counted as unchanged), then
-        the chunks that arrive without an embedding are embedded. Without an embedder, chunks without an
+        embedder (default: the client's): a texts -> vectors callable, e.g. pyhybrid.embed.default_embedder(), or a
+        spec (pyhybrid.embedders: "minilm", "st:PATH", "openai:URL;model=M", "module:callable") (async: run in a
+        worker thread); documents already stored exactly so are skipped (counted as unchanged), then the chunks that
+        arrive without an embedding are embedded, and the corpus records the embedder (hybrid.use_embedder) at its
+        first ingest: another one is refused (EmbedderMismatchError naming both). Without an embedder, chunks without an
         embedding raise a DeprecationWarning (refused in the next release) unless allow_missing_embeddings=True
         (chunks meant for lexical and graph search only).
         """
@@ -90,12 +138,16 @@ class TenantSession:
             plan.skip(self.unchanged_documents(check, corpus_id=corpus_id))
         if texts := plan.to_embed():
             assert plan.embed is not None
+            self.check_embedder(plan.identity(self.embedding_dim()), [corpus_id], writing=True)
             plan.fill(plan.embed(texts))
         if not plan.items:
             return plan.result(None)
         copy_sql, payload = _copy.prepare_chunks(plan.items, self.tenant_id, self.embedding_dim())
+        identity = plan.identity(self.embedding_dim())
         with _base.translate_errors():
             with self.conn.transaction():
+                if identity is not None:  # recorded at the corpus's first ingest, refused if another is recorded
+                    self.conn.execute(_sql.USE_EMBEDDER_SQL, (corpus_id, json.dumps(identity), False))
                 self.conn.execute(_sql.BEGIN_INGEST_SQL)
                 with self.conn.cursor() as cur, cur.copy(copy_sql) as copy:
                     copy.write(payload)

@@ -140,6 +140,11 @@ class MiniLMEmbedder:
         return row
 
 
+def vector_literal(vector: Any) -> str:
+    """A vector in pgvector's text form, each float32 written in its shortest exact form."""
+    return "[" + ",".join(str(x) for x in np.asarray(vector, dtype=np.float32)) + "]"
+
+
 @functools.lru_cache(maxsize=1)
 def default_embedder() -> MiniLMEmbedder:
     """The process-wide MiniLMEmbedder (loaded once, on first use)."""
@@ -205,15 +210,22 @@ def _to_matrix(result: Any, count: int) -> FloatArray:
     return array
 
 
-def as_embedder(obj: Embedder | Callable[[Sequence[str]], Any]) -> Callable[[Sequence[str]], FloatArray]:
-    """Wrap any texts -> vectors callable so that it returns a validated float32 (n, dim) array.
+def as_embedder(obj: Embedder | Callable[[Sequence[str]], Any] | str) -> Callable[[Sequence[str]], FloatArray]:
+    """Wrap any texts -> vectors callable so that it returns a validated float32 (n, dim) array; a string is an
+    embedder spec (pyhybrid.embedders.load_embedder).
 
     Raises ValueError on ragged rows, NaN/inf, a wrong number of vectors, or vectors
     whose width differs from obj.dim (or, without dim, from the first call's width).
     """
+    if isinstance(obj, str):  # a spec: minilm, st:PATH, openai:URL;model=..., MODULE:CALLABLE (pyhybrid.embedders)
+        from .embedders import load_embedder
+
+        return load_embedder(obj)
     if not callable(obj):
-        raise TypeError(f"embedder must be callable, got {type(obj).__name__}")
-    if isinstance(obj, (MiniLMEmbedder, _CheckedEmbedder)):
+        raise TypeError(f"embedder must be callable or a spec string, got {type(obj).__name__}")
+    from .embedders import SpecEmbedder
+
+    if isinstance(obj, (MiniLMEmbedder, _CheckedEmbedder, SpecEmbedder)):
         return obj
     dim = getattr(obj, "dim", None)
     if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim < 1):

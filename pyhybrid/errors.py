@@ -2,7 +2,9 @@
 
 PyhybridError
  +-- InvalidParameterError   (22023 and the rest of class 22, 23502, 23514, and bad arguments caught
- |                            before any round trip)
+ |    |                       before any round trip)
+ |    +-- EmbedderMismatchError (a corpus was embedded by another embedder than the one a call uses)
+ +-- EmbedderError           (an embedder failed: an endpoint's error or silence, a model missing)
  +-- TenantError             (42501: no tenant, another tenant's row, insufficient privilege)
  +-- RetrievalError          (a retrieval could not be done: every source failed, a stale index,
  |                            fusion misuse; 55000 and errors raised by pyhybrid's SQL, class P0)
@@ -37,6 +39,14 @@ class InvalidParameterError(PyhybridError, ValueError):
     """An argument broke a rule; the message names the parameter and the rule."""
 
     sqlstate = "22023"
+
+
+class EmbedderMismatchError(InvalidParameterError):
+    """A query or write uses another embedder than the one a corpus records; the message names both."""
+
+
+class EmbedderError(PyhybridError):
+    """An embedder failed: an endpoint answered with an error or not at all, a model or its package is missing."""
 
 
 class TenantError(PyhybridError, PermissionError):

@@ -40,7 +40,9 @@ def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[st
     skip_unchanged: first ask the server which documents it already stores exactly so
     (hybrid.unchanged_documents) and neither embed nor send them (counted as unchanged). dry_run: do
     that, embed and write nothing, and count the chunks that would be written (would_write). embedder:
-    a texts -> vectors callable (default: the bundled MiniLM, loaded when first needed). Each batch is
+    a texts -> vectors callable or a spec (pyhybrid.embedders; default: the bundled MiniLM, loaded when first
+    needed), checked against the corpus's record before the first batch is embedded and recorded with each batch
+    it embeds (TenantSession.use_embedder). Each batch is
     checked, embedded and written as TenantSession.ingest(embedder=...) does, with the embedding
     outside the writing transaction. A batch is written (one transaction, on a second connection) while
     the next one is embedded; the rows are those of writing the batches one after the other, and an error
@@ -60,16 +62,8 @@ def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[st
     totals = {"inserted": 0, "updated": 0, "unchanged": 0, "superseded": 0, "embedded": 0}
     if dry_run:
         totals = {"would_write": 0, "unchanged": 0}
-    loaded: list[Any] = [embedder]
-
-    def embed(texts: Sequence[str]) -> Any:
-        if loaded[0] is None:
-            from .embed import default_embedder
-
-            loaded[0] = default_embedder()
-        return loaded[0](texts)
-
     with HybridClient(dsn) as client, _progress(total, f"ingest {tenant}/{corpus}", quiet) as bar:
+        embed = _Embedding(embedder, client, tenant, corpus)
         if dry_run:
             for batch in _batches(records, batch_size):
                 with client.tenant(tenant) as t:
@@ -89,16 +83,45 @@ def ingest_records(dsn: str, tenant: str, corpus: str, records: Iterator[dict[st
     return totals
 
 
+class _Embedding:
+    """The embedder of an ingest: loaded when a batch first needs it and recorded then for the corpus (refused with
+    an error naming both, before anything is embedded, where the corpus records another); identity is the record."""
+
+    def __init__(self, embedder: Any, client: Any, tenant: str, corpus: str) -> None:
+        self._given, self._client, self._tenant, self._corpus = embedder, client, tenant, corpus
+        self._embedder: Any = None
+        self._dim: int | None = None
+        self.identity: dict[str, Any] | None = None
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        from .embedders import embedder_identity
+
+        if self._embedder is None:
+            from .embed import as_embedder, default_embedder
+
+            with self._client.tenant(self._tenant) as t:
+                self._dim = t.embedding_dim()
+                self._embedder = default_embedder() if self._given is None else as_embedder(self._given)
+                # recorded now, in a transaction of its own, so that the batches' writers only read the record and
+                # go on side by side (a corpus that holds no chunk takes another embedder later)
+                t.use_embedder(self._corpus, embedder_identity(self._embedder, self._dim))
+        vectors = self._embedder(texts)
+        self.identity = embedder_identity(self._embedder, self._dim)
+        return vectors
+
+
 def _pipeline(client: Any, idle: Queue[Any], writers: int, pool: ThreadPoolExecutor, tenant: str, corpus: str,
               batches: Iterator[list[dict[str, Any]]], acl_labels: Sequence[str], skip_unchanged: bool,
               embed: Any, totals: dict[str, int], bar: Any) -> None:
     """Check and embed batch k+1 here while pool writes up to writers batches, each on a client from idle."""
     from ._base import IngestPlan
 
-    def write(items: list[Any]) -> Any:
+    def write(items: list[Any], identity: dict[str, Any] | None) -> Any:
         writer_client = idle.get()
         try:
             with writer_client.tenant(tenant) as t:
+                if identity is not None:  # in the batch's transaction: the record and the vectors land together
+                    t.use_embedder(corpus, identity)
                 return t.ingest(items, corpus_id=corpus)
         finally:
             idle.put(writer_client)
@@ -130,15 +153,17 @@ def _pipeline(client: Any, idle: Queue[Any], writers: int, pool: ThreadPoolExecu
             if skip_unchanged and (check := plan.to_check()):
                 with client.tenant(tenant) as t:
                     plan.skip(t.unchanged_documents(check, corpus_id=corpus))
+            identity = None
             if texts := plan.to_embed():
                 assert plan.embed is not None
                 plan.fill(plan.embed(texts))
                 totals["embedded"] += len(texts)
+                identity = embed.identity
             while len(pending) >= writers:  # writers 1: batch k is written before batch k+1 is sent
                 collect()
             totals["unchanged"] += plan.skipped
             if plan.items:
-                pending.append((pool.submit(write, plan.items), len(batch), keys))
+                pending.append((pool.submit(write, plan.items, identity), len(batch), keys))
             else:
                 bar.update(len(batch))
         while pending:

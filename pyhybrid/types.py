@@ -253,13 +253,17 @@ class DocumentInfo:
 
 @dataclass(frozen=True)
 class CorpusInfo:
-    """A corpus of a tenant (hybrid.corpora): the folder pyhybrid ingest syncs it with, and its size as the caller
-    sees it."""
+    """A corpus of a tenant (hybrid.corpora): the folder pyhybrid ingest syncs it with, its size as the caller sees
+    it, and the embedder it records."""
 
     corpus_id: str
     source_root: str | None
     documents: int
     chunks: int
+    embedder: dict[str, Any] | None = None
+    """The embedder that filled it (name, kind, dim, normalize, query_prefix, passage_prefix; None: not recorded)."""
+    reembedding: dict[str, Any] | None = None
+    """While it is re-embedded (pyhybrid reembed): {"embedder": the one it moves to, "after": the last chunk id done}."""
 
 
 @dataclass(frozen=True)

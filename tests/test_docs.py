@@ -228,6 +228,19 @@ def _ingest(res: Result, demo: Demo) -> None:
     assert ns["found"] == ["acme:DOCNOTE#0"] and ns["deleted"] == 2
 
 
+@check("embedders")
+def _embedders(res: Result, demo: Demo) -> None:
+    ns = res[0]
+    assert ns["hits"][0].chunk_id == "acme:EMB#0" and ns["recorded"]["name"] == "openai:nomic-embed-text"
+    assert ns["recorded"]["passage_prefix"] == "search_document: "
+    assert "'openai:nomic-embed-text'" in ns["refused"] and "'minilm'" in ns["refused"]
+
+
+@check("sql-corpora")
+def _sql_corpora(res: Result, demo: Demo) -> None:
+    assert res[-1] == [("qms", "minilm", "384")]
+
+
 @check("edges")
 def _edges(res: Result, demo: Demo) -> None:
     ns = res[0]
@@ -265,7 +278,7 @@ def _parsed_only(name: str, commands: int) -> None:
 
 for _name, _commands in (("readme-demo", 1), ("cli-demo", 2), ("cli-sql", 4), ("cli-ingest", 6), ("cli-documents", 3),
                          ("cli-ingest-edges", 1), ("cli-tenant", 8), ("cli-server", 5), ("cli-migrate", 8),
-                         ("cli-move-tenant", 3)):
+                         ("cli-move-tenant", 3), ("cli-embedders", 4)):
     _parsed_only(_name, _commands)
 
 
@@ -368,10 +381,10 @@ def _replica(res: Result, demo: Demo) -> None:
 
 
 # blocks that write to the demo's data run on a demo of their own
-WRITES = ("ingest", "edges", "replica", "folder-sync")
+WRITES = ("ingest", "edges", "replica", "folder-sync", "embedders")
 # blocks whose check runs what it needs itself (or parses the command lines, running nothing)
 OWN_RUN = ("backup-restore", "readme-demo", "readme-tests", "cli-demo", "cli-sql", "cli-ingest", "cli-documents", "cli-ingest-edges",
-           "cli-tenant", "cli-server", "cli-migrate", "cli-move-tenant", "cli-explain-sql", "cli-recipe", "folder-sync")
+           "cli-tenant", "cli-server", "cli-migrate", "cli-move-tenant", "cli-explain-sql", "cli-recipe", "folder-sync", "cli-embedders")
 RUNNABLE = [b for b in blocks() if b.check in CHECKS or b.lang in ("python", "sql")]
 
 
@@ -414,6 +427,12 @@ def test_docs_snippet_runs_as_written_and_does_what_the_text_says(
     demo: Demo = request.getfixturevalue("writable_demo" if b.check in WRITES else "demo")
     monkeypatch.setenv("PYHYBRID_DATA_DIR", str(demo.data_dir))
     monkeypatch.delenv("PYHYBRID_DSN", raising=False)
+    if b.check == "embedders":  # the endpoint it names: a stub on localhost stands in for it
+        from tests.embed_stub import EmbeddingStub
+
+        stub = EmbeddingStub().__enter__()
+        request.addfinalizer(stub.__exit__)
+        monkeypatch.setenv("EMBEDDINGS_URL", stub.url)
     result: Result
     if b.check in OWN_RUN:
         result = None

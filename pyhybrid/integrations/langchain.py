@@ -40,16 +40,19 @@ class PyhybridRetriever(BaseRetriever):
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Other hybrid_retrieve parameters, by their SQL names."""
     embedder: Any = None
-    """texts -> vectors; default: the offline MiniLM embedder."""
+    """texts -> vectors, or an embedder spec ("minilm", "st:PATH", "openai:URL;model=M", "MODULE:CALLABLE"); default:
+    the offline MiniLM embedder. A corpus in scope that records another embedder refuses the query, naming both."""
 
     _client: Any = PrivateAttr(default=None)
 
     def _embed(self, query: str) -> Any:
+        from ..embedders import query_vector
+
         if self.embedder is None:
             from ..embed import default_embedder
 
             self.embedder = default_embedder()
-        return self.embedder([query])[0]
+        return query_vector(self.embedder, query)
 
     def _kwargs(self, query: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         args = {**self.search_kwargs, **kwargs}
@@ -67,7 +70,10 @@ class PyhybridRetriever(BaseRetriever):
         if self._client is None:
             self._client = HybridClient(self.dsn)
         with self._client.tenant(self.tenant_id, self.acl_labels) as t:
-            refs = t.retrieve(**self._kwargs(query, kwargs))
+            args = self._kwargs(query, kwargs)
+            if self.embedder is not None and "query_embedding" not in kwargs and "query_embedding" in args:
+                t.check_embedder(self.embedder, args.get("corpus_ids"))
+            refs = t.retrieve(**args)
         return [to_document(r) for r in refs]
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
@@ -76,5 +82,8 @@ class PyhybridRetriever(BaseRetriever):
 
         async with AsyncHybridClient(self.dsn) as client:
             async with client.tenant(self.tenant_id, self.acl_labels) as t:
-                refs = await t.retrieve(**self._kwargs(query, kwargs))
+                args = self._kwargs(query, kwargs)
+                if self.embedder is not None and "query_embedding" not in kwargs and "query_embedding" in args:
+                    await t.check_embedder(self.embedder, args.get("corpus_ids"))
+                refs = await t.retrieve(**args)
         return [to_document(r) for r in refs]

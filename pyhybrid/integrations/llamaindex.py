@@ -46,11 +46,13 @@ class PyhybridRetriever(BaseRetriever):
         if query.embedding is not None:
             args.setdefault("query_embedding", query.embedding)
         elif text.strip() and args.get("vector_weight", 1.0) > 0:
+            from ..embedders import query_vector
+
             if self.embedder is None:
                 from ..embed import default_embedder
 
                 self.embedder = default_embedder()
-            args.setdefault("query_embedding", self.embedder([text])[0])
+            args.setdefault("query_embedding", query_vector(self.embedder, text))
         return args
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -59,7 +61,10 @@ class PyhybridRetriever(BaseRetriever):
         if self._client is None:
             self._client = HybridClient(self.dsn)
         with self._client.tenant(self.tenant_id, self.acl_labels) as t:
-            refs = t.retrieve(**self._args(query_bundle))
+            args = self._args(query_bundle)
+            if query_bundle.embedding is None and "query_embedding" in args and self.embedder is not None:
+                t.check_embedder(self.embedder, args.get("corpus_ids"))
+            refs = t.retrieve(**args)
         return [to_node(r) for r in refs]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -67,5 +72,8 @@ class PyhybridRetriever(BaseRetriever):
 
         async with AsyncHybridClient(self.dsn) as client:
             async with client.tenant(self.tenant_id, self.acl_labels) as t:
-                refs = await t.retrieve(**self._args(query_bundle))
+                args = self._args(query_bundle)
+                if query_bundle.embedding is None and "query_embedding" in args and self.embedder is not None:
+                    await t.check_embedder(self.embedder, args.get("corpus_ids"))
+                refs = await t.retrieve(**args)
         return [to_node(r) for r in refs]

@@ -39,7 +39,7 @@ COMMENT ON FUNCTION hybrid.documents(text, text, text[]) IS
 
 -- hybrid.corpora: the caller's corpora, with their folder and size
 CREATE OR REPLACE FUNCTION hybrid.corpora()
-RETURNS TABLE (corpus_id text, source_root text, documents bigint, chunks bigint)
+RETURNS TABLE (corpus_id text, source_root text, documents bigint, chunks bigint, embedder jsonb, reembedding jsonb)
 LANGUAGE plpgsql STABLE SECURITY DEFINER  -- owned by hybrid_definer
 SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan
@@ -59,7 +59,8 @@ BEGIN
           AND hybrid._visible(c.tenant_id, c.superseded, c.acl_labels, v_tenant, v_acl, v_all)
         GROUP BY c.corpus_id
     )
-    SELECT k.corpus_id, k.metadata->>'source_root', coalesce(l.documents, 0), coalesce(l.chunks, 0)
+    SELECT k.corpus_id, k.metadata->>'source_root', coalesce(l.documents, 0), coalesce(l.chunks, 0),
+           k.metadata->'embedder', k.metadata->'reembedding'
     FROM hybrid.corpus k LEFT JOIN live l ON l.corpus_id = k.corpus_id
     WHERE k.tenant_id = v_tenant
       -- a reader meets only corpora it sees a chunk of: an empty or hidden one is like an unknown one
@@ -68,7 +69,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.corpora() IS
-'The current tenant''s corpora: id, the folder pyhybrid ingest remembers for it (source_root, NULL if none), and the live documents and chunks the caller can see. A reader (not hybrid._may_write) that does not see every ACL label meets only corpora holding a chunk it can see.';
+'The current tenant''s corpora: id, the folder pyhybrid ingest remembers for it (source_root, NULL if none), the live documents and chunks the caller can see, the embedder that filled it (hybrid.use_embedder; NULL if none was recorded) and, while it is re-embedded, the embedder it moves to and the last chunk id done (hybrid.begin_reembed). A reader (not hybrid._may_write) that does not see every ACL label meets only corpora holding a chunk it can see.';
 
 -- hybrid.set_corpus_root: remember the folder a corpus is ingested from (document ids are relative to it)
 CREATE OR REPLACE FUNCTION hybrid.set_corpus_root(corpus_id text, source_root text) RETURNS void
