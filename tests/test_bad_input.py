@@ -128,6 +128,7 @@ FLAG_CALLS = {
     "hybrid.retrieve_many": "SELECT * FROM hybrid.retrieve_many(query_texts => ARRAY['pumps'], {flag} => NULL)",
     "hybrid.hydrate": "SELECT * FROM hybrid.hydrate(ARRAY['a-0'], ARRAY[1.0]::float8[], {flag} => NULL)",
     "hybrid.prune_documents": "SELECT * FROM hybrid.prune_documents('default', ARRAY[]::text[], {flag} => NULL)",
+    "hybrid.use_embedder": """SELECT hybrid.use_embedder('default', '{{"name": "m", "dim": 384}}', {flag} => NULL)""",
 }
 PUBLIC_FLAGS_SQL = """
 SELECT p.pronamespace::regnamespace::text || '.' || p.proname, a.name
@@ -146,7 +147,7 @@ def _public_flags(db: Db) -> list[tuple[str, str]]:
 def test_every_boolean_flag_of_the_public_functions_has_a_null_call_below(db: Db) -> None:
     flags = _public_flags(db)
     assert {f for f, _ in flags} == set(FLAG_CALLS)
-    assert len(flags) == 15  # retrieve and its three derived twins x 3 flags, hydrate x 2, prune x 1
+    assert len(flags) == 16  # retrieve and its three derived twins x 3 flags, hydrate x 2, prune x 1, use_embedder x 1
 
 
 def test_every_boolean_flag_of_every_public_function_refuses_null_and_writes_nothing(db: Db) -> None:

@@ -119,24 +119,23 @@ SET plan_cache_mode = force_custom_plan  -- v_key a constant: only the tenant's 
 AS $$
 DECLARE
     v_new jsonb := hybrid._embedder(embedder, 'embedder');
-    v_peek jsonb := (SELECT k.metadata FROM hybrid.corpus k
-                     WHERE k.tenant_id = hybrid._current_tenant() AND k.corpus_id = use_embedder.corpus_id);
+    v_key integer := (SELECT s.key FROM hybrid._writer_scope() s);
+    v_peek jsonb; v_meta jsonb; v_old jsonb; v_next jsonb; v_empty boolean;
+BEGIN
+    PERFORM hybrid._check_flag('replace', replace);
+    v_peek := (SELECT k.metadata FROM hybrid.corpus k
+               WHERE k.tenant_id = hybrid._current_tenant() AND k.corpus_id = use_embedder.corpus_id);
     -- writers of a corpus with their embedder recorded go on side by side (a share lock, which a re-embedding's start
     -- waits for); one that may change the record takes the row alone (two that both upgraded would deadlock)
-    v_meta jsonb := hybrid._writable_corpus(corpus_id, true, replace IS NOT FALSE OR NOT coalesce(
+    v_meta := hybrid._writable_corpus(corpus_id, true, replace OR NOT coalesce(
         hybrid._same_embedder(v_peek->'reembedding'->'embedder', v_new)
         OR (v_peek->'reembedding' IS NULL AND hybrid._same_embedder(v_peek->'embedder', v_new)), false));
-    v_old jsonb := v_meta->'embedder';
-    v_next jsonb := v_meta->'reembedding'->'embedder';
-    v_key integer := (SELECT s.key FROM hybrid._writer_scope() s);
+    v_old := v_meta->'embedder';
+    v_next := v_meta->'reembedding'->'embedder';
     -- a corpus that holds no live chunk (new, emptied, or a first ingest that failed) takes any embedder
-    v_empty boolean := NOT EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_key = v_key
-                                   AND c.tenant_id = hybrid._current_tenant() AND c.corpus_id = use_embedder.corpus_id
-                                   AND NOT c.superseded);
-BEGIN
-    IF replace IS NULL THEN
-        RAISE EXCEPTION 'replace must be true or false, not NULL' USING ERRCODE = '22023';
-    END IF;
+    v_empty := NOT EXISTS (SELECT 1 FROM hybrid.chunk c WHERE c.tenant_key = v_key
+                           AND c.tenant_id = hybrid._current_tenant() AND c.corpus_id = use_embedder.corpus_id
+                           AND NOT c.superseded);
     replace := replace OR v_empty;
     IF v_next IS NOT NULL AND NOT replace THEN  -- a corpus being re-embedded takes only the embedder it moves to
         IF hybrid._same_embedder(v_next, v_new) THEN
