@@ -13,8 +13,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from . import _base, _copy, _parallel, _sql  # sync: from . import _base, _copy, _sql
-from .errors import EmbedderMismatchError
-from .errors import InvalidParameterError  # async-only
+from .errors import EmbedderMismatchError, InvalidParameterError
 from .query import EXPLAIN_SQL, MANY_SQL, RETRIEVE_SQL, RetrieveQuery, many_params
 from .types import Chunk, ChunkRef, CorpusInfo, DocumentInfo, Edge, EdgeResult, IngestResult
 
@@ -377,10 +376,28 @@ class AsyncHybridClient:
                     await asyncio.sleep(0.01)
         return self
 
-    async def create_tenant(self, tenant_id: str) -> str:
-        """Create a tenant (idempotent; admin only)."""
+    async def create_tenant(self, tenant_id: str, language: str | None = None) -> str:
+        """Create a tenant (idempotent; admin only), in language: its text-search language (a PostgreSQL text search
+        configuration, see set_tenant_language; default english)."""
         _base.tenant_params(tenant_id, None)
-        return str(await self._scalar(_sql.CREATE_TENANT_SQL, (tenant_id,)))
+        if language is not None and not isinstance(language, str):
+            raise InvalidParameterError(f"language must be a text search configuration name, got {language!r}")
+        return str(await self._scalar(_sql.CREATE_TENANT_SQL, (tenant_id, language)))
+
+    async def set_tenant_language(self, tenant_id: str, language: str) -> str:
+        """Set a tenant's text-search language (hybrid.set_tenant_language; admin only): a PostgreSQL text search
+        configuration such as german, french, spanish, or simple (no stemming, no stop words). A change rebuilds the
+        tenant's partition in the new language (its writes wait, its searches go on until a short swap) and recounts
+        its BM25 statistics. Returns the configuration stored."""
+        _base.tenant_params(tenant_id, None)
+        if not isinstance(language, str):
+            raise InvalidParameterError(f"language must be a text search configuration name, got {language!r}")
+        return str(await self._scalar(_sql.SET_LANGUAGE_SQL, (tenant_id, language)))
+
+    async def tenant_language(self, tenant_id: str) -> str | None:
+        """A tenant's text-search language (None: no such tenant)."""
+        value = await self._scalar(_sql.LANGUAGE_SQL, (tenant_id,))
+        return None if value is None else str(value)
 
     async def grant_tenant(self, role_name: str, tenant_id: str, acl_labels: Sequence[str] = ()) -> None:
         """Bind an existing login role to a tenant (admin only)."""

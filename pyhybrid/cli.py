@@ -88,7 +88,7 @@ class Target:
         from ._base import translate_errors
 
         with translate_errors(), psycopg.connect(self.admin, autocommit=True) as c:
-            c.execute(_sql.CREATE_TENANT_SQL, (tenant,))
+            c.execute(_sql.CREATE_TENANT_SQL, (tenant, None))
 
     @property
     def app(self) -> str:
@@ -430,7 +430,15 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         if args.action == "list":
             _print_tenants(c.tenants(), as_json=args.json)
         elif args.action == "create":
-            print(c.create_tenant(args.tenant))
+            print(c.create_tenant(args.tenant, language=args.language))
+        elif args.action == "language":
+            if args.language is None:
+                shown = c.tenant_language(args.tenant)
+                if shown is None:
+                    raise InvalidParameterError(f"tenant {args.tenant!r} does not exist")
+                print(shown)
+            else:
+                print(f"tenant {args.tenant}: language {c.set_tenant_language(args.tenant, args.language)}")
         elif args.action == "calibrate":
             _require_tenant(target.admin, args.tenant)
             with c.tenant(args.tenant, ["*"]) as t:
@@ -879,6 +887,15 @@ def _admin_commands(add: Callable[..., argparse.ArgumentParser], common: _Parser
                         "of another document)")
     t = ts.add_parser("create", parents=[common], help="create a tenant (idempotent)")
     t.add_argument("tenant", metavar="TENANT", help="the tenant id (letters, digits and _ . : -)")
+    t.add_argument("--language", default=None,
+                   help="its text-search language: a PostgreSQL text search configuration (german, french, spanish, "
+                        "..., or simple for a language without a stemmer; default english)")
+    t = ts.add_parser("language", parents=[common],
+                      help="show or set a tenant's text-search language (setting it rebuilds the tenant's partition in "
+                           "the new language: its writes wait, its searches go on)")
+    t.add_argument("tenant", metavar="TENANT", help="the tenant id")
+    t.add_argument("language", metavar="LANGUAGE", nargs="?", default=None,
+                   help="a text search configuration (german, french, spanish, simple, ...); omitted: show it")
     t = ts.add_parser("grant", parents=[common], help="bind an existing login role to a tenant")
     t.add_argument("tenant", metavar="TENANT", help="the tenant id")
     t.add_argument("role", metavar="ROLE", help="the login role that may act for TENANT only")

@@ -40,6 +40,7 @@ tenant = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("tenant_key", Integer, nullable=False),
     Column("abstain_floor", Float),  # hybrid.calibrate_abstention's; NULL until calibrated
+    Column("text_config", Text, nullable=False),  # its text-search language (hybrid.set_tenant_language)
 )
 corpus = Table(
     "corpus", metadata,

@@ -46,7 +46,7 @@ _COUNT_SQL = "SELECT count(*) AS n FROM hybrid.chunk WHERE tenant_id = %s"
 _TENANT_EXISTS_SQL = "SELECT count(*) AS n FROM hybrid.tenant WHERE tenant_id = %s"
 _CORPUS_METADATA_SQL = "UPDATE hybrid.corpus SET metadata = %s::jsonb WHERE tenant_id = %s AND corpus_id = %s"
 # the abstention floor (hybrid.calibrate_abstention) describes the chunks, which travel unchanged: it travels too
-_FLOOR_SQL = "SELECT abstain_floor FROM hybrid.tenant WHERE tenant_id = %s"
+_FLOOR_SQL = "SELECT abstain_floor, text_config FROM hybrid.tenant WHERE tenant_id = %s"
 _SET_FLOOR_SQL = "UPDATE hybrid.tenant SET abstain_floor = %s WHERE tenant_id = %s"
 
 
@@ -60,7 +60,7 @@ def export_tenant(client: HybridClient, tenant_id: str, path: str | Path) -> dic
             raise InvalidParameterError(f"tenant_id {tenant_id!r} does not exist")
         header = {"format": FORMAT, "version": VERSION, "tenant_id": tenant_id, "embedding_dim": t.embedding_dim(),
                   "pyhybrid": __version__, "schema": (conn.execute(_VERSION_SQL).fetchone() or {}).get("v"),
-                  "abstain_floor": (conn.execute(_FLOOR_SQL, (tenant_id,)).fetchone() or {}).get("abstain_floor")}
+                  **{k: v for k, v in (conn.execute(_FLOOR_SQL, (tenant_id,)).fetchone() or {}).items()}}
         has_graph = bool((conn.execute(_HAS_GRAPH_SQL).fetchone() or {}).get("has_graph"))
         with open_text(path, "w") as out:
             out.write(json.dumps(header) + "\n")
@@ -113,7 +113,8 @@ def import_tenant(client: HybridClient, path: str | Path, tenant_id: str | None 
         raise InvalidParameterError(f"{path}: abstain_floor must be a cosine similarity in [-1, 1] or null, got {floor!r}")
     counts = {"corpora": 0, "chunks": 0, "edges": 0}
     with client.tenant(target, ["*"]) as t:
-        t.conn.execute(_sql.CREATE_TENANT_SQL, (target,))  # in the import's transaction: all or nothing
+        # in the import's transaction: all or nothing; in its language (absent from exports made before languages)
+        t.conn.execute(_sql.CREATE_TENANT_SQL, (target, header.get("text_config")))
         if header.get("embedding_dim") != t.embedding_dim():
             raise InvalidParameterError(f"embedding_dim: the export holds {header.get('embedding_dim')}-d embeddings, "
                                         f"this database stores {t.embedding_dim()}-d ones")

@@ -236,6 +236,11 @@ def _embedders(res: Result, demo: Demo) -> None:
     assert "'openai:nomic-embed-text'" in ns["refused"] and "'minilm'" in ns["refused"]
 
 
+@check("language")
+def _language(res: Result, demo: Demo) -> None:
+    assert res[0]["found"] == ["acme-de:0"]
+
+
 @check("sql-corpora")
 def _sql_corpora(res: Result, demo: Demo) -> None:
     assert res[-1] == [("qms", "minilm", "384")]
@@ -278,7 +283,7 @@ def _parsed_only(name: str, commands: int) -> None:
 
 for _name, _commands in (("readme-demo", 1), ("cli-demo", 2), ("cli-sql", 4), ("cli-ingest", 6), ("cli-documents", 3),
                          ("cli-ingest-edges", 1), ("cli-tenant", 8), ("cli-server", 5), ("cli-migrate", 8),
-                         ("cli-move-tenant", 3), ("cli-embedders", 4)):
+                         ("cli-move-tenant", 3), ("cli-embedders", 4), ("cli-language", 3)):
     _parsed_only(_name, _commands)
 
 
@@ -381,10 +386,11 @@ def _replica(res: Result, demo: Demo) -> None:
 
 
 # blocks that write to the demo's data run on a demo of their own
-WRITES = ("ingest", "edges", "replica", "folder-sync", "embedders")
+WRITES = ("ingest", "edges", "replica", "folder-sync", "embedders", "language")
 # blocks whose check runs what it needs itself (or parses the command lines, running nothing)
 OWN_RUN = ("backup-restore", "readme-demo", "readme-tests", "cli-demo", "cli-sql", "cli-ingest", "cli-documents", "cli-ingest-edges",
-           "cli-tenant", "cli-server", "cli-migrate", "cli-move-tenant", "cli-explain-sql", "cli-recipe", "folder-sync", "cli-embedders")
+           "cli-tenant", "cli-server", "cli-migrate", "cli-move-tenant", "cli-explain-sql", "cli-recipe", "folder-sync", "cli-embedders",
+           "cli-language")
 RUNNABLE = [b for b in blocks() if b.check in CHECKS or b.lang in ("python", "sql")]
 
 

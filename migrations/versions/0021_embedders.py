@@ -20,7 +20,7 @@ depends_on = None
 _NEW = ("hybrid.use_embedder(text, jsonb, boolean)", "hybrid.begin_reembed(text, jsonb)",
         "hybrid.reembed_batch(text, integer)", "hybrid.reembed_chunks(text, text[], text[], text[])",
         "hybrid.finish_reembed(text)", "hybrid.corpus_embedders(text[])", "hybrid._writable_corpus(text, boolean, boolean)", "hybrid._embedder_shown(jsonb)",
-        "hybrid._same_embedder(jsonb, jsonb)", "hybrid._embedder(jsonb, text)", "hybrid._embedder_rule(jsonb)")
+        "hybrid._same_embedder(jsonb, jsonb)", "hybrid._corpus_writer(text)", "hybrid._embedder(jsonb, text)", "hybrid._embedder_rule(jsonb)")
 
 
 def upgrade() -> None:

@@ -19,7 +19,7 @@ COMMENT ON TABLE hybrid.corpus IS 'A tenant''s named collections of documents; c
 COMMENT ON TABLE hybrid.chunk IS
 'The retrievable units: text, embedding and metadata of a document''s chunks, one tenant each, under forced RLS.';
 COMMENT ON COLUMN hybrid.chunk.embedding IS 'The chunk''s embedding (dimension: hybrid.embedding_dim()); NULL: only lexical and graph search find it.';
-COMMENT ON COLUMN hybrid.chunk.tsv IS 'to_tsvector(''english'', content), for ts_rank search over its GIN index.';
+COMMENT ON COLUMN hybrid.chunk.tsv IS 'to_tsvector(<the tenant''s text_config>, content) (english unless hybrid.set_tenant_language set another on its partition), for ts_rank search over its GIN index and the SQL BM25 scorer.';
 COMMENT ON COLUMN hybrid.chunk.acl_labels IS 'Empty: every caller of the tenant sees the chunk; else only callers holding one of these labels.';
 COMMENT ON COLUMN hybrid.chunk.content_hash IS 'What makes re-ingesting the chunk a no-op when unchanged.';
 COMMENT ON COLUMN hybrid.chunk.superseded IS 'True for chunks of a document re-ingested without them: kept, never returned.';

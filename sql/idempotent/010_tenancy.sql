@@ -181,6 +181,23 @@ COMMENT ON FUNCTION hybrid._writer_scope() IS
 'The caller''s tenant and partition key (hybrid._scope) for a loader: 42501 without a tenant, 22023 for a tenant that does not exist.';
 REVOKE ALL ON FUNCTION hybrid._writer_scope() FROM PUBLIC;
 
+-- hybrid._corpus_writer: the caller's tenant and partition key for a write to a corpus, or why there is none
+CREATE OR REPLACE FUNCTION hybrid._corpus_writer(corpus_id text, OUT tenant text, OUT key integer)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    SELECT s.tenant, s.key INTO tenant, key FROM hybrid._writer_scope() s;  -- or why there is none
+    IF corpus_id IS NULL OR btrim(corpus_id) = '' THEN
+        RAISE EXCEPTION 'corpus_id must not be empty' USING ERRCODE = '22023';
+    END IF;
+    PERFORM hybrid._check_writer();
+END
+$$;
+COMMENT ON FUNCTION hybrid._corpus_writer(text) IS
+'The caller''s tenant and partition key (hybrid._writer_scope) for a write to corpus_id: also 22023 for an empty corpus_id and 42501 for a role that may only read (hybrid._check_writer).';
+REVOKE ALL ON FUNCTION hybrid._corpus_writer(text) FROM PUBLIC;
+
 -- hybrid._chunk_partition: the partition of a tenant key
 CREATE OR REPLACE FUNCTION hybrid._chunk_partition(tenant_key integer) RETURNS regclass
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -191,6 +208,38 @@ COMMENT ON FUNCTION hybrid._chunk_partition(integer) IS
 'hybrid.chunk_p<tenant_key>: the partition of hybrid.chunk holding one tenant''s chunks (named by the opaque key, never by the tenant id).';
 REVOKE ALL ON FUNCTION hybrid._chunk_partition(integer) FROM PUBLIC;
 
+-- hybrid._text_config: a tenant's text search configuration, by its partition key
+CREATE OR REPLACE FUNCTION hybrid._text_config(tenant_key integer) RETURNS regconfig
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan  -- one btree lookup, planned once a session (hybrid._tenant_key)
+AS $$
+    SELECT coalesce((SELECT t.text_config FROM hybrid.tenant t WHERE t.tenant_key = _text_config.tenant_key),
+                    'english')::regconfig
+$$;
+COMMENT ON FUNCTION hybrid._text_config(integer) IS
+'The text search configuration of the tenant with this partition key (hybrid.tenant.text_config; english for none): what its queries are turned into lexemes with, as its partition''s tsv and BM25 index turn its content.';
+REVOKE ALL ON FUNCTION hybrid._text_config(integer) FROM PUBLIC;
+
+-- hybrid._partition_table: a plain table shaped as a partition of hybrid.chunk, its tsv in a configuration (admin)
+CREATE OR REPLACE FUNCTION hybrid._partition_table(name text, config text) RETURNS regclass
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    EXECUTE format('CREATE TABLE hybrid.%I (LIKE hybrid.chunk INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING CONSTRAINTS INCLUDING STORAGE)',
+                   name);
+    IF config <> 'english' THEN  -- a partition may generate its column its own way (PostgreSQL 18); empty: instant
+        EXECUTE format('ALTER TABLE hybrid.%I ALTER COLUMN tsv SET EXPRESSION AS (to_tsvector(%L::regconfig, content))',
+                       name, config);
+    END IF;
+    RETURN format('hybrid.%I', name)::regclass;
+END
+$$;
+COMMENT ON FUNCTION hybrid._partition_table(text, text) IS
+'Creates hybrid.<name>, a plain table shaped as hybrid.chunk (defaults, generated column, constraints, storage) whose tsv is to_tsvector(config, content): what hybrid._create_partition and hybrid._swap_partition attach. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._partition_table(text, text) FROM PUBLIC;
+
 -- hybrid._create_partition: a tenant's partition with its indexes (admin)
 CREATE OR REPLACE FUNCTION hybrid._create_partition(tenant_key integer) RETURNS regclass
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -199,6 +248,7 @@ SET client_min_messages = warning
 AS $$
 DECLARE
     v_name text := 'chunk_p' || tenant_key;
+    v_config text := hybrid._text_config(tenant_key)::text;
     attempt integer;
 BEGIN
     IF hybrid._chunk_partition(tenant_key) IS NOT NULL THEN
@@ -208,8 +258,11 @@ BEGIN
     -- readers and writers do not wait for (CREATE TABLE ... PARTITION OF would take ACCESS EXCLUSIVE
     -- and queue every tenant's retrieval behind any open transaction); ATTACH builds the parent's
     -- indexes on the empty table
-    EXECUTE format('CREATE TABLE hybrid.%I (LIKE hybrid.chunk INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING CONSTRAINTS INCLUDING STORAGE)',
-                   v_name);
+    PERFORM hybrid._partition_table(v_name, v_config);
+    IF v_config <> 'english' AND to_regclass('hybrid.chunk_content_bm25') IS NOT NULL THEN
+        -- its BM25 index in its tenant's language, which ATTACH adopts (it would build one in the parent's)
+        EXECUTE hybrid._text_index_sql('bm25', format('hybrid.%I', v_name)::regclass, v_name || '_content_idx');
+    END IF;
     FOR attempt IN 1..5 LOOP
         BEGIN
             PERFORM set_config('lock_timeout', '2s', true);
@@ -227,7 +280,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._create_partition(integer) IS
-'Creates and attaches hybrid.chunk_p<tenant_key> (idempotent): a plain table attached with SHARE UPDATE EXCLUSIVE on hybrid.chunk (lock_timeout 2 s, 5 tries), which gets the parent''s indexes, RLS forced and the parent''s policies. Admin only.';
+'Creates and attaches hybrid.chunk_p<tenant_key> (idempotent): a plain table (hybrid._partition_table, its tsv in the tenant''s language) attached with SHARE UPDATE EXCLUSIVE on hybrid.chunk (lock_timeout 2 s, 5 tries), which gets the parent''s indexes (its BM25 one built beforehand in the tenant''s language), RLS forced and the parent''s policies. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._create_partition(integer) FROM PUBLIC;
 
 -- hybrid._analyze_partition: refresh a tenant partition's statistics when a load outgrew them
@@ -255,24 +308,32 @@ COMMENT ON FUNCTION hybrid._analyze_partition(integer, bigint) IS
 REVOKE ALL ON FUNCTION hybrid._analyze_partition(integer, bigint) FROM PUBLIC;
 
 -- hybrid.create_tenant: create a tenant (admin)
-CREATE OR REPLACE FUNCTION hybrid.create_tenant(tenant_id text) RETURNS text
+CREATE OR REPLACE FUNCTION hybrid.create_tenant(tenant_id text, language text DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_config text := CASE WHEN language IS NOT NULL THEN hybrid._language(language) END;
+    v_had text;
 BEGIN
     IF tenant_id IS NULL OR tenant_id !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$' THEN
         RAISE EXCEPTION 'tenant_id must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$, got %', hybrid._shown(tenant_id)
             USING ERRCODE = '22023', HINT = 'Use letters, digits, and _ . : - (at most 63 characters).';
     END IF;
-    INSERT INTO hybrid.tenant AS t (tenant_id) VALUES (create_tenant.tenant_id)
+    v_had := (SELECT t.text_config FROM hybrid.tenant t WHERE t.tenant_id = create_tenant.tenant_id);
+    IF v_had IS NOT NULL AND v_config IS NOT NULL AND v_had <> v_config THEN
+        RAISE EXCEPTION 'tenant % exists in language %, not %', hybrid._shown(tenant_id), v_had, v_config
+            USING ERRCODE = '22023', HINT = 'Change it with hybrid.set_tenant_language (it rebuilds the tenant''s lexical side).';
+    END IF;
+    INSERT INTO hybrid.tenant AS t (tenant_id, text_config) VALUES (create_tenant.tenant_id, coalesce(v_config, 'english'))
     ON CONFLICT ON CONSTRAINT tenant_pkey DO NOTHING;
     PERFORM hybrid._create_partition(hybrid._tenant_key(tenant_id));
     RETURN tenant_id;
 END
 $$;
-COMMENT ON FUNCTION hybrid.create_tenant(text) IS
-'Creates a tenant (idempotent) with its partition of hybrid.chunk, and returns its id. Admin only.';
-REVOKE ALL ON FUNCTION hybrid.create_tenant(text) FROM PUBLIC;
+COMMENT ON FUNCTION hybrid.create_tenant(text, text) IS
+'Creates a tenant (idempotent) with its partition of hybrid.chunk, in language (a text search configuration, hybrid.set_tenant_language; default english), and returns its id; 22023 for an existing tenant of another language. Admin only.';
+REVOKE ALL ON FUNCTION hybrid.create_tenant(text, text) FROM PUBLIC;
 
 -- hybrid.drop_tenant: remove a tenant and everything it holds (admin)
 CREATE OR REPLACE FUNCTION hybrid.drop_tenant(tenant_id text)

@@ -50,7 +50,8 @@ BEGIN
     FOR bad IN SELECT s.ord, s.chunk_id FROM pg_temp.hybrid_chunk_stage s
                WHERE octet_length(s.content) > 200000 ORDER BY s.ord LOOP
         BEGIN
-            PERFORM to_tsvector('english'::regconfig, s.content) FROM pg_temp.hybrid_chunk_stage s WHERE s.ord = bad.ord;
+            PERFORM to_tsvector(hybrid._text_config(hybrid._tenant_key(hybrid._current_tenant())), s.content)
+            FROM pg_temp.hybrid_chunk_stage s WHERE s.ord = bad.ord;
         EXCEPTION WHEN program_limit_exceeded THEN
             RAISE EXCEPTION 'chunk row % (chunk_id %): content makes a text-search vector over PostgreSQL''s 1 MB limit',
                 bad.ord, hybrid._shown(bad.chunk_id)
@@ -113,11 +114,7 @@ DECLARE
     v_labels text;
     bad record;
 BEGIN
-    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._writer_scope() s;  -- or why there is none
-    IF corpus_id IS NULL OR btrim(corpus_id) = '' THEN
-        RAISE EXCEPTION 'corpus_id must not be empty' USING ERRCODE = '22023';
-    END IF;
-    PERFORM hybrid._check_writer();
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._corpus_writer(corpus_id) s;  -- or why there is none
     PERFORM hybrid._check_stage('hybrid_chunk_stage',
         'ord bigint, tenant_id text, chunk_id text, document_id text, position integer, content text, '
         'embedding real[], acl_labels text[], metadata jsonb, sparse_embedding text', 'hybrid.begin_ingest()');

@@ -84,11 +84,7 @@ AS $$
 DECLARE
     v_tenant text; v_key integer; v_meta jsonb;
 BEGIN
-    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._writer_scope() s;  -- or why there is none
-    IF corpus_id IS NULL OR btrim(corpus_id) = '' THEN
-        RAISE EXCEPTION 'corpus_id must not be empty' USING ERRCODE = '22023';
-    END IF;
-    PERFORM hybrid._check_writer();
+    SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._corpus_writer(corpus_id) s;  -- or why there is none
     IF create_it THEN
         INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES (v_tenant, _writable_corpus.corpus_id)
         ON CONFLICT ON CONSTRAINT corpus_pkey DO NOTHING;

@@ -393,8 +393,11 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE kind
            WHEN 'gin' THEN format('CREATE INDEX %I ON %s USING gin (tsv) WHERE NOT superseded', index_name, rel)
-           WHEN 'bm25' THEN format('CREATE INDEX %I ON %s USING bm25 (content) WITH (text_config = ''english'')',
-                                   index_name, rel) END
+           -- a partition's: its tenant's language (hybrid.set_tenant_language)
+           WHEN 'bm25' THEN format('CREATE INDEX %I ON %s USING bm25 (content) WITH (text_config = %L)', index_name, rel,
+                                   coalesce((SELECT t.text_config FROM hybrid.tenant t
+                                             WHERE t.tenant_key = (SELECT substring(c.relname FROM '^chunk_p([0-9]+)$')::integer
+                                                                   FROM pg_class c WHERE c.oid = rel)), 'english')) END
 $$;
 COMMENT ON FUNCTION hybrid._text_index_sql(text, regclass, text) IS
 'The CREATE INDEX statement of the text index kind (gin: hybrid.chunk_tsv_gin''s, bm25: hybrid.chunk_content_bm25''s) named index_name on rel, hybrid.chunk or one of its partitions. Admin only.';
@@ -466,6 +469,7 @@ BEGIN
         END IF;
         -- writers wait for this transaction (CREATE INDEX holds each partition in SHARE mode), so
         -- the segments read here are what the lexical branch will scan
+        PERFORM hybrid._bm25_text_configs();  -- a tenant of another language, whose index was built for the parent's
         FOR v_part IN SELECT i.inhrelid::regclass FROM pg_inherits i
                       WHERE i.inhparent = 'hybrid.chunk_content_bm25'::regclass ORDER BY 1 LOOP
             PERFORM hybrid._bm25_record_segments(v_part);

@@ -2,7 +2,7 @@
 -- that hybrid._bm25_sql_hits (050_search.sql) ranks by BM25 on any PostgreSQL.
 --
 -- What is counted is what a freshly built pg_textsearch index of the tenant's partition counts: every row whose
--- tsv (to_tsvector('english', content)) holds a lexeme, superseded versions too until they are pruned. A
+-- tsv (to_tsvector of the tenant's configuration, content) holds a lexeme, superseded versions too until they are pruned. A
 -- document's length is the sum of its lexemes' position counts (stop words hold none). Statement-level AFTER
 -- triggers on hybrid.chunk keep the counters in the writing transaction (MVCC: a search sees the statistics of
 -- its snapshot, never another transaction's uncommitted rows, unlike pg_textsearch 1.0's shared counters).

@@ -509,16 +509,6 @@ $$;
 COMMENT ON FUNCTION hybrid.search_sparse(sparsevec, integer, text[], jsonb) IS
 'Learned-sparse branch: the caller''s top_k live chunks by the inner product of their sparse_embedding with query_sparse (rank 1 = largest; value = the inner product; only chunks sharing a non-zero index with the query, inner product above 0). Both vectors are compared at one dimension (hybrid._sparse). Reads the tenant''s partition alone: exactly where the dense branch''s rule (hybrid._dense_plan) searches exactly, else through its HNSW sparsevec_ip_ops index with iterative scans at the breadth that rule gives.';
 
--- hybrid._or_tsquery: user text as an OR tsquery that never raises
-CREATE OR REPLACE FUNCTION hybrid._or_tsquery(query_text text) RETURNS tsquery
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    -- plainto_tsquery never raises on user text; its AND/phrase operators become OR so that
-    -- lexical search ranks partial matches instead of requiring every word
-    SELECT regexp_replace(plainto_tsquery('english'::regconfig, query_text)::text, ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery
-$$;
-
 -- hybrid.bm25_available: whether the BM25 index exists
 CREATE OR REPLACE FUNCTION hybrid.bm25_available() RETURNS boolean
 LANGUAGE sql STABLE SECURITY INVOKER
@@ -549,7 +539,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- no SET clause: the planner inlines it into the statements that count (hybrid._lexical_hits, _term_match_in)
 AS $$ SELECT pg_catalog.length(tsv) - pg_catalog.length(pg_catalog.ts_delete(tsv, terms)) $$;
 COMMENT ON FUNCTION hybrid._terms_held(tsvector, text[]) IS
-'How many of terms (a query''s distinct lexemes) the chunk whose stored tsv (to_tsvector(''english'', content)) this is holds: its lexemes less those left once terms are deleted. The term coverage of hybrid.retrieve and hybrid.lexical_strength counts with it.';
+'How many of terms (a query''s distinct lexemes) the chunk whose stored tsv (to_tsvector of its tenant''s configuration, content) this is holds: its lexemes less those left once terms are deleted. The term coverage of hybrid.retrieve and hybrid.lexical_strength counts with it.';
 REVOKE ALL ON FUNCTION hybrid._terms_held(tsvector, text[]) FROM PUBLIC;
 
 -- hybrid._bm25_scorer: which scorer answers lexical => 'bm25' for a tenant, and why
@@ -714,7 +704,7 @@ BEGIN
     INTO v_lexemes, v_idf, v_qf, v_by_ub, v_ub, v_held
     FROM (SELECT u.lexeme COLLATE "C" AS lexeme, coalesce(cardinality(u.positions), 1)::double precision AS qf, d.df,
                  ln(1.0::double precision + (v_n - d.df + 0.5) / (d.df + 0.5))::real::double precision AS idf
-          FROM unnest(to_tsvector('english'::regconfig, query_text)) u
+          FROM unnest(to_tsvector(hybrid._text_config(p_key), query_text)) u
           JOIN hybrid.bm25_term_stats d ON d.tenant_key = p_key AND d.lexeme = u.lexeme COLLATE "C" AND d.df > 0) q;
     IF v_lexemes IS NULL THEN
         RETURN;
@@ -849,7 +839,7 @@ BEGIN
         END IF;
         RETURN;
     END IF;
-    v_query := hybrid._or_tsquery(query_text);
+    v_query := hybrid._or_tsquery(query_text, hybrid._text_config(v_key));
     IF numnode(v_query) = 0 THEN
         RETURN;
     END IF;
@@ -869,7 +859,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]) IS
-'hybrid.search_lexical''s branch, each hit with terms_held: for the three best, how many of terms (the query''s distinct lexemes, to_tsvector(''english'', query_text); NULL: not counted) it holds, else NULL. BM25 (the default) through pg_textsearch''s index or the exact SQL scorer (hybrid._bm25_scorer says which; hybrid.bm25_scores names it for the transaction), or ts_rank by name. hybrid.retrieve calls it for its term coverage.';
+'hybrid.search_lexical''s branch, each hit with terms_held: for the three best, how many of terms (the query''s distinct lexemes, to_tsvector of the tenant''s configuration; NULL: not counted) it holds, else NULL. BM25 (the default) through pg_textsearch''s index or the exact SQL scorer (hybrid._bm25_scorer says which; hybrid.bm25_scores names it for the transaction), or ts_rank by name. hybrid.retrieve calls it for its term coverage.';
 REVOKE ALL ON FUNCTION hybrid._lexical_hits(text, integer, text[], jsonb, text, text[]) FROM PUBLIC;
 
 -- hybrid.search_lexical: the lexical branch (BM25 or ts_rank)
@@ -1209,7 +1199,7 @@ AS $$
                            greatest(coalesce(best_terms, 0), 1)::double precision / least(query_terms, term_coverage)) END
 $$;
 COMMENT ON FUNCTION hybrid._lexical_strength(integer, integer, integer) IS
-'The lexical list''s strength, written once: least(1, best_terms / least(query_terms, term_coverage)), best_terms (at least 1) the most distinct query terms one of the list''s three best hits holds, query_terms the query''s distinct terms (to_tsvector(''english'')); 1 when the query has no term or term_coverage is 1. hybrid.retrieve multiplies keyword_weight by it under every fusion method; pyhybrid/fusion.py''s lexical_strength mirrors it.';
+'The lexical list''s strength, written once: least(1, best_terms / least(query_terms, term_coverage)), best_terms (at least 1) the most distinct query terms one of the list''s three best hits holds, query_terms the query''s distinct terms (to_tsvector of the tenant''s configuration); 1 when the query has no term or term_coverage is 1. hybrid.retrieve multiplies keyword_weight by it under every fusion method; pyhybrid/fusion.py''s lexical_strength mirrors it.';
 
 -- hybrid._term_match_in: the query's distinct terms, and the most of them one of the list's three best hits
 -- holds, for a tenant and ACL its caller has resolved (hybrid.retrieve, hybrid._term_match); hybrid_definer only
@@ -1220,14 +1210,14 @@ SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- tenant_key a constant: only the tenant's partition is planned
 AS $$
 DECLARE
-    v_terms text[] := tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')));
+    v_terms text[] := tsvector_to_array(to_tsvector(hybrid._text_config(tenant_key), coalesce(query_text, '')));
     v_best integer;
 BEGIN
     IF cardinality(v_terms) = 0 OR coalesce(cardinality(chunk_ids), 0) = 0 THEN
         RETURN ARRAY[cardinality(v_terms), 0];
     END IF;
     -- the terms a chunk holds: its lexemes less those left once the query's are deleted (the stored tsv
-    -- is to_tsvector('english', content)); a chunk the caller cannot see counts as absent. The three best
+    -- is to_tsvector of the tenant's configuration, as the query's terms are); a chunk the caller cannot see counts as absent. The three best
     -- hits only: on the four shared collections the whole list gives the same rankings (docs/searching.md),
     -- and each hit read costs its tsvector
     SELECT max(hybrid._terms_held(c.tsv, v_terms)) INTO v_best
@@ -1239,7 +1229,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._term_match_in(integer, text, text[], boolean, text, text[]) IS
-'ARRAY[the query''s distinct terms (to_tsvector(''english'', query_text)), the most of them one of the first three of chunk_ids holds], among the chunks of the given tenant visible under acl / all_labels; for hybrid_definer''s functions, which resolve the tenant first.';
+'ARRAY[the query''s distinct terms (to_tsvector of the tenant''s configuration, hybrid._text_config), the most of them one of the first three of chunk_ids holds], among the chunks of the given tenant visible under acl / all_labels; for hybrid_definer''s functions, which resolve the tenant first.';
 
 -- hybrid._term_match: the same, for the current tenant and the caller's labels
 CREATE OR REPLACE FUNCTION hybrid._term_match(query_text text, chunk_ids text[]) RETURNS integer[]
@@ -1262,7 +1252,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._term_match(text, text[]) IS
-'ARRAY[the query''s distinct terms (to_tsvector(''english'', query_text)), the most of them one of the first three of chunk_ids (a list, best first) holds], over the chunks of the current tenant the caller can see (any other id counts as absent).';
+'ARRAY[the query''s distinct terms (to_tsvector of the tenant''s configuration; english without a tenant), the most of them one of the first three of chunk_ids (a list, best first) holds], over the chunks of the current tenant the caller can see (any other id counts as absent).';
 
 -- hybrid.lexical_strength: the factor hybrid.retrieve scales a lexical list's weight by
 CREATE OR REPLACE FUNCTION hybrid.lexical_strength(query_text text, chunk_ids text[], term_coverage integer DEFAULT 2)

@@ -593,7 +593,7 @@ BEGIN
         RETURN;  -- fail closed: no tenant context (or no such tenant), no rows
     END IF;
     IF (term_coverage > 1 OR abstain) AND coalesce(btrim(query_text), '') <> '' THEN
-        v_terms := tsvector_to_array(to_tsvector('english'::regconfig, query_text));
+        v_terms := tsvector_to_array(to_tsvector(hybrid._text_config(v_key), query_text));
     END IF;
     l := hybrid._list_stage(v_k, v_explain, query_embedding, query_text, vector_weight, keyword_weight,
                             min_vector_score, min_keyword_score, lexical, v_terms, term_coverage, corpus_ids, filter,
