@@ -41,5 +41,5 @@ PRUNE_DOCUMENTS_SQL = ("SELECT document_id, chunks FROM hybrid.prune_documents(c
                        "id_prefix => %s, dry_run => %s)")
 # a page of tenants a transaction: counting a tenant locks its partition to the end of the transaction
 TENANTS_PAGE = 500
-TENANTS_SQL = ("SELECT tenant_id, created_at, corpora, documents, chunks, superseded, roles "
+TENANTS_SQL = ("SELECT tenant_id, created_at, corpora, documents, chunks, superseded, roles, language "
                "FROM hybrid.tenants(%s, %s)")

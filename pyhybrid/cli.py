@@ -473,10 +473,10 @@ def _print_tenants(rows: Sequence[dict[str, Any]], *, as_json: bool) -> None:
             print(json.dumps({**r, "created_at": r["created_at"].isoformat()}))
         return
     w = max([6, *(len(r["tenant_id"]) for r in rows)])
-    print(f"{'tenant':<{w}} {'corpora':>7} {'documents':>9} {'chunks':>9} {'superseded':>10}  roles")
+    print(f"{'tenant':<{w}} {'corpora':>7} {'documents':>9} {'chunks':>9} {'superseded':>10} {'language':<10} roles")
     for r in rows:
-        print(f"{r['tenant_id']:<{w}} {r['corpora']:>7} {r['documents']:>9} {r['chunks']:>9} {r['superseded']:>10}  "
-              + (",".join(r["roles"]) or "-"))
+        print(f"{r['tenant_id']:<{w}} {r['corpora']:>7} {r['documents']:>9} {r['chunks']:>9} {r['superseded']:>10} "
+              f"{r['language']:<10} " + (",".join(r["roles"]) or "-"))
     print(f"{len(rows)} tenant(s)", file=sys.stderr)
 
 

@@ -193,3 +193,48 @@ def test_a_bulk_load_and_a_late_pg_textsearch_keep_a_german_tenants_index_german
         conn.execute((Path(__file__).resolve().parents[1] / "sql" / "optional" / "bm25_index.sql").read_text())
     assert "text_config=german" in config()
     assert _lexical(db, "de", "Haus", "bm25 index", extensions)[:1] == ["doc0"]
+
+
+def test_searches_go_on_while_a_populated_tenant_changes_language(db: Db, extensions: set[str]) -> None:
+    import threading
+
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    words = "haus häuser garten gärten see zug kuchen mehl stadt straße".split()
+    with HybridClient(db.dsn()) as admin:
+        admin.create_tenant("big")
+        admin.create_tenant("small")
+    with HybridClient(db.dsn("pyh_app")) as c:
+        for tenant, n in (("big", 3000), ("small", 50)):
+            with c.tenant(tenant) as t:
+                t.ingest([{"chunk_id": f"c{i}", "document_id": f"d{i // 3}", "position": i % 3,
+                           "content": " ".join(rng.choice(words, 30)), "embedding": unit(i)} for i in range(n)])
+    stop, failures, answered = threading.Event(), [], {"big": 0, "small": 0}
+
+    def read(tenant: str) -> None:
+        try:
+            with HybridClient(db.dsn("pyh_app")) as c:
+                while not stop.is_set():
+                    with c.tenant(tenant) as t:
+                        assert t.retrieve(query_embedding=unit(1), query_text="haus garten", top_k=5)
+                    answered[tenant] += 1
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            failures.append(exc)
+
+    readers = [threading.Thread(target=read, args=(t,)) for t in answered for _ in range(2)]
+    for r in readers:
+        r.start()
+    try:
+        with HybridClient(db.dsn()) as admin:
+            assert admin.set_tenant_language("big", "german") == "german"
+    finally:
+        stop.set()
+        for r in readers:
+            r.join()
+    assert not failures, failures
+    assert answered["big"] > 0 and answered["small"] > 0
+    assert _lexical(db, "big", "Häuser", "bm25 sql", extensions)  # German stems: "häuser" is "haus"
+    with psycopg.connect(db.dsn()) as conn:
+        assert conn.execute("SELECT count(*) FROM hybrid.chunk WHERE tenant_id = 'big'").fetchone()[0] == 3000
+        assert conn.execute("SELECT count(*) FROM hybrid.bm25_stats_drift('big')").fetchone()[0] == 0

@@ -27,7 +27,8 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # every tenant back to english (its partition rewritten, its BM25 index rebuilt), then what 0022 and
-    # sql/idempotent/047_languages.sql added; the older release's sql/idempotent/ re-creates hybrid._or_tsquery(text) and hybrid.create_tenant(text)
+    # sql/idempotent/047_languages.sql added; the older release's sql/idempotent/ re-creates hybrid._or_tsquery(text), hybrid.create_tenant(text),
+    # hybrid.tenants(text, integer) with its own columns and hybrid._bm25_counted(integer)
     cur = op.get_bind().connection.dbapi_connection.cursor()
     cur.execute("""
         DO $$
@@ -37,7 +38,6 @@ def downgrade() -> None:
             FOR t IN SELECT x.tenant_id, x.tenant_key FROM hybrid.tenant x WHERE x.text_config <> 'english' LOOP
                 UPDATE hybrid.tenant x SET text_config = 'english' WHERE x.tenant_key = t.tenant_key;
                 PERFORM hybrid._swap_partition(t.tenant_key, 'english');
-                PERFORM hybrid.rebuild_bm25_stats(t.tenant_id);
             END LOOP;
         END
         $$;
@@ -46,6 +46,9 @@ def downgrade() -> None:
         DROP FUNCTION IF EXISTS hybrid._swap_partition(integer, text);
         DROP FUNCTION IF EXISTS hybrid._partition_table(text, text);
         DROP FUNCTION IF EXISTS hybrid.create_tenant(text, text);
+        DROP FUNCTION IF EXISTS hybrid.tenants(text, integer);
+        DROP FUNCTION IF EXISTS hybrid._bm25_recount(integer, regclass);
+        DROP FUNCTION IF EXISTS hybrid._bm25_counted(integer, regclass);
         DROP FUNCTION IF EXISTS hybrid._language(text);
         DROP FUNCTION IF EXISTS hybrid._or_tsquery(text, regconfig);
         DROP FUNCTION IF EXISTS hybrid._text_config(integer);

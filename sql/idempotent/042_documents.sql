@@ -157,7 +157,7 @@ COMMENT ON FUNCTION hybrid.prune_documents(text, text[], text, boolean) IS
 -- hybrid.tenants: the tenants (a page of them), with what they hold (admin)
 CREATE OR REPLACE FUNCTION hybrid.tenants(after text DEFAULT NULL, max_tenants integer DEFAULT NULL)
 RETURNS TABLE (tenant_id text, created_at timestamptz, corpora bigint, documents bigint, chunks bigint,
-               superseded bigint, roles text[])
+               superseded bigint, roles text[], language text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -175,10 +175,11 @@ BEGIN
     END IF;
     -- counting a tenant locks its partition to the end of the transaction: a page of max_tenants locks that many,
     -- where one transaction over every tenant runs out of lock slots at a few thousand (docs/tenancy.md)
-    FOR t IN SELECT x.tenant_id, x.tenant_key, x.created_at FROM hybrid.tenant x
+    FOR t IN SELECT x.tenant_id, x.tenant_key, x.created_at, x.text_config FROM hybrid.tenant x
              WHERE after IS NULL OR x.tenant_id > after ORDER BY x.tenant_id LIMIT max_tenants LOOP
         tenant_id := t.tenant_id;
         created_at := t.created_at;
+        language := t.text_config;
         corpora := (SELECT count(*) FROM hybrid.corpus k WHERE k.tenant_id = t.tenant_id);
         roles := (SELECT coalesce(array_agg(g.role_name::text ORDER BY g.role_name), '{}')
                   FROM hybrid.tenant_grant g WHERE g.tenant_id = t.tenant_id);
@@ -196,5 +197,5 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.tenants(text, integer) IS
-'The tenants whose id sorts after after (NULL: from the first), at most max_tenants of them (NULL: all), in id order: when each was created, its corpora, live documents and chunks, superseded chunks (kept until re-ingested or deleted) and the login roles bound to it. Admin only; reads each tenant''s partition once, and locks it to the end of the transaction: page through many tenants a transaction a page (pyhybrid''s tenants() does).';
+'The tenants whose id sorts after after (NULL: from the first), at most max_tenants of them (NULL: all), in id order: when each was created, its corpora, live documents and chunks, superseded chunks (kept until re-ingested or deleted), the login roles bound to it and its text-search language (hybrid.set_tenant_language). Admin only; reads each tenant''s partition once, and locks it to the end of the transaction: page through many tenants a transaction a page (pyhybrid''s tenants() does).';
 REVOKE ALL ON FUNCTION hybrid.tenants(text, integer) FROM PUBLIC;

@@ -151,28 +151,55 @@ CREATE OR REPLACE TRIGGER bm25_stats_truncate AFTER TRUNCATE ON hybrid.chunk
     FOR EACH STATEMENT EXECUTE FUNCTION hybrid._bm25_stats_truncate();
 
 -- hybrid._bm25_counted: a tenant's statistics counted from its rows
-CREATE OR REPLACE FUNCTION hybrid._bm25_counted(tenant_key integer)
+CREATE OR REPLACE FUNCTION hybrid._bm25_counted(tenant_key integer, rel regclass DEFAULT NULL)
 RETURNS TABLE (lexeme text, df bigint, n_docs bigint, total_len bigint)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_custom_plan  -- tenant_key a constant: the tenant's partition alone is read
 AS $$
-#variable_conflict use_column
 BEGIN
-    -- one row with lexeme NULL for the tenant's totals, then one a lexeme
-    RETURN QUERY
-    SELECT NULL::text, NULL::bigint, count(*), coalesce(sum(hybrid._tsv_length(c.tsv)), 0)::bigint
-    FROM hybrid.chunk c WHERE c.tenant_key = _bm25_counted.tenant_key AND length(c.tsv) > 0
-    UNION ALL
-    SELECT l.lexeme COLLATE "C", count(*), NULL, NULL
-    FROM hybrid.chunk c, unnest(tsvector_to_array(c.tsv)) l(lexeme)
-    WHERE c.tenant_key = _bm25_counted.tenant_key
-    GROUP BY 1;
+    -- one row with lexeme NULL for the tenant's totals, then one a lexeme; the key a literal: the tenant's
+    -- partition alone is read
+    RETURN QUERY EXECUTE format(
+        'SELECT NULL::text, NULL::bigint, count(*), coalesce(sum(hybrid._tsv_length(c.tsv)), 0)::bigint '
+        'FROM %1$s c WHERE c.tenant_key = %2$s AND length(c.tsv) > 0 '
+        'UNION ALL '
+        'SELECT l.lexeme COLLATE "C", count(*), NULL, NULL '
+        'FROM %1$s c, unnest(tsvector_to_array(c.tsv)) l(lexeme) WHERE c.tenant_key = %2$s GROUP BY 1',
+        coalesce(rel, 'hybrid.chunk'::regclass), tenant_key);
 END
 $$;
-COMMENT ON FUNCTION hybrid._bm25_counted(integer) IS
-'A tenant''s BM25 statistics counted from its rows, as the triggers count them: a first row with lexeme NULL holds n_docs and total_len, then one row a lexeme with its df.';
-REVOKE ALL ON FUNCTION hybrid._bm25_counted(integer) FROM PUBLIC;
+COMMENT ON FUNCTION hybrid._bm25_counted(integer, regclass) IS
+'A tenant''s BM25 statistics counted from its rows (in hybrid.chunk, or in rel, a table shaped as it), as the triggers count them: a first row with lexeme NULL holds n_docs and total_len, then one row a lexeme with its df.';
+REVOKE ALL ON FUNCTION hybrid._bm25_counted(integer, regclass) FROM PUBLIC;
+
+-- hybrid._bm25_recount: replace a tenant's BM25 statistics by a count of its rows (caller holds its writers off)
+CREATE OR REPLACE FUNCTION hybrid._bm25_recount(tenant_key integer, rel regclass DEFAULT NULL)
+RETURNS TABLE (n_docs bigint, lexemes bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_key integer := tenant_key;
+BEGIN
+    INSERT INTO hybrid.bm25_tenant_stats AS s (tenant_key, n_docs, total_len) VALUES (v_key, 0, 0)
+    ON CONFLICT (tenant_key) DO UPDATE SET n_docs = 0, total_len = 0;
+    DELETE FROM hybrid.bm25_term_stats d WHERE d.tenant_key = v_key;
+    CREATE TEMP TABLE IF NOT EXISTS hybrid_bm25_recount (lexeme text, df bigint, n_docs bigint, total_len bigint);
+    TRUNCATE pg_temp.hybrid_bm25_recount;
+    INSERT INTO pg_temp.hybrid_bm25_recount SELECT * FROM hybrid._bm25_counted(v_key, rel);
+    UPDATE hybrid.bm25_tenant_stats s SET n_docs = r.n_docs, total_len = r.total_len
+    FROM pg_temp.hybrid_bm25_recount r WHERE s.tenant_key = v_key AND r.lexeme IS NULL;
+    INSERT INTO hybrid.bm25_term_stats (tenant_key, lexeme, df)
+    SELECT v_key, r.lexeme, r.df FROM pg_temp.hybrid_bm25_recount r WHERE r.lexeme IS NOT NULL ORDER BY 2;
+    RETURN QUERY SELECT (SELECT r.n_docs FROM pg_temp.hybrid_bm25_recount r WHERE r.lexeme IS NULL),
+                        (SELECT count(*) FROM pg_temp.hybrid_bm25_recount r WHERE r.lexeme IS NOT NULL);
+    DROP TABLE pg_temp.hybrid_bm25_recount;
+END
+$$;
+COMMENT ON FUNCTION hybrid._bm25_recount(integer, regclass) IS
+'Replaces the BM25 statistics of tenant_key by a count of its rows (hybrid._bm25_counted: in hybrid.chunk, or in rel); returns its documents and lexemes. The caller holds the tenant''s writers off (its row of hybrid.bm25_tenant_stats, locked first here, or its partition). Admin only.';
+REVOKE ALL ON FUNCTION hybrid._bm25_recount(integer, regclass) FROM PUBLIC;
 
 -- hybrid.bm25_stats_drift: where the kept statistics differ from the rows
 CREATE OR REPLACE FUNCTION hybrid.bm25_stats_drift(tenant_id text DEFAULT NULL)
@@ -220,20 +247,8 @@ BEGIN
     FOR t IN SELECT x.tenant_id, x.tenant_key FROM hybrid.tenant x
              WHERE rebuild_bm25_stats.tenant_id IS NULL OR x.tenant_id = rebuild_bm25_stats.tenant_id ORDER BY 2 LOOP
         -- the tenant's row first (it exists, locked): its writers wait, and the recount is of committed rows
-        INSERT INTO hybrid.bm25_tenant_stats AS s (tenant_key, n_docs, total_len) VALUES (t.tenant_key, 0, 0)
-        ON CONFLICT (tenant_key) DO UPDATE SET n_docs = 0, total_len = 0;
-        DELETE FROM hybrid.bm25_term_stats d WHERE d.tenant_key = t.tenant_key;
-        CREATE TEMP TABLE IF NOT EXISTS hybrid_bm25_recount (lexeme text, df bigint, n_docs bigint, total_len bigint);
-        TRUNCATE pg_temp.hybrid_bm25_recount;
-        INSERT INTO pg_temp.hybrid_bm25_recount SELECT * FROM hybrid._bm25_counted(t.tenant_key);
-        UPDATE hybrid.bm25_tenant_stats s SET n_docs = r.n_docs, total_len = r.total_len
-        FROM pg_temp.hybrid_bm25_recount r WHERE s.tenant_key = t.tenant_key AND r.lexeme IS NULL;
-        INSERT INTO hybrid.bm25_term_stats (tenant_key, lexeme, df)
-        SELECT t.tenant_key, r.lexeme, r.df FROM pg_temp.hybrid_bm25_recount r WHERE r.lexeme IS NOT NULL ORDER BY 2;
-        RETURN QUERY SELECT t.tenant_id, (SELECT r.n_docs FROM pg_temp.hybrid_bm25_recount r WHERE r.lexeme IS NULL),
-                            (SELECT count(*) FROM pg_temp.hybrid_bm25_recount r WHERE r.lexeme IS NOT NULL);
+        RETURN QUERY SELECT t.tenant_id, r.n_docs, r.lexemes FROM hybrid._bm25_recount(t.tenant_key) r;
     END LOOP;
-    DROP TABLE IF EXISTS pg_temp.hybrid_bm25_recount;
 END
 $$;
 COMMENT ON FUNCTION hybrid.rebuild_bm25_stats(text) IS

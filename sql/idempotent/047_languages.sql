@@ -50,6 +50,8 @@ DECLARE
     v_name text := 'chunk_p' || tenant_key;
     v_new regclass;
     v_cols text;
+    v_lock_timeout text := current_setting('lock_timeout');
+    attempt integer;
     r record;
 BEGIN
     -- the tenant's writers wait from here to the commit; its readers go on reading the old partition
@@ -76,9 +78,26 @@ BEGIN
                 'text_config=\w+', 'text_config=' || config);
         END IF;
     END LOOP;
-    -- the swap: ACCESS EXCLUSIVE on hybrid.chunk to the commit, after the copy and the builds (quick from here on)
-    EXECUTE format('ALTER TABLE hybrid.chunk DETACH PARTITION %s', v_old);
-    EXECUTE format('ALTER TABLE hybrid.chunk ATTACH PARTITION %s FOR VALUES IN (%s)', v_new, tenant_key);
+    -- its BM25 statistics, counted from the new rows (readers see them at the commit, with the new partition)
+    PERFORM hybrid._bm25_recount(tenant_key, v_new);
+    -- the swap: ACCESS EXCLUSIVE on hybrid.chunk to the commit, after the copy and the builds (quick from here on).
+    -- A search that holds hybrid.chunk and then asks for the old partition waits behind this request: rather than
+    -- deadlock with it, give up after a moment, let the searches through and ask again
+    FOR attempt IN 1..40 LOOP
+        BEGIN
+            PERFORM set_config('lock_timeout', '500ms', true);
+            EXECUTE format('ALTER TABLE hybrid.chunk DETACH PARTITION %s', v_old);
+            EXECUTE format('ALTER TABLE hybrid.chunk ATTACH PARTITION %s FOR VALUES IN (%s)', v_new, tenant_key);
+            EXIT;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            IF attempt = 40 THEN
+                RAISE EXCEPTION 'could not swap the partition of tenant key %: hybrid.chunk stayed busy (40 tries)',
+                    tenant_key USING ERRCODE = '55P03', HINT = 'A long transaction holds hybrid.chunk; try again.';
+            END IF;
+            PERFORM pg_sleep(0.02 * attempt);
+        END;
+    END LOOP;
+    PERFORM set_config('lock_timeout', v_lock_timeout, true);
     EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', v_new, v_name || '_new_key');
     EXECUTE format('ALTER TABLE %s RENAME TO %I', v_old, v_name || '_old');
     EXECUTE format('ALTER TABLE %s RENAME TO %I', v_new, v_name);
@@ -99,7 +118,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._swap_partition(integer, text) IS
-'Rebuilds the partition of tenant_key with its tsv in config: copies its rows into a new table (the tenant''s writers wait, its readers go on), builds its indexes there (the BM25 one with text_config config), then swaps it in for the old one (ACCESS EXCLUSIVE on hybrid.chunk for the swap alone) and drops the old one, last. Admin only.';
+'Rebuilds the partition of tenant_key with its tsv in config: copies its rows into a new table (the tenant''s writers wait, its readers go on), builds its indexes there (the BM25 one with text_config config) and recounts its BM25 statistics from it, then swaps it in for the old one (ACCESS EXCLUSIVE on hybrid.chunk for the swap alone, asked for at most 500 ms at a time, 40 times, so that searches are never deadlocked with it) and drops the old one, last. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._swap_partition(integer, text) FROM PUBLIC;
 
 -- hybrid.set_tenant_language: a tenant's text-search language (admin)
@@ -118,8 +137,7 @@ BEGIN
         RETURN v_config;
     END IF;
     UPDATE hybrid.tenant t SET text_config = v_config WHERE t.tenant_key = v_key;
-    PERFORM hybrid._swap_partition(v_key, v_config);
-    PERFORM hybrid.rebuild_bm25_stats(tenant_id);  -- the lexemes are the new language's
+    PERFORM hybrid._swap_partition(v_key, v_config);  -- its BM25 statistics recounted with it
     RETURN v_config;
 END
 $$;
