@@ -183,14 +183,26 @@ def _join(units: list[_Unit]) -> str:
     return "".join((u.sep if i else "") + u.text for i, u in enumerate(units)).strip("\n")
 
 
-def _pack(blocks: list[Block], budget: int, overlap: int, count: TokenCounter) -> list[DocumentChunk]:
+Progress = Callable[[int, int], None]
+"""Told (done, total) as the pieces of a document are counted (the most of chunking it), when it was asked for."""
+
+_COUNT_STEP = 2000
+
+
+def _pack(blocks: list[Block], budget: int, overlap: int, count: TokenCounter,
+          progress: Progress | None = None) -> list[DocumentChunk]:
     """Greedy chunks of at most budget tokens that never span two sections; a block that fits in a chunk
     is not split, a longer one is split between sentences (prose) or lines (code, tables, lists); each
-    chunk after the first of a section starts with up to overlap tokens from the end of the one before."""
+    chunk after the first of a section starts with up to overlap tokens from the end of the one before.
+    progress, if given, is told how many of the document's pieces are counted, a few thousand at a time."""
     per_block = [_block_units(b) for b in blocks]
     flat = [u for units in per_block for u in units]
-    for u, n in zip(flat, count([u.text for u in flat])):
-        u.tokens = n
+    for start in range(0, len(flat), _COUNT_STEP):
+        part = flat[start:start + _COUNT_STEP]
+        for u, n in zip(part, count([u.text for u in part])):
+            u.tokens = n
+        if progress is not None:
+            progress(start + len(part), len(flat))
     chunks: list[DocumentChunk] = []
     cur: list[_Unit] = []
     path: tuple[str, ...] | None = None
@@ -914,7 +926,7 @@ chunks here (embedding them takes minutes), with nothing to show meanwhile."""
 def scan_source(path: Path, *, root: Path | None = None, chunk_tokens: int | None = None,
                 overlap_tokens: int | None = None, max_words: int | None = None,
                 overlap_words: int | None = None,
-                before_large: Callable[[str, int], None] | None = None) -> SourceScan:
+                before_large: Callable[[str, int], Progress | None] | None = None) -> SourceScan:
     """Chunk records from a file or every file under a directory, with a report of what was read and skipped.
 
     JSONL files hold chunk records (chunk_id, document_id, content; position, metadata, acl_labels,
@@ -929,7 +941,8 @@ def scan_source(path: Path, *, root: Path | None = None, chunk_tokens: int | Non
 
     chunk_tokens, overlap_tokens: chunk size and overlap in the bundled embedder's tokens (defaults
     DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS). max_words, overlap_words: the same in words instead
-    (0.2's unit), when chunk_tokens is not given.
+    (0.2's unit), when chunk_tokens is not given. before_large(shown, bytes) is called before a file of
+    LARGE_FILE_BYTES or more is read; what it returns, a Progress, is told how far chunking that file has got.
     """
     if chunk_tokens is None and max_words is not None:
         size, overlap, count, unit = max_words, 30 if overlap_words is None else overlap_words, count_words, "words"
@@ -965,9 +978,10 @@ def scan_source(path: Path, *, root: Path | None = None, chunk_tokens: int | Non
         shown = f.as_posix()
         doc = f.resolve().relative_to(base.resolve()).as_posix()
         suffix = f.suffix.lower()
+        progress = None
         if before_large and (suffix in (".jsonl", ".pdf", *HTML_SUFFIXES) or _is_text_name(f)) \
                 and (size_bytes := f.stat().st_size) >= LARGE_FILE_BYTES:
-            before_large(shown, size_bytes)
+            progress = before_large(shown, size_bytes)
         if suffix == ".jsonl":
             scan.records.extend(_records_from_jsonl(f, shown))
             scan.files_read.append(shown)
@@ -977,7 +991,7 @@ def scan_source(path: Path, *, root: Path | None = None, chunk_tokens: int | Non
             if why:
                 scan.skipped.append((shown, why))
                 continue
-            _add_document(scan, shown, doc, text, {"title": title} if title else {}, "text", sizes)
+            _add_document(scan, shown, doc, text, {"title": title} if title else {}, "text", sizes, progress)
             continue
         if suffix not in HTML_SUFFIXES and not _is_text_name(f):
             scan.skipped.append((shown, f"unsupported file type {suffix} (read: .txt .md .markdown .rst .html "
@@ -998,12 +1012,12 @@ def scan_source(path: Path, *, root: Path | None = None, chunk_tokens: int | Non
         if note:
             scan.notes.append((shown, note))
         meta, text = front_matter(text)
-        _add_document(scan, shown, doc, text, meta, syntax_of(f), sizes)
+        _add_document(scan, shown, doc, text, meta, syntax_of(f), sizes, progress)
     return scan
 
 
 def _add_document(scan: SourceScan, shown: str, doc: str, text: str, meta: dict[str, Any], syntax: str,
-                  sizes: tuple[int, int, TokenCounter]) -> None:
+                  sizes: tuple[int, int, TokenCounter], progress: Progress | None = None) -> None:
     if not text.strip():
         scan.skipped.append((shown, "no text"))
         return
@@ -1013,7 +1027,7 @@ def _add_document(scan: SourceScan, shown: str, doc: str, text: str, meta: dict[
     except Exception as exc:  # a parser's bug must not lose the document: read it as plain text
         scan.notes.append((shown, f"could not be parsed as {syntax} ({type(exc).__name__}: {exc}): read as plain text"))
         parsed = parse_document(text, "text")
-    pieces = _pack(parsed.blocks, size, overlap, count)
+    pieces = _pack(parsed.blocks, size, overlap, count, progress)
     if not pieces:
         scan.skipped.append((shown, "no text"))
         return

@@ -580,7 +580,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     # read everything first: a bad path or record fails here, before a tenant or a row is written
     args.on_interrupt = "no chunk was written"
     scan = scan_source(path, root=plan.root, chunk_tokens=args.chunk_size, overlap_tokens=args.overlap,
-                       before_large=_large_file_note)
+                       before_large=lambda shown, size: _large_file_note(shown, size, args.quiet))
     for f, note in scan.notes:
         print(f"pyhybrid: note: {f}: {note}", file=sys.stderr)
     _report_skipped(scan.skipped, args.quiet)
@@ -635,9 +635,23 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _large_file_note(shown: str, size: int) -> None:
-    print(f"pyhybrid: note: {shown} is {size / 1e6:.1f} MB: chunking it comes first, with nothing to show until it is "
-          "done, then embedding, with a progress bar; both take a while", file=sys.stderr, flush=True)
+def _large_file_note(shown: str, size: int, quiet: bool) -> Callable[[int, int], None]:
+    """The note before a large file is read, and the progress bar of its chunking (none with --quiet)."""
+    from .ingest import _progress
+
+    print(f"pyhybrid: note: {shown} is {size / 1e6:.1f} MB: chunking it comes first, then embedding, each with a "
+          "progress bar; both take a while", file=sys.stderr, flush=True)
+    bars: list[Any] = []
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(_progress(total, f"chunk {Path(shown).name}", quiet))
+            bars[0].unit = "piece"
+        bars[0].update(done - bars[0].n)
+        if done >= total:
+            bars[0].close()
+
+    return progress
 
 
 EDGE_FORMAT = ('one JSON object per line: {"src": ID, "dst": ID, "rel": "UPPER_SNAKE_CASE", "properties": {...}} '

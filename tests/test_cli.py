@@ -230,3 +230,20 @@ def test_a_large_file_is_announced_before_it_is_read(db: Db, tmp_path: Path, cap
     notes = [line for line in err.splitlines() if " MB: chunking it comes first" in line]
     assert len(notes) == 1 and notes[0].startswith(f"pyhybrid: note: {(tmp_path / 'big.md').as_posix()} is 0.0 MB")
     assert err.index(notes[0]) < err.index("read 2 file(s)")  # before the scan's summary
+    assert "chunk big.md" not in err  # --quiet: no progress bar
+    assert main(["--dsn", db.dsn(), "ingest", str(tmp_path), "--tenant", "acme", "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "chunk big.md: 100%" in err and err.index("chunk big.md") < err.index("read 2 file(s)")  # its chunking's bar
+
+
+def test_chunking_a_large_file_tells_its_progress_and_chunks_it_as_before(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyhybrid import chunking
+
+    (tmp_path / "big.md").write_text("# Pumps\n\n" + "".join(f"Alarm {i} sounds.\n\n" for i in range(4500)))
+    plain = chunking.scan_source(tmp_path)
+    monkeypatch.setattr(chunking, "LARGE_FILE_BYTES", 1_000)
+    told: list[tuple[int, int]] = []
+    seen = chunking.scan_source(tmp_path, before_large=lambda shown, size: lambda done, total: told.append((done, total)))
+    assert seen.records == plain.records  # the same chunks, counted a few thousand pieces at a time
+    assert len(told) == 3 and [d for d, _ in told] == sorted(d for d, _ in told) and told[-1][0] == told[-1][1] >= 4500
