@@ -138,6 +138,7 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
             healthy.setdefault(st.state, []).append(st.total_docs or 0)
     for state, docs in healthy.items():
         yield Finding("BM25 indexes", f"{len(docs)} {state} ({sum(docs)} documents in their statistics)")
+    yield from _languages(conn)
     for d in maintenance.vector_index_density(conn):
         if d.due:  # recall, not correctness: a hint, not a failure
             yield Finding(f"HNSW density, tenant {d.tenant_id}",
@@ -214,6 +215,31 @@ _KINDS = {"vector": "the vectors", "halfvec": "halfvec copies, candidates ranked
 _IVFFLAT_SQL = """SELECT count(*) FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhrelid
 JOIN pg_index x ON x.indrelid = p.oid JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
 WHERE h.inhparent = 'hybrid.chunk'::regclass AND i.relname = p.relname || '_embedding_idx' AND a.amname = 'ivfflat'"""
+
+
+_LANGUAGES_SQL = """SELECT t.text_config, count(*),
+       count(*) FILTER (WHERE NOT coalesce(c.reloptions, '{}') @> ARRAY['text_config=' || t.text_config])
+FROM hybrid.tenant t
+LEFT JOIN pg_index x ON x.indrelid = to_regclass(format('hybrid.%I', 'chunk_p' || t.tenant_key))
+     AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = x.indexrelid
+                 AND i.inhparent = to_regclass('hybrid.chunk_content_bm25'))
+LEFT JOIN pg_class c ON c.oid = x.indexrelid
+GROUP BY 1 ORDER BY 2 DESC, 1"""
+
+
+def _languages(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
+    """The tenants' text-search languages, and any whose BM25 index reads another one (from the catalogs)."""
+    if _one(conn, "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('hybrid.tenant') "
+                  "AND attname = 'text_config'") is None:
+        return
+    rows = conn.execute(_LANGUAGES_SQL).fetchall()
+    if not rows:
+        return
+    has_bm25 = _one(conn, "SELECT to_regclass('hybrid.chunk_content_bm25') IS NOT NULL")
+    off = sum(r[2] for r in rows) if has_bm25 else 0
+    yield Finding("tenant languages", ", ".join(f"{n} {lang}" for lang, n, _ in rows)
+                  + (f"; {off} tenant(s) whose BM25 index reads ANOTHER language" if off else ""), off > 0,
+                  "as the schema owner: SELECT hybrid._bm25_text_configs();" if off else None)
 
 
 def _dense_index_kind(conn: psycopg.Connection[Any]) -> Finding:

@@ -238,3 +238,28 @@ def test_searches_go_on_while_a_populated_tenant_changes_language(db: Db, extens
     with psycopg.connect(db.dsn()) as conn:
         assert conn.execute("SELECT count(*) FROM hybrid.chunk WHERE tenant_id = 'big'").fetchone()[0] == 3000
         assert conn.execute("SELECT count(*) FROM hybrid.bm25_stats_drift('big')").fetchone()[0] == 0
+
+
+def test_doctor_lists_the_languages_and_flags_a_bm25_index_of_another(db: Db, extensions: set[str]) -> None:
+    from pyhybrid import doctor
+
+    if "pg_textsearch" not in extensions:
+        pytest.fail("pg_textsearch is missing: CI's server has it")
+    _tenant(db, "de", "german", CASES[0][1])
+    _tenant(db, "en", None, ["The houses by the lake are old."])
+
+    def finding() -> Any:
+        with psycopg.connect(db.dsn()) as conn:
+            return next(f for f in doctor.check(conn) if f.subject == "tenant languages")
+
+    first = finding()
+    assert first.state.endswith("english, 1 german") and not first.problem  # the fixture's tenants are english
+    with psycopg.connect(db.dsn(), autocommit=True) as conn:  # as a parent index built anew would leave it
+        idx = conn.execute("SELECT hybrid._bm25_partition_index(hybrid._tenant_key('de'))").fetchone()[0]
+        conn.execute(f"ALTER INDEX {idx} SET (text_config = english)")
+    broken = finding()
+    assert broken.problem and "1 tenant(s) whose BM25 index reads ANOTHER language" in broken.state
+    with psycopg.connect(db.dsn(), autocommit=True) as conn:
+        conn.execute(broken.fix.split(": ", 1)[1])
+    assert not finding().problem
+    assert _lexical(db, "de", "Haus", "bm25 index", extensions)[:1] == ["doc0"]
