@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -53,8 +54,6 @@ class OpenAIEmbeddings:
         return out
 
     def _post(self, batch: list[str]) -> list[list[float]]:
-        from .embedders import backoff, sleep
-
         body = json.dumps({"model": self.spec.model, "input": batch}).encode()
         where = f"embedder {self.spec.label()} (model {self.spec.model})"
         for attempt in range(self.spec.retries + 1):
@@ -79,6 +78,22 @@ class OpenAIEmbeddings:
                 continue
             return _vectors(payload, len(batch), where)
         raise AssertionError("unreachable")
+
+
+def backoff(attempt: int, retry_after: str | None) -> float:
+    """Seconds to wait before retry attempt (0-based): the server's Retry-After where it gives one (at most 30),
+    else 0.5 s doubling to at most 8 s."""
+    if retry_after:
+        try:
+            return min(30.0, max(0.0, float(retry_after)))
+        except ValueError:
+            pass
+    return float(min(8.0, 0.5 * 2 ** attempt))
+
+
+def sleep(seconds: float) -> None:
+    """time.sleep, by a name the tests replace (retries do not wait there)."""
+    time.sleep(seconds)
 
 
 def _vectors(payload: bytes, count: int, where: str) -> list[list[float]]:

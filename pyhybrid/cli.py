@@ -719,11 +719,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_reembed(args: argparse.Namespace) -> int:
     from .client import HybridClient
-    from .embedders import cli_spec
+    from .embedders import ENV_EMBEDDER, cli_spec
     from .ingest import _progress
     from .reembed import reembed
 
-    if not args.embedder and not os.environ.get("PYHYBRID_EMBEDDER"):
+    if not args.embedder and not os.environ.get(ENV_EMBEDDER):
         raise InvalidParameterError("reembed needs --embedder SPEC: the embedder the corpus moves to")
     target = Target(args)
     target.ensure_ready()

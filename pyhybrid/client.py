@@ -84,10 +84,11 @@ class TenantSession:
         """text embedded as a query by embedder (default: the session's; a callable or a spec such as
         "openai:http://host/v1;model=m"), with its query prefix, once check_embedder has found it to be the embedder
         of the corpora in scope (corpus_ids; None: all the tenant's)."""
+        from .embedders import query_vector
+
         e = _base.resolve_embedder(self.embedder if embedder is None else embedder)
         self.check_embedder(e, corpus_ids)
-        embed = getattr(e, "embed_query", None) or (lambda t: e([t])[0])
-        return embed(text)
+        return query_vector(e, text)
 
     def check_embedder(self, embedder: Any, corpus_ids: Sequence[str] | None = None, *,
                              writing: bool = False) -> None:

@@ -28,7 +28,6 @@ import functools
 import importlib
 import os
 import re
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,6 @@ from .errors import EmbedderError, InvalidParameterError
 ENV_EMBEDDER = "PYHYBRID_EMBEDDER"
 """The embedder spec the CLI uses where --embedder is not given (default: minilm)."""
 
-KINDS = ("minilm", "e5-multilingual", "st", "openai", "callable")
 _OPTIONS = {"model", "key_env", "query_prefix", "passage_prefix", "normalize", "batch", "timeout", "retries", "name"}
 _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _SPEC_HELP = ("an embedder spec is minilm, e5-multilingual, st:PATH, openai:URL;model=NAME, an http(s) URL, or MODULE:CALLABLE, "
@@ -257,11 +255,6 @@ def load_embedder(spec: str) -> SpecEmbedder:
     return SpecEmbedder(parsed, fn, dim, name)
 
 
-def resolve(embedder: Any) -> Any:
-    """An embedder from what a caller gave: a spec string is loaded (load_embedder), anything else is kept."""
-    return load_embedder(embedder) if isinstance(embedder, str) else embedder
-
-
 def query_vector(embedder: Any, text: str) -> Any:
     """text embedded as a query by embedder (a spec or a callable): with its query prefix where it has one."""
     from .embed import as_embedder
@@ -323,19 +316,4 @@ def cli_spec(flag: str | None) -> str:
     return flag or os.environ.get(ENV_EMBEDDER) or "minilm"
 
 
-def backoff(attempt: int, retry_after: str | None) -> float:
-    """Seconds to wait before retry attempt (0-based): the server's Retry-After where it gives one (at most 30),
-    else 0.5 s doubling to at most 8 s."""
-    if retry_after:
-        try:
-            return min(30.0, max(0.0, float(retry_after)))
-        except ValueError:
-            pass
-    return float(min(8.0, 0.5 * 2 ** attempt))
-
-
-def sleep(seconds: float) -> None:
-    time.sleep(seconds)
-
-
-__all__ = ["ENV_EMBEDDER", "EmbedderSpec", "SpecEmbedder", "embedder_identity", "load_embedder", "resolve"]
+__all__ = ["ENV_EMBEDDER", "EmbedderSpec", "SpecEmbedder", "embedder_identity", "load_embedder", "query_vector"]

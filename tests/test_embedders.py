@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from pyhybrid import EmbedderError, EmbedderMismatchError, HybridClient, InvalidParameterError
-from pyhybrid import embedders
+from pyhybrid import _openai
 from pyhybrid.cli import main
 from pyhybrid.embedders import EmbedderSpec, embedder_identity, load_embedder
 from pyhybrid.reembed import reembed
@@ -28,7 +28,7 @@ from tests.helpers import DIM, unit
 def _fresh_embedders(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Each test loads its own embedders (load_embedder caches per spec), and retries do not wait."""
     load_embedder.cache_clear()
-    monkeypatch.setattr(embedders, "sleep", lambda s: None)
+    monkeypatch.setattr(_openai, "sleep", lambda s: None)
     yield
     load_embedder.cache_clear()
 
