@@ -1,7 +1,9 @@
-"""How the engine scales in tenants (a partition of hybrid.chunk each); bench/README.md, docs/benchmarks.md.
+"""How the engine scales in tenants (pooled, or a partition of hybrid.chunk each); bench/README.md, docs/benchmarks.md.
 
-At each of --steps tenant counts: create_tenant and ingest, catalogs, memory, cold and warm retrieval, locks and
-drop_tenant (measure_step). A failing step records its error and ends the run; --budget-min bounds tenant creation.
+At each of --steps tenant counts: create_tenant (--placement) and ingest (--rows each, or --zipf sizes with the
+--large-rows tenants first), the due tenants moved to partitions of their own, catalogs, memory, cold and warm
+retrieval of pooled and dedicated tenants, locks, drop_tenant and every admin command timed (admin_commands). A
+failing step records its error and ends the run; --budget-min bounds tenant creation.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import os
 import re
 import statistics
+import tempfile
 import sys
 import time
 import traceback
@@ -25,8 +28,9 @@ from psycopg import conninfo
 
 from _common import (ROOT, ensure_role, fresh_database, installed_versions, pct, server_processes, start_meta,
                      unit_vectors, write_result)
-from pyhybrid import Chunk, connect, migrate
+from pyhybrid import Chunk, HybridClient, connect, doctor, maintenance, migrate
 from pyhybrid.server import start_embedded
+from pyhybrid.transfer import export_tenant, import_tenant
 
 DB = "bench_tenants"
 APP = "bt_app"
@@ -46,26 +50,14 @@ def stats_s(xs: list[float], ms: bool = False) -> dict[str, float] | None:
 
 
 def server_memory(data_dir: Path) -> dict[str, Any]:
-    """Summed RSS / PSS of the server's processes, and the /dev/shm segments (DSM) they map."""
+    """Summed RSS / PSS of the server's processes."""
     rss = pss = 0
     procs = server_processes(data_dir)
-    dsm: dict[str, int] = {}
     for p in procs:
         with suppress(psutil.Error):
             m = p.memory_full_info()
             rss, pss = rss + m.rss, pss + getattr(m, "pss", 0)
-        with suppress(OSError):
-            for line in Path(f"/proc/{p.pid}/maps").read_text().splitlines():
-                parts = line.split(None, 5)
-                if len(parts) == 6 and parts[5].startswith("/dev/shm/PostgreSQL."):
-                    path = parts[5].split(" (deleted)")[0]
-                    if path not in dsm:
-                        try:
-                            dsm[path] = os.stat(path).st_size
-                        except OSError:
-                            dsm[path] = 0
-    return {"rss_mb": round(rss / 2**20, 1), "pss_mb": round(pss / 2**20, 1), "processes": len(procs),
-            "dsm_segments_mapped": len(dsm), "dsm_mapped_mb": round(sum(dsm.values()) / 2**20, 1)}
+    return {"rss_mb": round(rss / 2**20, 1), "pss_mb": round(pss / 2**20, 1), "processes": len(procs)}
 
 
 def make_chunks(tid: str, rows: int, rng: np.random.Generator) -> list[Chunk]:
@@ -92,27 +84,6 @@ def catalog_facts(admin: psycopg.Connection[Any]) -> dict[str, Any]:
     return {"pg_class_rows": int(row[0]), "partitions": int(row[1]), "catalog_mb": round(int(row[2]) / 2**20, 1),
             "database_mb": round(int(row[3]) / 2**20, 1),
             "largest_catalogs_mb": {r[0]: round(int(r[1]) / 2**20, 1) for r in top}}
-
-
-def textsearch_dsa(admin: psycopg.Connection[Any], tid: str) -> dict[str, Any]:
-    """pg_textsearch's own report (bm25_summarize_index) for tid's BM25 index: the size of its shared DSA area
-    (one for every BM25 index of the server) and that index's memtable."""
-    row = admin.execute(
-        "SELECT x.indexrelid::regclass::text FROM hybrid.tenant t JOIN pg_index x "
-        "ON x.indrelid = hybrid._chunk_partition(t.tenant_key) "
-        "WHERE t.tenant_id = %s AND x.indexrelid IN (SELECT inhrelid FROM pg_inherits "
-        "WHERE inhparent = 'hybrid.chunk_content_bm25'::regclass)", (tid,)).fetchone()
-    if row is None:
-        return {}
-    text = admin.execute("SELECT bm25_summarize_index(%s)", (row[0],)).fetchone()[0]  # type: ignore[index]
-    out: dict[str, Any] = {"index": row[0]}
-    if m := re.search(r"DSA total size: (\d+) bytes", text):
-        out["dsa_total_mb"] = round(int(m.group(1)) / 2**20, 1)
-    if m := re.search(r"Memtable:\s+terms: (\d+)\s+documents: (\d+)", text):
-        out["memtable_terms"], out["memtable_documents"] = int(m.group(1)), int(m.group(2))
-    if m := re.search(r"on-disk: (\d+) bytes", text):
-        out["on_disk_bytes"] = int(m.group(1))
-    return out
 
 
 def retrieve_kwargs(rng: np.random.Generator) -> dict[str, Any]:
@@ -166,18 +137,46 @@ def measure_tenant(dsn: str, admin: psycopg.Connection[Any], tid: str, calls: in
             "backend_uss_mb": uss_mb}
 
 
-def plan_dense(admin: psycopg.Connection[Any], key: int, rng: np.random.Generator) -> tuple[float, float]:
-    v = "[" + ",".join(f"{x:.5f}" for x in unit_vectors(rng, 1)[0]) + "]"
-    plan = admin.execute(
-        f"EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) SELECT chunk_id FROM hybrid.chunk WHERE tenant_key = {int(key)} "
-        f"AND NOT superseded ORDER BY embedding <=> '{v}'::vector LIMIT 30").fetchone()[0][0]  # type: ignore[index]
-    return float(plan["Planning Time"]), float(plan["Execution Time"])
-
-
 def drop_tenant(admin: psycopg.Connection[Any], tid: str) -> tuple[float, dict[str, int]]:
     t0 = time.perf_counter()
     rows = admin.execute("SELECT what, removed FROM hybrid.drop_tenant(%s)", (tid,)).fetchall()
     return time.perf_counter() - t0, {r[0]: int(r[1]) for r in rows}
+
+
+def tenant_sizes(args: argparse.Namespace, n: int, rng: np.random.Generator) -> list[int]:
+    """Chunks per tenant: --rows, or --zipf: a Pareto tail (5 to --max-rows, mean ~20) after the --large-rows ones."""
+    if args.zipf is None:
+        return [args.rows] * n
+    tail = np.minimum(args.max_rows, np.ceil(5 * (1 + rng.pareto(args.zipf, n)))).astype(int).tolist()
+    return (list(args.large_rows) + tail)[:n]
+
+
+def admin_commands(dsn: str, created: list[str], rng: np.random.Generator) -> dict[str, Any]:
+    """Each admin command once, its seconds (or its error): listings, doctor, re-apply, export, import, drop."""
+    out: dict[str, Any] = {}
+    tid = created[int(rng.integers(len(created)))]
+
+    def timed(name: str, fn: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            fn()
+            out[name] = round(time.perf_counter() - t0, 3)
+        except Exception as exc:  # record it, go on
+            out[name] = {"s": round(time.perf_counter() - t0, 3), "error": error_text(exc)}
+
+    with HybridClient(dsn) as admin, psycopg.connect(dsn, autocommit=True) as conn, tempfile.TemporaryDirectory() as tmp:
+        timed("tenant_list_paged", admin.tenants)
+        timed("tenants_one_statement", lambda: conn.execute("SELECT count(*) FROM hybrid.tenants()").fetchone())
+        timed("doctor", lambda: list(doctor.check(conn)))
+        timed("migrate_reapply", lambda: migrate.upgrade(dsn, reapply=True))
+        timed("bm25_stats_drift", lambda: conn.execute("SELECT count(*) FROM hybrid.bm25_stats_drift()").fetchone())
+        timed("refresh_audit_samples", lambda: conn.execute("SELECT count(*) FROM hybrid.refresh_audit_samples()").fetchone())
+        timed("count_all_chunks", lambda: conn.execute("SELECT count(*) FROM hybrid.chunk").fetchone())
+        timed("export_tenant", lambda: export_tenant(admin, tid, Path(tmp) / "t.jsonl"))
+        timed("import_tenant", lambda: import_tenant(admin, Path(tmp) / "t.jsonl", tid + "-copy"))
+        timed("drop_tenant", lambda: admin.drop_tenant(tid + "-copy"))
+        timed("pool_due", admin.pool_due)
+    return out
 
 
 def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[Any], have: int,
@@ -185,7 +184,6 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
     """Fills out as it goes (what was measured before an error stays)."""
     out.update(catalog_facts(admin))
     out["memory"] = server_memory(args.data_dir)
-    out["pg_textsearch_dsa"] = textsearch_dsa(admin, created[-1])
     # the sample: the first and the last created, and random others
     n = min(args.sample, have)
     idx = [0, have - 1] if have > 1 else [0]
@@ -193,6 +191,8 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
     idx += sorted(int(i) for i in rng.choice(others, size=min(len(others), n - len(idx)), replace=False)) if n > len(idx) else []
     sample = [created[i] for i in idx]
     per = [measure_tenant(dsn, admin, tid, args.calls, rng) for tid in sample]
+    pooled = {r[0] for r in admin.execute("SELECT tenant_id FROM hybrid.tenant WHERE tenant_key >= 1073741824 "
+                                          "AND tenant_id = ANY(%s)", (sample,)).fetchall()}
     out["memory_after_queries"] = server_memory(args.data_dir)
     def each(key: str) -> list[Any]:
         return [p[key] for p in per]
@@ -203,6 +203,9 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
         "connect_ms": stats_s(each("connect_s"), ms=True), "cold_ms": stats_s(each("cold_s"), ms=True),
         "warm_ms": stats_s([x for p in per for x in p["warm_s"]], ms=True),
         "warm_ms_first_tenant": stats_s(per[0]["warm_s"], ms=True),
+        **{f"{k}_ms_{where}": stats_s([x for p in per if (p["tenant"] in pooled) == (where == "pooled")
+                                       for x in (p[f"{k}_s"] if k == "warm" else [p[f"{k}_s"]])], ms=True)
+           for k in ("warm", "cold") for where in ("pooled", "dedicated")},
         "warm_ms_last_tenant": stats_s(per[-1]["warm_s"], ms=True),
         "rows_min": min(each("rows")), "rows_with_keyword_rank_min": min(each("rows_with_keyword_rank")),
         "rows_with_vector_rank_min": min(each("rows_with_vector_rank")),
@@ -214,11 +217,6 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
         "per_tenant": [{k: (round(v, 4) if isinstance(v, float) else [round(x, 4) for x in v] if k == "warm_s" else v)
                         for k, v in p.items() if k != "relations_locked"} for p in per],
     }
-    # planning of a pruned statement on the parent
-    keys = dict(admin.execute("SELECT tenant_id, tenant_key FROM hybrid.tenant WHERE tenant_id = ANY(%s)", (sample,)).fetchall())
-    plans = [plan_dense(admin, keys[t], rng) for t in sample]
-    out["dense_plan_ms"] = round(statistics.median(p for p, _ in plans), 3)
-    out["dense_exec_ms"] = round(statistics.median(e for _, e in plans), 3)
     # retrieval right after another tenant is created (ATTACH invalidates hybrid.chunk's relcache entry
     # in every backend), on a warm connection of the first sampled tenant's role
     tid0 = sample[0]
@@ -233,12 +231,13 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
             steady.append(timed_retrieve(client, tid0, rng))
             probes.append(f"probe-{have}-{i}")
             t0 = time.perf_counter()
-            admin.execute("SELECT hybrid.create_tenant(%s)", (probes[-1],))
+            admin.execute("SELECT hybrid.create_tenant(%s, NULL, %s)", (probes[-1], args.placement))
             probe_create.append(time.perf_counter() - t0)
             after.append(timed_retrieve(client, tid0, rng))
     probe_drop = [drop_tenant(admin, pid)[0] for pid in probes]
     out["retrieve_after_create"] = {"before_ms": stats_s(steady, ms=True), "after_ms": stats_s(after, ms=True),
                                     "probe_create_s": stats_s(probe_create), "probe_drop_empty_s": stats_s(probe_drop)}
+    out["admin_s"] = admin_commands(dsn, created, rng)
     if args.drops:
         pool = [t for t in created if t not in set(sample)]
         victims = [pool[int(i)] for i in rng.choice(len(pool), size=min(args.drops, len(pool)), replace=False)] if pool else []
@@ -263,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, nargs="+", default=[1, 100, 1000, 10000])
     ap.add_argument("--rows", type=int, default=20, help="chunks per tenant")
+    ap.add_argument("--placement", choices=["pool", "dedicated"], default="pool", help="where new tenants go")
+    ap.add_argument("--zipf", type=float, default=None, help="tenant sizes from a Pareto tail of this alpha (1.35)")
+    ap.add_argument("--large-rows", type=int, nargs="*", default=[], help="sizes of the first tenants, with --zipf")
+    ap.add_argument("--max-rows", type=int, default=5000, help="the Pareto tail's largest size")
     ap.add_argument("--sample", type=int, default=20, help="tenants whose retrieval is measured at each step")
     ap.add_argument("--calls", type=int, default=5, help="warm retrievals per sampled tenant")
     ap.add_argument("--probes", type=int, default=3, help="retrievals right after another tenant's creation")
@@ -288,11 +291,13 @@ def main(argv: list[str] | None = None) -> int:
     migrate.upgrade(dsn)
     report: dict[str, Any] = {
         "settings": settings, "pg_textsearch_settings": ts_settings,
-        "config": {"steps": sorted(args.steps), "rows": args.rows, "sample": args.sample, "calls": args.calls,
+        "config": {"steps": sorted(args.steps), "rows": args.rows, "placement": args.placement, "zipf": args.zipf,
+                   "large_rows": args.large_rows, "max_rows": args.max_rows, "sample": args.sample, "calls": args.calls,
                    "probes": args.probes, "drops": args.drops, "budget_min": args.budget_min, "seed": args.seed},
         "steps": [], "series": {"create_s": [], "ingest_s": []},
     }
     created: list[str] = []
+    sizes = tenant_sizes(args, max(args.steps), rng)
     series: dict[str, list[float]] = report["series"]
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute("SELECT hybrid.grant_app(%s)", (APP,))
@@ -315,15 +320,15 @@ def main(argv: list[str] | None = None) -> int:
                 during = "create_tenant"
                 try:
                     t0 = time.perf_counter()
-                    admin.execute("SELECT hybrid.create_tenant(%s)", (tid,))
+                    admin.execute("SELECT hybrid.create_tenant(%s, NULL, %s)", (tid, args.placement))
                     t1 = time.perf_counter()
                     during = "ingest"
-                    chunks = make_chunks(tid, args.rows, rng)
+                    chunks = make_chunks(tid, sizes[next_id - 1], rng)
                     t2 = time.perf_counter()
                     with app.tenant(tid) as t:
                         res = t.ingest(chunks, corpus_id="main")
                     t3 = time.perf_counter()
-                    assert res.inserted == args.rows, res
+                    assert res.inserted == len(chunks), res
                 except Exception as exc:  # record it; measure what exists and stop
                     traceback.print_exc()
                     report["failure"] = {"tenants_reached": have, "tenant": tid, "during": during, "error": error_text(exc)}
@@ -341,7 +346,11 @@ def main(argv: list[str] | None = None) -> int:
                           f"{statistics.median(series['ingest_s'][-250:]):.3f} s", file=sys.stderr, flush=True)
             if have == 0 or (report["steps"] and report["steps"][-1]["tenants_after_drops"] == have):
                 break
-            row: dict[str, Any] = {"tenants": have, "create_s": stats_s(creates), "ingest_s": stats_s(ingests)}
+            row: dict[str, Any] = {"tenants": have, "chunks": sum(sizes[:next_id]), "create_s": stats_s(creates),
+                                   "ingest_s": stats_s(ingests)}
+            t_p = time.perf_counter()
+            row["placed"] = len(maintenance.place_tenants(dsn))  # the due tenants to partitions of their own
+            row["place_s"] = round(time.perf_counter() - t_p, 3)
             t_m = time.perf_counter()
             try:
                 measure_step(args, dsn, admin, have, created, rng, row)

@@ -309,6 +309,18 @@ def check_flag(name: str, value: Any) -> bool:
     return value
 
 
+PLACEMENTS = ("pool", "dedicated")
+
+
+def check_placement(value: Any, optional: bool = False) -> str | None:
+    """A tenant placement: pool or dedicated (None where optional: the install's setting)."""
+    if value is None and optional:
+        return None
+    if value not in PLACEMENTS:
+        raise InvalidParameterError(f"placement must be one of {', '.join(PLACEMENTS)}, got {value!r}")
+    return str(value)
+
+
 MAX_BUILD_WORKERS = 16
 
 

@@ -11,7 +11,9 @@ BEGIN_EDGES_SQL = "SELECT hybrid.begin_edges()"
 FINISH_EDGES_SQL = "SELECT * FROM hybrid.finish_edges()"
 DELETE_DOCUMENT_SQL = "SELECT hybrid.delete_document(%s, %s) AS deleted"
 EMBEDDING_DIM_SQL = "SELECT hybrid.embedding_dim() AS dim"
-CREATE_TENANT_SQL = "SELECT hybrid.create_tenant(%s, %s)"
+CREATE_TENANT_SQL = "SELECT hybrid.create_tenant(%s, %s, %s)"
+MOVE_TENANT_SQL = "CALL hybrid.move_tenant(%s, %s)"
+POOL_DUE_SQL = "SELECT tenant_id, chunks FROM hybrid.pool_due()"
 SET_LANGUAGE_SQL = "SELECT hybrid.set_tenant_language(%s, %s)"
 LANGUAGE_SQL = "SELECT text_config FROM hybrid.tenant WHERE tenant_id = %s"
 DROP_TENANT_SQL = "SELECT what, removed FROM hybrid.drop_tenant(%s)"
@@ -41,5 +43,5 @@ PRUNE_DOCUMENTS_SQL = ("SELECT document_id, chunks FROM hybrid.prune_documents(c
                        "id_prefix => %s, dry_run => %s)")
 # a page of tenants a transaction: counting a tenant locks its partition to the end of the transaction
 TENANTS_PAGE = 500
-TENANTS_SQL = ("SELECT tenant_id, created_at, corpora, documents, chunks, superseded, roles, language "
+TENANTS_SQL = ("SELECT tenant_id, created_at, corpora, documents, chunks, superseded, roles, language, placement "
                "FROM hybrid.tenants(%s, %s)")

@@ -88,7 +88,7 @@ class Target:
         from ._base import translate_errors
 
         with translate_errors(), psycopg.connect(self.admin, autocommit=True) as c:
-            c.execute(_sql.CREATE_TENANT_SQL, (tenant, None))
+            c.execute(_sql.CREATE_TENANT_SQL, (tenant, None, None))
 
     @property
     def app(self) -> str:
@@ -430,7 +430,14 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         if args.action == "list":
             _print_tenants(c.tenants(), as_json=args.json)
         elif args.action == "create":
-            print(c.create_tenant(args.tenant, language=args.language))
+            print(c.create_tenant(args.tenant, language=args.language, placement=args.placement))
+        elif args.action == "move":
+            c.move_tenant(args.tenant, args.placement)
+            print(f"tenant {args.tenant}: " + ("in a partition of its own" if args.placement == "dedicated"
+                                               else "in the pool"))
+        elif args.action == "place":
+            moved = maintenance.place_tenants(target.admin, report=print)
+            print(f"{len(moved)} tenant(s) moved to partitions of their own")
         elif args.action == "language":
             if args.language is None:
                 shown = c.tenant_language(args.tenant)
@@ -473,10 +480,11 @@ def _print_tenants(rows: Sequence[dict[str, Any]], *, as_json: bool) -> None:
             print(json.dumps({**r, "created_at": r["created_at"].isoformat()}))
         return
     w = max([6, *(len(r["tenant_id"]) for r in rows)])
-    print(f"{'tenant':<{w}} {'corpora':>7} {'documents':>9} {'chunks':>9} {'superseded':>10} {'language':<10} roles")
+    print(f"{'tenant':<{w}} {'corpora':>7} {'documents':>9} {'chunks':>9} {'superseded':>10} {'language':<10} "
+          f"{'placement':<9} roles")
     for r in rows:
         print(f"{r['tenant_id']:<{w}} {r['corpora']:>7} {r['documents']:>9} {r['chunks']:>9} {r['superseded']:>10} "
-              f"{r['language']:<10} " + (",".join(r["roles"]) or "-"))
+              f"{r['language']:<10} {r['placement']:<9} " + (",".join(r["roles"]) or "-"))
     print(f"{len(rows)} tenant(s)", file=sys.stderr)
 
 
@@ -888,9 +896,9 @@ def _admin_commands(add: Callable[..., argparse.ArgumentParser], common: _Parser
                         "default), built CONCURRENTLY beside the old one, then swapped (docs/operations.md)")
     s.set_defaults(func=cmd_doctor)
 
-    s = add("tenant", help="list, create, grant, drop, export and import tenants (admin)")
+    s = add("tenant", help="list, create, move, grant, drop, export and import tenants (admin)")
     ts = s.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION")
-    t = ts.add_parser("list", parents=[common], help="every tenant: corpora, documents, chunks, bound roles")
+    t = ts.add_parser("list", parents=[common], help="every tenant: corpora, documents, chunks, placement, bound roles")
     t.add_argument("--json", action="store_true", help="a JSON object per tenant instead of the table")
     t = ts.add_parser("calibrate", parents=[common],
                       help="store the tenant's abstention floor for search --abstain (pyhybrid ingest refreshes it)")
@@ -904,6 +912,19 @@ def _admin_commands(add: Callable[..., argparse.ArgumentParser], common: _Parser
     t.add_argument("--language", default=None,
                    help="its text-search language: a PostgreSQL text search configuration (german, french, spanish, "
                         "..., or simple for a language without a stemmer; default english)")
+    t.add_argument("--placement", choices=_base.PLACEMENTS, default=None,
+                   help="pool (its chunks in the shared pool: no relation of its own) or dedicated (a partition of its "
+                        "own); default: the install's setting tenant_placement (pool)")
+    t = ts.add_parser("move", parents=[common],
+                      help="move a tenant between the pool and a partition of its own, online (its searches go on, "
+                           "its writes wait for the last step)")
+    t.add_argument("tenant", metavar="TENANT", help="the tenant id")
+    where = t.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dedicated", dest="placement", action="store_const", const="dedicated",
+                       help="to a partition of its own, with its own indexes")
+    where.add_argument("--pool", dest="placement", action="store_const", const="pool", help="into the shared pool")
+    ts.add_parser("place", parents=[common],
+                  help="move every pooled tenant past setting pool_max_chunks to a partition of its own")
     t = ts.add_parser("language", parents=[common],
                       help="show or set a tenant's text-search language (setting it rebuilds the tenant's partition in "
                            "the new language: its writes wait, its searches go on)")

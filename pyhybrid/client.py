@@ -341,13 +341,35 @@ class HybridClient:
                     time.sleep(0.01)
         return self
 
-    def create_tenant(self, tenant_id: str, language: str | None = None) -> str:
+    def create_tenant(self, tenant_id: str, language: str | None = None, placement: str | None = None) -> str:
         """Create a tenant (idempotent; admin only), in language: its text-search language (a PostgreSQL text search
-        configuration, see set_tenant_language; default english)."""
+        configuration, see set_tenant_language; default english), and placement: "pool" (its chunks in the shared
+        pool, no relation of its own), "dedicated" (a partition of its own) or None (the install's setting
+        tenant_placement, default pool). An existing tenant stays where it is (move_tenant moves it)."""
         _base.tenant_params(tenant_id, None)
         if language is not None and not isinstance(language, str):
             raise InvalidParameterError(f"language must be a text search configuration name, got {language!r}")
-        return str(self._scalar(_sql.CREATE_TENANT_SQL, (tenant_id, language)))
+        _base.check_placement(placement, optional=True)
+        return str(self._scalar(_sql.CREATE_TENANT_SQL, (tenant_id, language, placement)))
+
+    def move_tenant(self, tenant_id: str, placement: str) -> None:
+        """Move a tenant to placement (admin only, a role that bypasses RLS): "dedicated" (a partition of its own)
+        or "pool". Online: its searches go on, its writes wait for the move's last transaction and then write where
+        it is (hybrid.move_tenant). Runs on a connection of its own, which commits between the move's steps."""
+        _base.tenant_params(tenant_id, None)
+        _base.check_placement(placement)
+        with _base.translate_errors():
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                conn.add_notice_handler(_base.notice_handler)
+                conn.execute(_sql.MOVE_TENANT_SQL, (tenant_id, placement))
+
+    def pool_due(self) -> list[tuple[str, int]]:
+        """The pooled tenants larger than setting pool_max_chunks (admin only), largest first: (tenant_id, chunks)."""
+        with self.connection() as conn:
+            with _base.translate_errors():
+                with conn.transaction():
+                    rows = (conn.execute(_sql.POOL_DUE_SQL)).fetchall()
+        return [(str(r["tenant_id"]), int(r["chunks"])) for r in rows]
 
     def set_tenant_language(self, tenant_id: str, language: str) -> str:
         """Set a tenant's text-search language (hybrid.set_tenant_language; admin only): a PostgreSQL text search
@@ -381,7 +403,7 @@ class HybridClient:
 
     def tenants(self) -> list[dict[str, Any]]:
         """Every tenant with what it holds (admin only): tenant_id, created_at, corpora, documents, chunks (live),
-        superseded, roles (the login roles bound to it)."""
+        superseded, roles (the login roles bound to it), language, placement (pool or dedicated)."""
         out: list[dict[str, Any]] = []
         with self.connection() as conn:
             with _base.translate_errors():

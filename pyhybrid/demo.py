@@ -67,7 +67,7 @@ def load_demo(admin_dsn: str, app_dsn: str, *, quiet: bool = False) -> dict[str,
     the app role at app_dsn); idempotent."""
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         for t in TENANTS:
-            c.execute(_sql.CREATE_TENANT_SQL, (t, None))
+            c.execute(_sql.CREATE_TENANT_SQL, (t, None, None))
     stats: dict[str, Any] = {}
     for t in TENANTS:
         records = _load(f"{t}_chunks.jsonl")

@@ -93,25 +93,13 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
         yield Finding(f"RLS {rel}", "enabled and forced" if on else "NOT FORCED", not on,
                       None if on else "pyhybrid migrate --reapply")
     if _one(conn, "SELECT relkind FROM pg_class WHERE oid = to_regclass('hybrid.chunk')") == "p":
-        # one partition per tenant, each with RLS forced (the second wall); counted from the catalogs,
-        # so this check locks no partition
-        tenants, parts, weak, missing = conn.execute(
-            "SELECT (SELECT count(*) FROM hybrid.tenant), count(*), "
-            "count(*) FILTER (WHERE NOT (c.relrowsecurity AND c.relforcerowsecurity)), "
-            "(SELECT count(*) FROM hybrid.tenant t WHERE to_regclass(format('hybrid.%I', 'chunk_p' || t.tenant_key)) IS NULL) "
-            "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'hybrid.chunk'::regclass"
-        ).fetchone() or (0, 0, 0, 0)
-        bad = bool(weak or missing)
-        yield Finding("tenant partitions", f"{parts} for {tenants} tenants"
-                      + (f", {missing} tenant(s) WITHOUT a partition" if missing else "")
-                      + (f", {weak} NOT FORCED" if weak else ", RLS forced on each"), bad,
-                      "pyhybrid migrate --reapply" if bad else None)
+        yield from _placement(conn)
     if _one(conn, "SELECT to_regnamespace('hybrid_graph')") is not None:
         weak = int(_one(conn, "SELECT count(*) FROM ag_catalog.ag_label l JOIN ag_catalog.ag_graph g "
                               "ON g.graphid = l.graph JOIN pg_class c ON c.oid = l.relation WHERE g.name = "
                               "'hybrid_graph' AND NOT (c.relrowsecurity AND c.relforcerowsecurity)"))
         yield Finding("RLS on AGE label tables", f"{weak} NOT FORCED" if weak else "all enabled and forced", weak > 0,
-                      "pyhybrid migrate --reapply" if bad else None)
+                      "pyhybrid migrate --reapply" if weak else None)
     for fn, what in (("pg_catalog.ts_match_vq(tsvector, tsquery)", "ts_rank search uses the GIN index under RLS"),
                      ("ag_catalog.graphid_eq(ag_catalog.graphid, ag_catalog.graphid)",
                       "graph hops use the edge indexes under RLS")):
@@ -150,7 +138,8 @@ def check(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     tenants, chunks = conn.execute(
         "SELECT (SELECT count(*) FROM hybrid.tenant), (SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint "
         "FROM pg_class c WHERE c.oid = 'hybrid.chunk'::regclass OR c.oid IN (SELECT i.inhrelid FROM pg_inherits i "
-        "WHERE i.inhparent = 'hybrid.chunk'::regclass))").fetchone() or (0, 0)
+        "WHERE i.inhparent IN ('hybrid.chunk'::regclass, coalesce(to_regclass('hybrid.chunk_pool'), 0))))"
+        ).fetchone() or (0, 0)
     yield Finding("data", f"{tenants} tenants (as seen by this role), about {chunks} chunks (the planner's estimate)")
 
 
@@ -217,8 +206,41 @@ JOIN pg_index x ON x.indrelid = p.oid JOIN pg_class i ON i.oid = x.indexrelid JO
 WHERE h.inhparent = 'hybrid.chunk'::regclass AND i.relname = p.relname || '_embedding_idx' AND a.amname = 'ivfflat'"""
 
 
+# a partition per dedicated tenant, and the pool's leaves, each with RLS forced (the second wall); counted from the
+# catalogs, so this check locks no partition
+_PARTITIONS_SQL = """WITH RECURSIVE part AS (
+    SELECT i.inhrelid, 0 AS level FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk'::regclass
+    UNION ALL SELECT i.inhrelid, p.level + 1 FROM pg_inherits i JOIN part p ON i.inhparent = p.inhrelid)
+SELECT (SELECT count(*) FROM hybrid.tenant WHERE tenant_key < 1073741824),
+       (SELECT count(*) FROM hybrid.tenant WHERE tenant_key >= 1073741824),
+       count(*) FILTER (WHERE p.level = 0 AND c.relkind = 'r'),
+       count(*) FILTER (WHERE p.level = 1),
+       count(*) FILTER (WHERE NOT (c.relrowsecurity AND c.relforcerowsecurity)),
+       (SELECT count(*) FROM hybrid.tenant t WHERE t.tenant_key < 1073741824
+          AND to_regclass(format('hybrid.%I', 'chunk_p' || t.tenant_key)) IS NULL)
+FROM part p JOIN pg_class c ON c.oid = p.inhrelid"""
+
+
+def _placement(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
+    """Where the tenants are: partitions of their own or the pool (its leaves), RLS forced on each; pooled tenants
+    due for a partition of their own (hybrid.pool_due)."""
+    dedicated, pooled, parts, leaves, weak, missing = conn.execute(_PARTITIONS_SQL).fetchone() or (0, 0, 0, 0, 0, 0)
+    bad = bool(weak or missing)
+    yield Finding("tenant placement", f"{dedicated} dedicated ({parts} partitions), {pooled} pooled "
+                  f"(hybrid.chunk_pool, {leaves} leaves)"
+                  + (f", {missing} dedicated tenant(s) WITHOUT a partition" if missing else "")
+                  + (f", {weak} NOT FORCED" if weak else ", RLS forced on each"), bad,
+                  "pyhybrid migrate --reapply" if bad else None)
+    if _one(conn, "SELECT coalesce(has_function_privilege(to_regprocedure('hybrid.pool_due()'), 'EXECUTE'), false)"):
+        due = conn.execute("SELECT tenant_id, chunks FROM hybrid.pool_due()").fetchall()
+        if due:  # speed, not correctness: a hint
+            yield Finding("pooled tenants past pool_max_chunks", ", ".join(f"{t} ({n} chunks)" for t, n in due[:5])
+                          + (f" and {len(due) - 5} more" if len(due) > 5 else ""), False,
+                          f"{maintenance.PLACE_COMMAND}  (hybrid.move_tenant: online, each to a partition of its own)")
+
+
 _LANGUAGES_SQL = """SELECT t.text_config, count(*),
-       count(*) FILTER (WHERE NOT coalesce(c.reloptions, '{}') @> ARRAY['text_config=' || t.text_config])
+       count(*) FILTER (WHERE c.oid IS NOT NULL AND NOT coalesce(c.reloptions, '{}') @> ARRAY['text_config=' || t.text_config])
 FROM hybrid.tenant t
 LEFT JOIN pg_index x ON x.indrelid = to_regclass(format('hybrid.%I', 'chunk_p' || t.tenant_key))
      AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = x.indexrelid

@@ -238,7 +238,7 @@ _PARTITIONS_SQL = """SELECT c.relname, greatest(c.reltuples, 0)::bigint AS rows,
        hybrid._dense_index_key(hybrid.embedding_dim(), %(kind)s) AS key,
        CASE WHEN %(kind)s = 'vector' THEN hybrid._ivfflat_lists(c.reltuples) END AS lists
 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid CROSS JOIN LATERAL hybrid._hnsw_density(c.reltuples) d
-WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY i.inhrelid"""
+WHERE i.inhparent = 'hybrid.chunk'::regclass AND c.relkind = 'r' ORDER BY i.inhrelid"""
 _BUILT_OPCLASS_SQL = """SELECT o.opcname FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0]
 WHERE x.indexrelid = to_regclass('hybrid.chunk_embedding_hnsw')"""
 
@@ -286,3 +286,21 @@ def set_dense_index_kind(dsn: str, kind: str, report: Callable[[str], None] | No
     result = str(done[0]) if done else target
     say(f"dense index kind: {result}")
     return result
+
+
+PLACE_COMMAND = "pyhybrid tenant place"
+
+
+def place_tenants(dsn: str, report: Callable[[str], None] | None = None) -> list[str]:
+    """Give each pooled tenant past setting pool_max_chunks a partition of its own (hybrid.pool_due, largest first;
+    hybrid.move_tenant, online: its searches go on, its writes wait for the move's last transaction). Admin only, as
+    a role that bypasses RLS. Returns the tenants moved."""
+    moved: list[str] = []
+    with psycopg.connect(dsn, autocommit=True) as conn, _base.translate_errors():
+        conn.add_notice_handler(_base.notice_handler)
+        for tenant_id, chunks in conn.execute("SELECT tenant_id, chunks FROM hybrid.pool_due()").fetchall():
+            conn.execute("CALL hybrid.move_tenant(%s, 'dedicated')", (tenant_id,))
+            moved.append(tenant_id)
+            if report is not None:
+                report(f"tenant {tenant_id}: {chunks} chunks, moved from the pool to a partition of its own")
+    return moved

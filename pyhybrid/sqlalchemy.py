@@ -19,7 +19,7 @@ from sqlalchemy import (
     cast,
     func,
 )
-from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
+from sqlalchemy.dialects.postgresql import JSONB, REGCONFIG, TSVECTOR
 from sqlalchemy.sql.functions import Function
 from sqlalchemy.types import TypeEngine
 
@@ -65,8 +65,9 @@ chunk = Table(
     Column("superseded", Boolean, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
-    Column("tenant_key", Integer, nullable=False),  # the partition key (one partition per tenant)
+    Column("tenant_key", Integer, nullable=False),  # the partition key (a partition of its own, or the pool from 2^30)
     Column("sparse_embedding", SPARSEVEC(1000000000)),  # the learned-sparse vector (hybrid._sparse's dimension)
+    Column("text_config", REGCONFIG, nullable=False),  # its tenant's language: what the pool generates tsv with
 )
 
 def hybrid_retrieve(query: RetrieveQuery | Any = None, /, *, name: str = "hr", **kwargs: Any) -> Any:

@@ -114,7 +114,7 @@ def import_tenant(client: HybridClient, path: str | Path, tenant_id: str | None 
     counts = {"corpora": 0, "chunks": 0, "edges": 0}
     with client.tenant(target, ["*"]) as t:
         # in the import's transaction: all or nothing; in its language (absent from exports made before languages)
-        t.conn.execute(_sql.CREATE_TENANT_SQL, (target, header.get("text_config")))
+        t.conn.execute(_sql.CREATE_TENANT_SQL, (target, header.get("text_config"), None))
         if header.get("embedding_dim") != t.embedding_dim():
             raise InvalidParameterError(f"embedding_dim: the export holds {header.get('embedding_dim')}-d embeddings, "
                                         f"this database stores {t.embedding_dim()}-d ones")

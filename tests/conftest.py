@@ -97,7 +97,9 @@ def template_db(admin_dsn: str) -> Iterator[str]:
     dsn = _with(admin_dsn, dbname=name)
     migrate.upgrade(dsn, pg_textsearch=False if WITHOUT_PG_TEXTSEARCH else None)
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
+        # acme and globex each have a partition of their own (the tests of per-partition indexes, locks and health use
+        # them); a tenant a test creates without a placement is pooled, the install's default (tests/test_pools.py)
+        c.execute("SELECT hybrid.create_tenant('acme', NULL, 'dedicated'), hybrid.create_tenant('globex', NULL, 'dedicated')")
         c.execute("SELECT hybrid.grant_app('pyh_app')")
         c.execute("SELECT hybrid.grant_tenant('pyh_acme', 'acme', ARRAY['quality'])")
         c.execute("SELECT hybrid.grant_tenant('pyh_acme_writer', 'acme', ARRAY['*'])")

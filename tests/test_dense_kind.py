@@ -84,7 +84,7 @@ def test_a_kind_change_rebuilds_every_partition_online_and_search_follows(db: Db
     assert shown in str(plan), plan
     # a tenant created afterwards, an upgrade's re-apply and a bulk load's suspend/resume keep the kind
     with psycopg.connect(db.dsn(), autocommit=True) as c:
-        c.execute("SELECT hybrid.create_tenant('initech')")
+        c.execute("SELECT hybrid.create_tenant('initech', NULL, 'dedicated')")
     assert main(["--dsn", db.dsn(), "migrate", "--reapply"]) == 0
     with HybridClient(db.dsn()) as admin, admin.bulk_load():
         pass

@@ -55,7 +55,7 @@ def wide(request: pytest.FixtureRequest, admin_dsn: str, template_db: str) -> It
     try:
         migrate.upgrade(dsn, dim=dim)
         with psycopg.connect(dsn, autocommit=True) as c:
-            c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
+            c.execute("SELECT hybrid.create_tenant('acme', NULL, 'dedicated'), hybrid.create_tenant('globex', NULL, 'dedicated')")
             c.execute("SELECT hybrid.grant_app('pyh_app')")
             c.execute("SELECT hybrid.grant_tenant('pyh_acme', 'acme'), hybrid.grant_tenant('pyh_globex', 'globex')")
         chunks, queries = corpus(dim)
@@ -86,7 +86,7 @@ def test_a_wide_install_indexes_every_partition_with_the_kind_its_dimension_need
         assert c.execute("SELECT hybrid.embedding_dim(), format_type(atttypid, atttypmod), attstorage FROM pg_attribute "
                          "WHERE attrelid = 'hybrid.chunk'::regclass AND attname = 'embedding'").fetchone() == (
             dim, f"vector({dim})", "m")
-        c.execute("SELECT hybrid.create_tenant('initech')")  # a partition attached after install
+        c.execute("SELECT hybrid.create_tenant('initech', NULL, 'dedicated')")  # a partition attached after install
         defs = c.execute(
             "SELECT x.indrelid::regclass::text, o.opcname, pg_get_expr(x.indexprs, x.indrelid) FROM pg_index x "
             "JOIN pg_opclass o ON o.oid = x.indclass[0] WHERE x.indexrelid = 'hybrid.chunk_embedding_hnsw'::regclass "
@@ -94,7 +94,8 @@ def test_a_wide_install_indexes_every_partition_with_the_kind_its_dimension_need
             "ORDER BY 1").fetchall()
     expr = (f"(embedding)::halfvec({dim})" if dim <= 4000 else f"(binary_quantize(embedding))::bit({dim})")
     assert [(t, o, e) for t, o, e in defs] == [(t, KIND[dim][1], expr) for t in
-                                               ("hybrid.chunk", "hybrid.chunk_p1", "hybrid.chunk_p2", "hybrid.chunk_p3")]
+                                               ("hybrid.chunk", "hybrid.chunk_p1", "hybrid.chunk_p2", "hybrid.chunk_p3",
+                                                "hybrid.chunk_pool")]
 
 
 def test_wide_dense_search_runs_through_the_hnsw_index_of_the_callers_partition(wide: tuple[int, str, np.ndarray]) -> None:
@@ -278,7 +279,7 @@ def test_each_dimension_gets_the_index_kind_of_its_range_and_searches(empty_db: 
                                                                       opclass: str) -> None:
     migrate.upgrade(empty_db, dim=dim)
     with psycopg.connect(empty_db, autocommit=True) as c:
-        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.grant_tenant('pyh_acme_writer', 'acme', ARRAY['*'])")
+        c.execute("SELECT hybrid.create_tenant('acme', NULL, 'dedicated'), hybrid.grant_tenant('pyh_acme_writer', 'acme', ARRAY['*'])")
         assert c.execute("SELECT o.opcname FROM pg_index x JOIN pg_opclass o ON o.oid = x.indclass[0] WHERE x.indrelid = "
                          "'hybrid.chunk_p1'::regclass AND x.indexrelid IN (SELECT inhrelid FROM pg_inherits "
                          "WHERE inhparent = 'hybrid.chunk_embedding_hnsw'::regclass)").fetchone() == (opclass,)

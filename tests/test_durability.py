@@ -64,7 +64,7 @@ class Server:
         self.app = conninfo.make_conninfo(self.admin, user=APP, password=APP)
         migrate.upgrade(self.admin)
         with psycopg.connect(self.admin, autocommit=True) as c:
-            c.execute("SELECT hybrid.create_tenant('acme'), hybrid.grant_app(%s)", (APP,))
+            c.execute("SELECT hybrid.create_tenant('acme', NULL, 'dedicated'), hybrid.grant_app(%s)", (APP,))
         chunks = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
         with HybridClient(self.app) as client, client.tenant("acme") as t:
             t.ingest([{k: v for k, v in c.items() if k != "embedding"} for c in chunks], allow_missing_embeddings=True)
@@ -132,7 +132,7 @@ class Server:
         tenants = [f"many{i:02d}" for i in range(n)]
         with psycopg.connect(self.admin, autocommit=True) as c:
             for t in tenants:
-                c.execute("SELECT hybrid.create_tenant(%s)", (t,))
+                c.execute("SELECT hybrid.create_tenant(%s, NULL, 'dedicated')", (t,))
         with HybridClient(self.app) as client:
             for i, t in enumerate(tenants):
                 with client.tenant(t) as s:
@@ -264,7 +264,7 @@ def test_a_tenants_first_search_heals_its_large_bm25_index_when_no_parallel_work
     # on alone; the search's heal failed with it, and so did the whole hybrid_retrieve call
     server.load()
     with psycopg.connect(server.admin, autocommit=True) as c:
-        c.execute("SELECT hybrid.create_tenant('large')")
+        c.execute("SELECT hybrid.create_tenant('large', NULL, 'dedicated')")
         c.execute("INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES ('large', 'bulk')")
         # as the superuser, without embeddings: 110,000 rows in seconds (the API would take minutes)
         c.execute("INSERT INTO hybrid.chunk (tenant_id, chunk_id, corpus_id, document_id, content, content_hash, tenant_key) "
@@ -428,7 +428,7 @@ def test_kill_9_during_a_bulk_ingest_leaves_every_batch_whole_or_absent(server: 
     fresh_admin = conninfo.make_conninfo(server.root, dbname="durability_fresh")
     migrate.upgrade(fresh_admin)
     with psycopg.connect(fresh_admin, autocommit=True) as c:
-        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.grant_app(%s)", (APP,))
+        c.execute("SELECT hybrid.create_tenant('acme', NULL, 'dedicated'), hybrid.grant_app(%s)", (APP,))
     fresh_app = conninfo.make_conninfo(fresh_admin, user=APP, password=APP)
     with HybridClient(fresh_app) as client:
         demo = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -508,7 +508,7 @@ def test_backup_and_restore_into_a_fresh_server_as_the_readme_says_gives_identic
     server.load()
     with HybridClient(server.app) as client:  # a second tenant, and a graph
         with psycopg.connect(server.admin, autocommit=True) as c:
-            c.execute("SELECT hybrid.create_tenant('globex')")
+            c.execute("SELECT hybrid.create_tenant('globex', NULL, 'dedicated')")
         with client.tenant("globex") as t:
             t.ingest([{"chunk_id": f"g{i}", "document_id": f"g{i}", "content": f"globex valve report {i} keypad"}
                       for i in range(30)], allow_missing_embeddings=True)

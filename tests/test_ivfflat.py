@@ -125,7 +125,7 @@ def test_tenants_writes_and_bulk_loads_go_on_beside_an_ivfflat_partition(db: Db)
     index = f"hybrid.{_index(db, 'acme')[0]}_embedding_idx"
     oid = _admin(db, "SELECT to_regclass(%s)::oid", index)[0][0]
     # a tenant created now gets an HNSW index attached to the (invalid) parent's, as every new partition does
-    _admin(db, "SELECT hybrid.create_tenant('initech')")
+    _admin(db, "SELECT hybrid.create_tenant('initech', NULL, 'dedicated')")
     assert _index(db, "initech")[1:] == ("hnsw", None, True)
     with HybridClient(db.dsn("pyh_app")) as c:
         with c.tenant("initech") as t:
@@ -170,7 +170,7 @@ def test_a_kind_change_replaces_the_ivfflat_index_and_vector_brings_it_back(db: 
     assert _index(db, "acme")[1:] == ("hnsw", None, True)
     lines.clear()
     done = set_dense_index_kind(db.dsn(), "vector", report=lines.append)
-    assert done.startswith("vector (0 partition indexes built here, 2 built beforehand)"), done
+    assert done.startswith("vector (0 partition indexes built here, 2 built beforehand, the pool's built here)"), done
     assert sum(line.startswith("built vector HNSW index") for line in lines) == 1, lines
     assert sum(line.startswith("built vector IVFFlat index of") and "29 lists" in line for line in lines) == 1, lines
     assert _index(db, "acme")[1:] == ("ivfflat", ["lists=29"], False) and _index(db, "globex")[1:] == ("hnsw", None, True)

@@ -29,9 +29,9 @@ CASES = [
 SCORERS = {"bm25 index": ("bm25", "index"), "bm25 sql": ("bm25", "sql"), "ts_rank": ("ts_rank", None)}
 
 
-def _tenant(db: Db, tenant: str, language: str | None, texts: list[str]) -> None:
+def _tenant(db: Db, tenant: str, language: str | None, texts: list[str], placement: str = "dedicated") -> None:
     with HybridClient(db.dsn()) as admin:
-        admin.create_tenant(tenant, language=language)
+        admin.create_tenant(tenant, language=language, placement=placement)
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant(tenant) as t:
         t.ingest([{"chunk_id": f"{tenant}:doc{i}", "document_id": f"doc{i}", "content": text, "embedding": unit(i)}
                   for i, text in enumerate(texts)])
@@ -69,8 +69,9 @@ def _terms(db: Db, tenant: str, query: str) -> int:
 def test_an_inflected_query_word_finds_its_stem_and_stop_words_are_no_terms(
         db: Db, extensions: set[str], scorer: str, language: str, texts: list[str], query: str, expected: str,
         stop_query: str, terms: int) -> None:
-    _tenant(db, "t1", language, texts)
-    _tenant(db, "en", None, texts)  # the same texts, English: the stem is not found
+    placement = "dedicated" if scorer == "bm25 index" else "pool"  # a pooled tenant has no index of its own
+    _tenant(db, "t1", language, texts, placement)
+    _tenant(db, "en", None, texts, placement)  # the same texts, English: the stem is not found
     assert _lexical(db, "t1", query, scorer, extensions)[:1] == [expected]
     assert expected not in _lexical(db, "en", query, scorer, extensions)
     assert _terms(db, "t1", stop_query) == terms
@@ -127,7 +128,7 @@ def test_changing_a_language_rebuilds_the_tenants_lexical_side(db: Db, extension
 
 def test_a_language_the_server_lacks_is_refused_naming_the_ones_it_has(db: Db) -> None:
     with HybridClient(db.dsn()) as admin:
-        admin.create_tenant("t1")
+        admin.create_tenant("t1", placement="dedicated")
         with pytest.raises(InvalidParameterError, match=r"language must be a text search configuration of this "
                                                         r"server \(one of .*german.*simple.*\), got 'klingon'"):
             admin.set_tenant_language("t1", "klingon")
@@ -138,7 +139,7 @@ def test_a_language_the_server_lacks_is_refused_naming_the_ones_it_has(db: Db) -
 
 def test_only_an_admin_sets_a_language(db: Db) -> None:
     with HybridClient(db.dsn()) as admin:
-        admin.create_tenant("t1")
+        admin.create_tenant("t1", placement="dedicated")
     for role in ("pyh_app", "pyh_acme"):
         with psycopg.connect(db.dsn(role)) as conn:
             with pytest.raises(psycopg.Error) as exc:
@@ -203,8 +204,8 @@ def test_searches_go_on_while_a_populated_tenant_changes_language(db: Db, extens
     rng = np.random.default_rng(3)
     words = "haus häuser garten gärten see zug kuchen mehl stadt straße".split()
     with HybridClient(db.dsn()) as admin:
-        admin.create_tenant("big")
-        admin.create_tenant("small")
+        admin.create_tenant("big", placement="dedicated")
+        admin.create_tenant("small", placement="dedicated")
     with HybridClient(db.dsn("pyh_app")) as c:
         for tenant, n in (("big", 3000), ("small", 50)):
             with c.tenant(tenant) as t:

@@ -39,7 +39,7 @@ def test_every_admin_command_works_at_two_thousand_tenants(db: Db, tmp_path: Pat
         pytest.skip("needs the embedded server's lock table (an external server's settings are its owner's)")
     with psycopg.connect(db.dsn(), autocommit=True) as c:  # a tenant a transaction, as a SaaS signs them up
         for i in range(TENANTS):
-            c.execute("SELECT hybrid.create_tenant(%s)", (f"t{i:05d}",))
+            c.execute("SELECT hybrid.create_tenant(%s, NULL, 'dedicated')", (f"t{i:05d}",))
     with HybridClient(db.dsn("pyh_app")) as client, client.tenant("acme") as t:
         t.ingest(chunks("a", 6))
     with HybridClient(db.dsn()) as client:

@@ -160,7 +160,11 @@ def load_sample(dsn: str) -> None:
     from tests.helpers import chunks
 
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
+        # partitions of their own, as a release before pools gave every tenant
+        if c.execute("SELECT to_regprocedure('hybrid.create_tenant(text, text, text)') IS NOT NULL").fetchone()[0]:
+            c.execute("SELECT hybrid.create_tenant('acme', NULL, 'dedicated'), hybrid.create_tenant('globex', NULL, 'dedicated')")
+        else:
+            c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
         c.execute("SELECT hybrid.grant_app('pyh_app')")
         c.execute("SELECT hybrid.grant_tenant('pyh_acme', 'acme', ARRAY['quality'])")
     app = conninfo.make_conninfo(dsn, user="pyh_app", password="pyh_app")

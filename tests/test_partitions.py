@@ -54,7 +54,7 @@ def test_each_tenant_has_a_partition_named_and_bounded_by_an_opaque_key(db: Db) 
             "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), "
             "(SELECT count(*) FROM hybrid.chunk x WHERE x.tableoid = c.oid) "
             "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = 'hybrid.chunk'::regclass ORDER BY 1").fetchall()
+            "WHERE i.inhparent = 'hybrid.chunk'::regclass AND c.relkind = 'r' ORDER BY 1").fetchall()
         keys = dict(admin.execute("SELECT tenant_id, tenant_key FROM hybrid.tenant").fetchall())
     assert [(n, b) for n, b, _ in parts] == sorted(
         (f"chunk_p{k}", f"FOR VALUES IN ({k})") for k in keys.values())
@@ -90,7 +90,7 @@ def _locked_partitions(conn: psycopg.Connection[Any]) -> set[str]:
 def test_a_retrieval_locks_the_callers_partition_and_no_other(db: Db) -> None:
     with psycopg.connect(db.dsn(), autocommit=True) as admin:
         for i in range(5):
-            admin.execute("SELECT hybrid.create_tenant(%s)", (f"other{i}",))
+            admin.execute("SELECT hybrid.create_tenant(%s, NULL, 'dedicated')", (f"other{i}",))
         mine = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('acme'))::text").fetchone()[0]  # type: ignore[index]
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
         t.ingest(chunks("a", 5, seed=1))
@@ -107,7 +107,7 @@ def test_retrievals_past_the_plan_caches_custom_plans_still_lock_one_partition(d
     # plan cache switches to them after five executions, so the check runs on the tenth call of a session
     with psycopg.connect(db.dsn(), autocommit=True) as admin:
         for i in range(3):
-            admin.execute("SELECT hybrid.create_tenant(%s) WHERE hybrid._tenant_key(%s) IS NULL", (f"other{i}", f"other{i}"))
+            admin.execute("SELECT hybrid.create_tenant(%s, NULL, 'dedicated') WHERE hybrid._tenant_key(%s) IS NULL", (f"other{i}", f"other{i}"))
         mine = admin.execute("SELECT hybrid._chunk_partition(hybrid._tenant_key('acme'))::text").fetchone()[0]  # type: ignore[index]
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
         t.ingest(chunks("a", 5, seed=1))
@@ -134,14 +134,14 @@ def test_drop_tenant_drops_its_partition(db: Db) -> None:
         assert c.drop_tenant("globex")["chunks"] == 4
     with psycopg.connect(db.dsn()) as admin:
         assert admin.execute("SELECT to_regclass(%s)", (part,)).fetchone() == (None,)
-        assert admin.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass").fetchone() == (1,)
+        assert admin.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass").fetchone() == (2,)  # acme's and the pool
 
 def test_dropping_a_tenant_locks_no_other_tenants_partition(db: Db) -> None:
     # a cascade from hybrid.corpus to the partitioned hybrid.chunk locked every partition (7 locks each):
     # "out of shared memory" from about 5,000 tenants
     with psycopg.connect(db.dsn(), autocommit=True) as admin:
         for i in range(8):
-            admin.execute("SELECT hybrid.create_tenant(%s)", (f"small{i}",))
+            admin.execute("SELECT hybrid.create_tenant(%s, NULL, 'dedicated')", (f"small{i}",))
     with HybridClient(db.dsn("pyh_app")) as c:
         for i in range(8):
             with c.tenant(f"small{i}") as t:
@@ -294,7 +294,7 @@ def test_the_hnsw_build_takes_the_graph_density_settings_and_refuses_bad_ones(db
         admin.execute("INSERT INTO hybrid.setting (key, value) VALUES ('hnsw_m', '24'), ('hnsw_ef_construction', '100')")
         assert admin.execute("SELECT hybrid.resume_vector_index()").fetchone() == (True,)
         assert options() == [["m=24", "ef_construction=100"]]  # the parent's index and every partition's
-        admin.execute("SELECT hybrid.create_tenant('initech')")  # a new tenant's partition gets the same
+        admin.execute("SELECT hybrid.create_tenant('initech', NULL, 'dedicated')")  # a new tenant's partition gets the same
         assert options() == [["m=24", "ef_construction=100"]]
 
 
@@ -332,7 +332,7 @@ def test_a_large_partition_gets_a_denser_hnsw_graph_and_a_small_one_the_defaults
         assert opts[part["acme"]] == ["m=24", "ef_construction=128"]
         assert admin.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = 'hybrid.chunk_embedding_hnsw'::regclass"
                              ).fetchone() == (True,)
-        admin.execute("SELECT hybrid.create_tenant('initech')")  # a new, empty partition: the parent's
+        admin.execute("SELECT hybrid.create_tenant('initech', NULL, 'dedicated')")  # a new, empty partition: the parent's
         assert _hnsw_options(admin)[admin.execute(
             "SELECT hybrid._chunk_partition(hybrid._tenant_key('initech'))::text").fetchone()[0]] is None  # type: ignore[index]
     with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:  # the dense partition is searched through its index
@@ -422,10 +422,10 @@ def test_every_partition_stores_the_tsvector_out_of_line_without_a_compression_a
     # STORAGE EXTERNAL skips the attempt. Existing partitions and a tenant created afterwards alike; the vector
     # stays in the row (MAIN, revision 0006) and the content may still be compressed (EXTENDED)
     with psycopg.connect(db.dsn(), autocommit=True) as c:
-        c.execute("SELECT hybrid.create_tenant('initech')")
+        c.execute("SELECT hybrid.create_tenant('initech', NULL, 'dedicated')")
         rows = c.execute("SELECT a.attrelid::regclass::text, a.attname, a.attstorage FROM pg_attribute a "
                          "WHERE a.attname IN ('tsv', 'embedding', 'content') AND a.attrelid IN "
                          "(SELECT 'hybrid.chunk'::regclass UNION ALL SELECT inhrelid FROM pg_inherits "
                          " WHERE inhparent = 'hybrid.chunk'::regclass)").fetchall()
-    assert len({r[0] for r in rows}) == 4  # the parent, acme's, globex's and initech's
+    assert len({r[0] for r in rows}) == 5  # the parent, acme's, globex's, initech's and the pool
     assert {(name, storage) for _, name, storage in rows} == {("tsv", "e"), ("embedding", "m"), ("content", "x")}

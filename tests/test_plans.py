@@ -24,7 +24,7 @@ def big_db(admin_dsn: str, template_db: str) -> Iterator[str]:
     dsn = conninfo.make_conninfo(admin_dsn, dbname=name)
     migrate.upgrade(dsn, dim=16)
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
+        c.execute("SELECT hybrid.create_tenant('acme', NULL, 'dedicated'), hybrid.create_tenant('globex', NULL, 'dedicated')")
         c.execute("SELECT hybrid.grant_tenant('pyh_acme', 'acme'), hybrid.grant_tenant('pyh_globex', 'globex')")
         c.execute("SELECT hybrid.grant_app('pyh_app')")
         c.execute("INSERT INTO hybrid.corpus (tenant_id, corpus_id) VALUES ('acme', 'c'), ('globex', 'c')")

@@ -56,6 +56,8 @@ def test_the_registrys_defaults_are_the_literals_the_function_bodies_fall_back_t
         "dense_audit_rows": re.findall(r"coalesce\(v_audit, '(\d+)'\)", bodies),
         "ivfflat_rows": re.findall(r"coalesce\(v_min, '(\d+)'\)", bodies),
         "ivfflat_probes": re.findall(r"s\.key = 'ivfflat_probes'\), '(\d+)'\)", bodies),
+        "tenant_placement": re.findall(r"s\.key = 'tenant_placement'\), '(\w+)'\)", bodies),
+        "pool_max_chunks": re.findall(r"x\.key = 'pool_max_chunks'\), (\d+)\)", bodies),
         "embedding_dim": re.findall(r"current_setting\('hybrid\.install_dim', true\), ''\), '(\d+)'\)",
                                     (ROOT / "sql" / "incremental" / "0001_schema.sql").read_text()),
         "graph": re.findall(r"VALUES \('graph', '(\w+)'\)", (ROOT / "sql" / "optional" / "age_graph.sql").read_text()),

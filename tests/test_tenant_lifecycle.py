@@ -178,7 +178,7 @@ def test_tenants_come_a_page_at_a_time_each_page_locking_only_its_own_partitions
         db: Db, monkeypatch: pytest.MonkeyPatch) -> None:
     with psycopg.connect(db.dsn(), autocommit=True) as c:
         for i in range(40):
-            c.execute("SELECT hybrid.create_tenant(%s)", (f"t{i:03d}",))
+            c.execute("SELECT hybrid.create_tenant(%s, NULL, 'dedicated')", (f"t{i:03d}",))
     with HybridClient(db.dsn("pyh_app")) as client, client.tenant("acme") as t:
         t.ingest(chunks("a", 3))
     with psycopg.connect(db.dsn()) as c:  # one transaction
@@ -212,7 +212,7 @@ def test_doctors_dense_audit_count_is_the_same_by_batches(db: Db, monkeypatch: p
     from pyhybrid import doctor
     with psycopg.connect(db.dsn(), autocommit=True) as c:
         for i in range(9):
-            c.execute("SELECT hybrid.create_tenant(%s)", (f"t{i:03d}",))
+            c.execute("SELECT hybrid.create_tenant(%s, NULL, 'dedicated')", (f"t{i:03d}",))
         whole = doctor._audit_samples(c)
         monkeypatch.setattr(doctor, "_AUDIT_BATCH", 2)
         assert doctor._audit_samples(c) == whole
@@ -221,9 +221,10 @@ def test_doctors_dense_audit_count_is_the_same_by_batches(db: Db, monkeypatch: p
 def test_re_applying_the_sql_locks_no_secured_partition_and_repairs_a_weakened_one(db: Db) -> None:
     with psycopg.connect(db.dsn(), autocommit=True) as c:
         for i in range(20):
-            c.execute("SELECT hybrid.create_tenant(%s)", (f"t{i:03d}",))
+            c.execute("SELECT hybrid.create_tenant(%s, NULL, 'dedicated')", (f"t{i:03d}",))
         parts = [r[0] for r in c.execute("SELECT inhrelid::regclass::text FROM pg_inherits "
-                                         "WHERE inhparent = 'hybrid.chunk'::regclass ORDER BY 1").fetchall()]
+                                         "WHERE inhparent = 'hybrid.chunk'::regclass "
+                                         "AND inhrelid <> 'hybrid.chunk_pool'::regclass ORDER BY 1").fetchall()]
         assert len(parts) == 22
         secured = "SELECT hybrid._chunks_secured(%s::regclass)"
         assert all(c.execute(secured, (p,)).fetchone()[0] for p in parts)

@@ -39,6 +39,10 @@ AS $$
          'The lists an IVFFlat partition index searches (4x that where the dense audit proves a list wrong); hybrid.search_dense.'),
         ('pg_textsearch', NULL,
          'off where the install goes without pg_textsearch''s BM25 index though the server offers it (pyhybrid migrate --no-pg-textsearch; the lexical branch ranks by ts_rank); absent: the index is installed where the extension is available (migrate --pg-textsearch removes the off).'),
+        ('tenant_placement', 'pool',
+         'Where hybrid.create_tenant puts a new tenant when no placement is given: pool (its chunks in hybrid.chunk_pool, shared with other small tenants, no relation of its own) or dedicated (a partition of hybrid.chunk of its own).'),
+        ('pool_max_chunks', '2000',
+         'A pooled tenant holding more chunks than this (its BM25 document count) is due for a partition of its own (hybrid.pool_due; pyhybrid.maintenance.place_tenants and pyhybrid doctor --fix move it with hybrid.move_tenant).'),
         ('hnsw_dense_rows', '100000',
          'Without hnsw_m and hnsw_ef_construction, partitions of at least this many live chunks get m 24 and ef_construction 128, smaller ones pgvector''s 16 and 64 (hybrid._hnsw_density).')
 $$;

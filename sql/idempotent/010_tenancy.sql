@@ -160,17 +160,35 @@ COMMENT ON FUNCTION hybrid._scope() IS
 'The caller''s tenant (hybrid._current_tenant), its partition key (hybrid._tenant_key; NULL for no such tenant), its ACL labels (hybrid._current_acl) and whether they are every label (hybrid._acl_all): what a function reading chunks checks each row against, written once.';
 REVOKE ALL ON FUNCTION hybrid._scope() FROM PUBLIC;
 
+-- hybrid._pooled: whether a tenant key is a pooled tenant's
+CREATE OR REPLACE FUNCTION hybrid._pooled(tenant_key integer) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT tenant_key >= 1073741824 $$;
+COMMENT ON FUNCTION hybrid._pooled(integer) IS
+'Whether tenant_key is a pooled tenant''s: pooled tenants have keys of 2^30 and up (their rows route to hybrid.chunk_pool, the DEFAULT partition, whose CHECK says so), dedicated ones keys below, each its partition hybrid.chunk_p<key>.';
+REVOKE ALL ON FUNCTION hybrid._pooled(integer) FROM PUBLIC;
+
+-- hybrid._writer_key: a tenant's key for a write, held until the transaction ends
+CREATE OR REPLACE FUNCTION hybrid._writer_key(tenant text) RETURNS integer
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT t.tenant_key FROM hybrid.tenant t WHERE t.tenant_id = _writer_key.tenant FOR KEY SHARE $$;
+COMMENT ON FUNCTION hybrid._writer_key(text) IS
+'The key of tenant (NULL for none) for a loader, its hybrid.tenant row locked FOR KEY SHARE to the end of the transaction: a tenant''s move between the pool and a partition of its own (hybrid.move_tenant) changes the key under FOR UPDATE, so it waits for the writes in flight, and a write that starts meanwhile waits for it and then writes under the new key.';
+REVOKE ALL ON FUNCTION hybrid._writer_key(text) FROM PUBLIC;
+
 -- hybrid._writer_scope: the caller's tenant and partition key for a write, or why there is none
 CREATE OR REPLACE FUNCTION hybrid._writer_scope(OUT tenant text, OUT key integer)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    SELECT s.tenant, s.key INTO tenant, key FROM hybrid._scope() s;
+    tenant := hybrid._current_tenant();
     IF tenant IS NULL THEN
         RAISE EXCEPTION 'no tenant: set hybrid.tenant_id to a tenant this role may act for'
             USING ERRCODE = '42501';
     END IF;
+    key := hybrid._writer_key(tenant);
     IF key IS NULL THEN
         RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(tenant)
             USING ERRCODE = '22023', HINT = 'An admin creates it first: SELECT hybrid.create_tenant(...).';
@@ -178,12 +196,12 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._writer_scope() IS
-'The caller''s tenant and partition key (hybrid._scope) for a loader: 42501 without a tenant, 22023 for a tenant that does not exist.';
+'The caller''s tenant (hybrid._current_tenant) and its key, held for the transaction (hybrid._writer_key), for a loader: 42501 without a tenant, 22023 for a tenant that does not exist.';
 REVOKE ALL ON FUNCTION hybrid._writer_scope() FROM PUBLIC;
 
 -- hybrid._corpus_writer: the caller's tenant and partition key for a write to a corpus, or why there is none
 CREATE OR REPLACE FUNCTION hybrid._corpus_writer(corpus_id text, OUT tenant text, OUT key integer)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -241,14 +259,14 @@ COMMENT ON FUNCTION hybrid._partition_table(text, text) IS
 REVOKE ALL ON FUNCTION hybrid._partition_table(text, text) FROM PUBLIC;
 
 -- hybrid._create_partition: a tenant's partition with its indexes (admin)
-CREATE OR REPLACE FUNCTION hybrid._create_partition(tenant_key integer) RETURNS regclass
+CREATE OR REPLACE FUNCTION hybrid._create_partition(tenant_key integer, config text DEFAULT NULL) RETURNS regclass
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET client_min_messages = warning
 AS $$
 DECLARE
     v_name text := 'chunk_p' || tenant_key;
-    v_config text := hybrid._text_config(tenant_key)::text;
+    v_config text := coalesce(config, hybrid._text_config(tenant_key)::text);
     attempt integer;
 BEGIN
     IF hybrid._chunk_partition(tenant_key) IS NOT NULL THEN
@@ -266,6 +284,8 @@ BEGIN
     FOR attempt IN 1..5 LOOP
         BEGIN
             PERFORM set_config('lock_timeout', '2s', true);
+            -- (ACCESS EXCLUSIVE on the pool, hybrid.chunk's DEFAULT partition, for a moment: its CHECK proves it holds
+            -- no row of this key without a scan)
             EXECUTE format('ALTER TABLE hybrid.chunk ATTACH PARTITION hybrid.%I FOR VALUES IN (%s)', v_name, tenant_key);
             EXIT;
         EXCEPTION WHEN lock_not_available THEN
@@ -279,9 +299,9 @@ BEGIN
     RETURN hybrid._chunk_partition(tenant_key);
 END
 $$;
-COMMENT ON FUNCTION hybrid._create_partition(integer) IS
-'Creates and attaches hybrid.chunk_p<tenant_key> (idempotent): a plain table (hybrid._partition_table, its tsv in the tenant''s language) attached with SHARE UPDATE EXCLUSIVE on hybrid.chunk (lock_timeout 2 s, 5 tries), which gets the parent''s indexes (its BM25 one built beforehand in the tenant''s language), RLS forced and the parent''s policies. Admin only.';
-REVOKE ALL ON FUNCTION hybrid._create_partition(integer) FROM PUBLIC;
+COMMENT ON FUNCTION hybrid._create_partition(integer, text) IS
+'Creates and attaches hybrid.chunk_p<tenant_key> (idempotent): a plain table (hybrid._partition_table, its tsv in config, by default the language of the tenant of that key) attached with SHARE UPDATE EXCLUSIVE on hybrid.chunk (lock_timeout 2 s, 5 tries), which gets the parent''s indexes (its BM25 one built beforehand in the tenant''s language), RLS forced and the parent''s policies. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._create_partition(integer, text) FROM PUBLIC;
 
 -- hybrid._analyze_partition: refresh a tenant partition's statistics when a load outgrew them
 CREATE OR REPLACE FUNCTION hybrid._analyze_partition(tenant_key integer, added bigint) RETURNS boolean
@@ -307,14 +327,37 @@ COMMENT ON FUNCTION hybrid._analyze_partition(integer, bigint) IS
 'ANALYZEs a tenant''s partition when a load of added rows (at least 1,000) at least doubles what its statistics describe; returns whether it did. hybrid.finish_ingest calls it.';
 REVOKE ALL ON FUNCTION hybrid._analyze_partition(integer, bigint) FROM PUBLIC;
 
+-- hybrid._placement: a placement checked, or the install's default for none
+CREATE OR REPLACE FUNCTION hybrid._placement(placement text) RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v text := coalesce(placement, (SELECT s.value FROM hybrid.setting s WHERE s.key = 'tenant_placement'), 'pool');
+BEGIN
+    IF v NOT IN ('pool', 'dedicated') THEN
+        RAISE EXCEPTION '% must be pool or dedicated, got %',
+            CASE WHEN placement IS NULL THEN 'setting tenant_placement' ELSE 'placement' END, hybrid._shown(v)
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION hybrid._placement(text) IS
+'placement checked (pool or dedicated, else 22023 naming it), or for NULL setting tenant_placement (default pool).';
+REVOKE ALL ON FUNCTION hybrid._placement(text) FROM PUBLIC;
+
 -- hybrid.create_tenant: create a tenant (admin)
-CREATE OR REPLACE FUNCTION hybrid.create_tenant(tenant_id text, language text DEFAULT NULL) RETURNS text
+CREATE OR REPLACE FUNCTION hybrid.create_tenant(tenant_id text, language text DEFAULT NULL, placement text DEFAULT NULL)
+RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_config text := CASE WHEN language IS NOT NULL THEN hybrid._language(language) END;
+    v_placement text := hybrid._placement(placement);
     v_had text;
+    v_key integer;
 BEGIN
     IF tenant_id IS NULL OR tenant_id !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$' THEN
         RAISE EXCEPTION 'tenant_id must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$, got %', hybrid._shown(tenant_id)
@@ -325,15 +368,22 @@ BEGIN
         RAISE EXCEPTION 'tenant % exists in language %, not %', hybrid._shown(tenant_id), v_had, v_config
             USING ERRCODE = '22023', HINT = 'Change it with hybrid.set_tenant_language (it rebuilds the tenant''s lexical side).';
     END IF;
-    INSERT INTO hybrid.tenant AS t (tenant_id, text_config) VALUES (create_tenant.tenant_id, coalesce(v_config, 'english'))
+    -- a pooled tenant is a row here and nothing more (its chunks go to the pool under a key of 2^30 and up); a
+    -- dedicated one gets its partition. An existing tenant stays where it is (hybrid.move_tenant moves it)
+    INSERT INTO hybrid.tenant AS t (tenant_id, text_config, tenant_key)
+    VALUES (create_tenant.tenant_id, coalesce(v_config, 'english'),
+            nextval('hybrid.tenant_key_seq') + CASE v_placement WHEN 'pool' THEN 1073741824 ELSE 0 END)
     ON CONFLICT ON CONSTRAINT tenant_pkey DO NOTHING;
-    PERFORM hybrid._create_partition(hybrid._tenant_key(tenant_id));
+    v_key := hybrid._tenant_key(tenant_id);
+    IF NOT hybrid._pooled(v_key) THEN
+        PERFORM hybrid._create_partition(v_key);
+    END IF;
     RETURN tenant_id;
 END
 $$;
-COMMENT ON FUNCTION hybrid.create_tenant(text, text) IS
-'Creates a tenant (idempotent) with its partition of hybrid.chunk, in language (a text search configuration, hybrid.set_tenant_language; default english), and returns its id; 22023 for an existing tenant of another language. Admin only.';
-REVOKE ALL ON FUNCTION hybrid.create_tenant(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION hybrid.create_tenant(text, text, text) IS
+'Creates a tenant (idempotent) in language (a text search configuration, hybrid.set_tenant_language; default english) and placement: pool (its chunks in hybrid.chunk_pool, no relation of its own) or dedicated (its own partition of hybrid.chunk); NULL: setting tenant_placement (default pool). Returns its id; 22023 for an existing tenant of another language (an existing one keeps its placement: hybrid.move_tenant moves it). Admin only.';
+REVOKE ALL ON FUNCTION hybrid.create_tenant(text, text, text) FROM PUBLIC;
 
 -- hybrid.drop_tenant: remove a tenant and everything it holds (admin)
 CREATE OR REPLACE FUNCTION hybrid.drop_tenant(tenant_id text)
@@ -384,7 +434,14 @@ BEGIN
     WITH x AS (DELETE FROM hybrid.tenant_grant g WHERE g.tenant_id = drop_tenant.tenant_id RETURNING 1)
     SELECT count(*) INTO v_grants FROM x;
     v_part := hybrid._chunk_partition(hybrid._tenant_key(tenant_id));
-    IF v_part IS NOT NULL THEN
+    IF hybrid._pooled(hybrid._writer_key(tenant_id)) THEN
+        -- a pooled tenant's rows out of the pool (its statistics follow, by hybrid.chunk's triggers), the key a
+        -- constant so that one leaf is planned; no move of it runs meanwhile (hybrid._writer_key)
+        EXECUTE format('WITH x AS (DELETE FROM hybrid.chunk c WHERE c.tenant_key = %s AND c.tenant_id = $1 RETURNING 1) '
+                       'SELECT count(*) FROM x', hybrid._tenant_key(tenant_id))
+        INTO v_chunks USING tenant_id;
+        v_part := NULL;
+    ELSIF v_part IS NOT NULL THEN
         EXECUTE format('SELECT count(*) FROM %s', v_part) INTO v_chunks;
         -- out of hybrid.chunk first (ACCESS EXCLUSIVE on it, briefly: lock_timeout 5 s); a foreign key
         -- to corpus it may carry from before 0.3 is dropped, so deleting the corpora does not cascade

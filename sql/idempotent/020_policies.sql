@@ -94,12 +94,16 @@ REVOKE ALL ON FUNCTION hybrid._chunks_secured(regclass) FROM PUBLIC;
 -- a wrapper of _secure_chunks an earlier 0.3 development build installed
 DROP FUNCTION IF EXISTS hybrid._secure_partition(regclass);
 
--- every tenant has its partition (one missing, say after a restore of hybrid.tenant alone, is created)
+-- every dedicated tenant has its partition (one missing, say after a restore of hybrid.tenant alone, is created)
 SELECT hybrid._create_partition(t.tenant_key) FROM hybrid.tenant t
-WHERE hybrid._chunk_partition(t.tenant_key) IS NULL;
+WHERE NOT hybrid._pooled(t.tenant_key) AND hybrid._chunk_partition(t.tenant_key) IS NULL;
 SELECT hybrid._secure_chunks('hybrid.chunk');
-SELECT hybrid._secure_chunks(i.inhrelid::regclass) FROM pg_inherits i
-WHERE i.inhparent = 'hybrid.chunk'::regclass AND NOT coalesce(hybrid._chunks_secured(i.inhrelid::regclass), false);
+-- the partitions, and the pool's leaves under hybrid.chunk_pool (pg_inherits: pg_partition_tree would lock them all)
+WITH RECURSIVE part AS (SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = 'hybrid.chunk'::regclass
+                        UNION ALL
+                        SELECT i.inhrelid FROM pg_inherits i JOIN part p ON i.inhparent = p.inhrelid)
+SELECT hybrid._secure_chunks(p.inhrelid::regclass) FROM part p
+WHERE NOT coalesce(hybrid._chunks_secured(p.inhrelid::regclass), false);
 
 -- edge type names are tenant data: the loaders (hybrid_definer) read and register the caller's
 -- tenant's; app roles may read them; nobody else sees a row

@@ -110,11 +110,13 @@ AS $$
 DECLARE
     v_tenant text; v_key integer;
     v_dim integer := hybrid.embedding_dim();
+    v_config regconfig;
     v_existing bigint;
     v_labels text;
     bad record;
 BEGIN
     SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._corpus_writer(corpus_id) s;  -- or why there is none
+    v_config := hybrid._text_config(v_key);  -- what a pooled row's tsv is generated with
     PERFORM hybrid._check_stage('hybrid_chunk_stage',
         'ord bigint, tenant_id text, chunk_id text, document_id text, position integer, content text, '
         'embedding real[], acl_labels text[], metadata jsonb, sparse_embedding text', 'hybrid.begin_ingest()');
@@ -174,9 +176,10 @@ BEGIN
         FROM pg_temp.hybrid_chunk_stage s
     ), up AS (
         INSERT INTO hybrid.chunk AS c (tenant_id, chunk_id, corpus_id, document_id, position, content,
-                                       embedding, sparse_embedding, acl_labels, metadata, content_hash, tenant_key)
+                                       embedding, sparse_embedding, acl_labels, metadata, content_hash, tenant_key,
+                                       text_config)
         SELECT v_tenant, src.chunk_id, finish_ingest.corpus_id, src.document_id, src.position, src.content,
-               src.embedding, src.sparse_embedding, src.acl_labels, src.metadata, src.content_hash, v_key
+               src.embedding, src.sparse_embedding, src.acl_labels, src.metadata, src.content_hash, v_key, v_config
         FROM src
         ON CONFLICT ON CONSTRAINT chunk_pkey DO UPDATE
             SET corpus_id = excluded.corpus_id, document_id = excluded.document_id, position = excluded.position,
@@ -299,6 +302,7 @@ BEGIN
         RETURN 0;
     END IF;
     PERFORM hybrid._check_writer();
+    v_key := hybrid._writer_key(v_tenant);  -- held: no move of the tenant runs meanwhile
     -- every chunk of the document, whatever its labels: an app role acting with some labels must not
     -- leave the others behind (a writer sees every row anyway)
     v_labels := hybrid._with_all_labels();

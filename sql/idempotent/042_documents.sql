@@ -128,6 +128,7 @@ BEGIN
         RETURN;
     END IF;
     PERFORM hybrid._check_writer();  -- a dry run too: a reader learns nothing of what it cannot see
+    v_key := hybrid._writer_key(v_tenant);  -- held: no move of the tenant runs meanwhile
     v_labels := hybrid._with_all_labels();
     IF dry_run THEN
         RETURN QUERY
@@ -157,7 +158,7 @@ COMMENT ON FUNCTION hybrid.prune_documents(text, text[], text, boolean) IS
 -- hybrid.tenants: the tenants (a page of them), with what they hold (admin)
 CREATE OR REPLACE FUNCTION hybrid.tenants(after text DEFAULT NULL, max_tenants integer DEFAULT NULL)
 RETURNS TABLE (tenant_id text, created_at timestamptz, corpora bigint, documents bigint, chunks bigint,
-               superseded bigint, roles text[], language text)
+               superseded bigint, roles text[], language text, placement text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -173,8 +174,9 @@ BEGIN
     IF max_tenants IS NOT NULL THEN
         PERFORM hybrid._check_range('max_tenants', max_tenants, 1, 1000000);
     END IF;
-    -- counting a tenant locks its partition to the end of the transaction: a page of max_tenants locks that many,
-    -- where one transaction over every tenant runs out of lock slots at a few thousand (docs/tenancy.md)
+    -- counting a dedicated tenant locks its partition to the end of the transaction: a page of max_tenants locks that
+    -- many, where one transaction over every tenant runs out of lock slots at a few thousand (docs/tenancy.md); a
+    -- pooled tenant is counted in its leaf of the pool (hybrid.chunk_pool), which the other pooled tenants share
     FOR t IN SELECT x.tenant_id, x.tenant_key, x.created_at, x.text_config FROM hybrid.tenant x
              WHERE after IS NULL OR x.tenant_id > after ORDER BY x.tenant_id LIMIT max_tenants LOOP
         tenant_id := t.tenant_id;
@@ -184,8 +186,15 @@ BEGIN
         roles := (SELECT coalesce(array_agg(g.role_name::text ORDER BY g.role_name), '{}')
                   FROM hybrid.tenant_grant g WHERE g.tenant_id = t.tenant_id);
         documents := 0; chunks := 0; superseded := 0;
+        placement := CASE WHEN hybrid._pooled(t.tenant_key) THEN 'pool' ELSE 'dedicated' END;
         v_part := hybrid._chunk_partition(t.tenant_key);
-        IF v_part IS NOT NULL THEN
+        IF placement = 'pool' THEN
+            -- the key a constant: one leaf of the pool is planned, the tenant's rows found by its tenant_id index
+            EXECUTE format('SELECT count(DISTINCT document_id) FILTER (WHERE NOT superseded), '
+                           'count(*) FILTER (WHERE NOT superseded), count(*) FILTER (WHERE superseded) '
+                           'FROM hybrid.chunk_pool WHERE tenant_key = %s AND tenant_id = $1', t.tenant_key)
+            INTO documents, chunks, superseded USING t.tenant_id;
+        ELSIF v_part IS NOT NULL THEN
             -- the tenant's partition by name: counting it reads no other tenant's rows
             EXECUTE format('SELECT count(DISTINCT document_id) FILTER (WHERE NOT superseded), '
                            'count(*) FILTER (WHERE NOT superseded), count(*) FILTER (WHERE superseded) FROM %s',
@@ -197,5 +206,5 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.tenants(text, integer) IS
-'The tenants whose id sorts after after (NULL: from the first), at most max_tenants of them (NULL: all), in id order: when each was created, its corpora, live documents and chunks, superseded chunks (kept until re-ingested or deleted), the login roles bound to it and its text-search language (hybrid.set_tenant_language). Admin only; reads each tenant''s partition once, and locks it to the end of the transaction: page through many tenants a transaction a page (pyhybrid''s tenants() does).';
+'The tenants whose id sorts after after (NULL: from the first), at most max_tenants of them (NULL: all), in id order: when each was created, its corpora, live documents and chunks, superseded chunks (kept until re-ingested or deleted), the login roles bound to it, its text-search language (hybrid.set_tenant_language) and its placement (pool: its chunks in hybrid.chunk_pool; dedicated: a partition of its own; hybrid.move_tenant). Admin only; reads each dedicated tenant''s partition once, and locks it to the end of the transaction: page through many tenants a transaction a page (pyhybrid''s tenants() does); pooled tenants lock only the pool''s leaves.';
 REVOKE ALL ON FUNCTION hybrid.tenants(text, integer) FROM PUBLIC;

@@ -220,6 +220,12 @@ DECLARE
 BEGIN
     EXECUTE format('SELECT count(*) FROM %s WHERE NOT superseded AND embedding IS NOT NULL', part) INTO v_rows;
     v_lists := CASE WHEN hybrid._dense_kind(hybrid.embedding_dim()) = 'vector' THEN hybrid._ivfflat_lists(v_rows) END;
+    IF (SELECT c.relkind FROM pg_class c WHERE c.oid = part) = 'p' THEN
+        -- the pool (over its leaves): no pooled tenant is searched through it (hybrid._dense_plan), so the cheapest
+        -- graph that keeps hybrid.chunk_embedding_hnsw whole (attached on every partition, valid)
+        v_rows := 0;
+        v_lists := NULL;
+    END IF;
     IF v_lists IS NOT NULL THEN
         -- the k-means sample (50 rows a list) and the lists' centres fit in 1GB up to pgvector's 32,768 lists
         IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
@@ -243,7 +249,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._build_partition_hnsw(regclass, text) IS
-'Builds index_name, the dense index of one partition of hybrid.chunk (not attached to hybrid.chunk_embedding_hnsw): IVFFlat where hybrid._ivfflat_lists gives its live rows lists, else HNSW with the density hybrid._hnsw_density gives them and enough maintenance_work_mem for the graph (1GB to 8GB); returns the kind, its parameters and the rows. Admin only.';
+'Builds index_name, the dense index of one partition of hybrid.chunk (not attached to hybrid.chunk_embedding_hnsw; the pool''s, over its leaves, HNSW at the density of an empty partition: no pooled tenant is searched through it): IVFFlat where hybrid._ivfflat_lists gives its live rows lists, else HNSW with the density hybrid._hnsw_density gives them and enough maintenance_work_mem for the graph (1GB to 8GB); returns the kind, its parameters and the rows. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._build_partition_hnsw(regclass, text) FROM PUBLIC;
 
 -- hybrid._create_parent_hnsw: hybrid.chunk's own (partitioned) HNSW index, no partition attached (admin)
@@ -470,8 +476,9 @@ BEGIN
         -- writers wait for this transaction (CREATE INDEX holds each partition in SHARE mode), so
         -- the segments read here are what the lexical branch will scan
         PERFORM hybrid._bm25_text_configs();  -- a tenant of another language, whose index was built for the parent's
-        FOR v_part IN SELECT i.inhrelid::regclass FROM pg_inherits i
-                      WHERE i.inhparent = 'hybrid.chunk_content_bm25'::regclass ORDER BY 1 LOOP
+        FOR v_part IN SELECT i.inhrelid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                      WHERE i.inhparent = 'hybrid.chunk_content_bm25'::regclass AND c.relkind = 'i'  -- not the pool's
+                      ORDER BY 1 LOOP
             PERFORM hybrid._bm25_record_segments(v_part);
         END LOOP;
         v_built := true;
@@ -503,6 +510,7 @@ AS $$
                        ('bm25', 'chunk_content_bm25', '_content_idx', 'text_indexes_suspended', 1),
                        ('gin', 'chunk_tsv_gin', '_tsv_idx', 'text_indexes_suspended', 0.7)) k(kind, parent, suffix, flag, weight)
     WHERE i.inhparent = 'hybrid.chunk'::regclass
+      AND c.relkind = 'r'  -- the tenants' partitions; the pool's leaves get theirs from the resume calls
       AND to_regclass('hybrid.' || k.parent) IS NULL
       AND EXISTS (SELECT 1 FROM hybrid.setting s WHERE s.key = k.flag)
       AND (k.kind <> 'bm25' OR EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'pg_textsearch'))
@@ -608,11 +616,13 @@ BEGIN
                 EXECUTE format('DROP INDEX %s', v_pre);
             END IF;
             PERFORM hybrid._build_partition_hnsw(v_part, v_rel || '_embedding_idx');
-            v_built := v_built + 1;
+            -- (the pool's, over its leaves, is always built here: pooled tenants' writes wait for it)
+            v_built := v_built + CASE WHEN v_rel = 'chunk_pool' THEN 0 ELSE 1 END;
         END IF;
         PERFORM hybrid._attach_partition_dense(v_rel || '_embedding_idx');
     END LOOP;
-    RETURN format('%s (%s partition indexes built here, %s built beforehand)', v_kind, v_built, v_reused);
+    RETURN format('%s (%s partition indexes built here, %s built beforehand%s)', v_kind, v_built, v_reused,
+                  CASE WHEN to_regclass('hybrid.chunk_pool') IS NOT NULL THEN ', the pool''s built here' ELSE '' END);
 END
 $$;
 COMMENT ON FUNCTION hybrid.set_dense_index_kind(text) IS

@@ -137,12 +137,18 @@ BEGIN
         RETURN v_config;
     END IF;
     UPDATE hybrid.tenant t SET text_config = v_config WHERE t.tenant_key = v_key;
-    PERFORM hybrid._swap_partition(v_key, v_config);  -- its BM25 statistics recounted with it
+    IF hybrid._pooled(v_key) THEN
+        -- in the pool each row's tsv is generated in its text_config: rewritten, the tenant's BM25 statistics
+        -- recounted by hybrid.chunk's triggers; its writers wait (its row of hybrid.tenant is locked above)
+        EXECUTE format('UPDATE hybrid.chunk c SET text_config = %L WHERE c.tenant_key = %s', v_config, v_key);
+    ELSE
+        PERFORM hybrid._swap_partition(v_key, v_config);  -- its BM25 statistics recounted with it
+    END IF;
     RETURN v_config;
 END
 $$;
 COMMENT ON FUNCTION hybrid.set_tenant_language(text, text) IS
-'Sets the text-search language of tenant_id (a text search configuration of this server: english by default, german, french, spanish, ..., or simple for a language PostgreSQL has no stemmer for): its chunks'' lexemes (the partition''s generated tsv), its BM25 index''s text_config, its BM25 statistics, and what its queries become for ts_rank, the SQL BM25 scorer, term coverage and abstention. A change copies the tenant''s partition into a new one and builds its indexes there while the tenant''s searches go on and its writes wait, then swaps it in under a short ACCESS EXCLUSIVE lock on hybrid.chunk (hybrid._swap_partition); call it as a transaction of its own (its last step drops the old partition''s BM25 index). Returns the configuration stored. Admin only.';
+'Sets the text-search language of tenant_id (a text search configuration of this server: english by default, german, french, spanish, ..., or simple for a language PostgreSQL has no stemmer for): its chunks'' lexemes (the partition''s generated tsv), its BM25 index''s text_config, its BM25 statistics, and what its queries become for ts_rank, the SQL BM25 scorer, term coverage and abstention. A change copies the tenant''s partition into a new one and builds its indexes there while the tenant''s searches go on and its writes wait, then swaps it in under a short ACCESS EXCLUSIVE lock on hybrid.chunk (hybrid._swap_partition); a pooled tenant''s rows are rewritten in the pool; call it as a transaction of its own (its last step drops the old partition''s BM25 index). Returns the configuration stored. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.set_tenant_language(text, text) FROM PUBLIC;
 
 -- hybrid._bm25_text_configs: bring every partition's BM25 index to its tenant's configuration (admin)

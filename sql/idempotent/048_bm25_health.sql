@@ -288,10 +288,13 @@ AS $$
     SELECT i.indexrelid::regclass, i.indrelid::regclass
     FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
     WHERE a.amname = 'bm25' AND c.relkind = 'i' AND i.indexrelid <> coalesce(to_regclass('hybrid.bm25_sentinel_bm25'), 0)
+      -- not the pool's leaves': no pooled tenant is scored through them (hybrid._bm25_scorer), so a stale one is
+      -- neither read nor worth a rebuild
+      AND i.indrelid NOT IN (SELECT h.inhrelid FROM pg_inherits h WHERE h.inhparent = to_regclass('hybrid.chunk_pool'))
     ORDER BY 1::text
 $$;
 COMMENT ON FUNCTION hybrid._bm25_indexes() IS
-'Every BM25 (pg_textsearch) index of the database, partitions included, but the sentinel''s. Admin only.';
+'Every BM25 (pg_textsearch) index of the database, partitions included, but the sentinel''s and those of the pool''s leaves (never read: pooled tenants are scored by the SQL scorer). Admin only.';
 REVOKE ALL ON FUNCTION hybrid._bm25_indexes() FROM PUBLIC;
 
 -- hybrid.bm25_status: every BM25 index and whether it is stale (admin)
@@ -517,8 +520,10 @@ BEGIN
     END IF;
     DELETE FROM hybrid.bm25_merged m WHERE NOT EXISTS (SELECT 1 FROM hybrid._bm25_indexes() x WHERE x.index_name = m.index_oid);
     FOR r IN SELECT i.inhrelid::regclass AS idx, x.indrelid::regclass AS tbl
-             FROM pg_inherits i JOIN pg_index x ON x.indexrelid = i.inhrelid
-             WHERE i.inhparent = to_regclass('hybrid.chunk_content_bm25')
+             FROM pg_inherits i JOIN pg_index x ON x.indexrelid = i.inhrelid JOIN pg_class ic ON ic.oid = i.inhrelid
+             -- the partitions' indexes (relkind i); not the pool's (relkind I, over its leaves): no pooled tenant is
+             -- scored through it (hybrid._bm25_scorer)
+             WHERE i.inhparent = to_regclass('hybrid.chunk_content_bm25') AND ic.relkind = 'i'
                AND (v_key IS NULL OR x.indrelid = hybrid._chunk_partition(v_key))
              ORDER BY 1::text LOOP
         index_name := r.idx::text;

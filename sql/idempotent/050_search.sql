@@ -102,6 +102,11 @@ BEGIN
         RAISE EXCEPTION 'setting dense_audit_rows must be a non-negative integer, got %', hybrid._shown(v_audit)
             USING ERRCODE = '22023';
     END IF;
+    -- a pooled tenant is searched exactly, always: the pool's index holds its neighbours' vectors too (a post-filter
+    -- loses recall), and a tenant large enough for an index of its own gets a partition (hybrid.move_tenant)
+    IF hybrid._pooled(tenant_key) THEN
+        RETURN 0;
+    END IF;
     -- unless the caller gives exact_threshold: a scope no larger than the audit's sample (hybrid.search_dense,
     -- setting dense_audit_rows) is searched exactly, as the audit would read as many rows as the exact scan
     IF exact_threshold IS NULL THEN
@@ -142,7 +147,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._dense_plan(integer, text[], jsonb, integer, integer) IS
-'The dense branch''s plan, written once: 0 for an exact scan, when the scope holds at most exact_threshold chunks (the argument; else the larger of setting exact_threshold, default 500, and setting dense_audit_rows, default 1,000, the audit''s sample; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 300 (from 100,000 rows), at most 150 where the index holds the vectors in a graph of m >= 24 and ef_construction >= 128 (hybrid._hnsw_dense_vectors), at least 2 x top_k and at most 1000 (pgvector''s limit).';
+'The dense branch''s plan, written once: 0 for an exact scan, always for a pooled tenant (hybrid._pooled) and when the scope holds at most exact_threshold chunks (the argument; else the larger of setting exact_threshold, default 500, and setting dense_audit_rows, default 1,000, the audit''s sample; the partition''s row estimate, or with corpus_ids or filter the visible rows counted up to the threshold); otherwise the ef_search of a scan of the partition''s HNSW index: setting hnsw_ef_search, or by default 100 x sqrt(rows / 11,111) between 100 and 300 (from 100,000 rows), at most 150 where the index holds the vectors in a graph of m >= 24 and ef_construction >= 128 (hybrid._hnsw_dense_vectors), at least 2 x top_k and at most 1000 (pgvector''s limit).';
 
 -- hybrid._audit_sample_rows: how many rows the dense audit samples in a partition
 CREATE OR REPLACE FUNCTION hybrid._audit_sample_rows(part regclass, base integer) RETURNS integer
@@ -575,7 +580,9 @@ BEGIN
     ELSE
         index_name := hybrid._bm25_partition_index(tenant_key);
         SELECT s.n_docs INTO v_size FROM hybrid.bm25_tenant_stats s WHERE s.tenant_key = _bm25_scorer.tenant_key;
-        IF index_name IS NULL THEN
+        IF hybrid._pooled(tenant_key) THEN
+            reason := 'the tenant is pooled: the pool''s index counts its neighbours'' documents too';
+        ELSIF index_name IS NULL THEN
             reason := 'the tenant''s partition has no BM25 index';
         ELSIF v_mode <> 'index' AND coalesce(v_size, 0) <= v_max::bigint THEN
             reason := format('the tenant holds %s chunks, at most hybrid.bm25_sql_max_chunks (%s)',

@@ -103,6 +103,8 @@ DECLARE
     v_part regclass;
     v_rows double precision;
     v_pct double precision;
+    v_src text;
+    v_sampled text;
     v_n integer := 0;
     v_floor double precision;
 BEGIN
@@ -119,8 +121,17 @@ BEGIN
     v_part := hybrid._chunk_partition(v_key);
     v_rows := greatest((SELECT reltuples FROM pg_class WHERE oid = v_part), 1);
     -- sample chunks: pages at random (eight times the rows asked for, so that a large partition is not read whole),
-    -- then rows at random; a tenant of at most sample chunks is sampled whole, so its floor is the same every time
+    -- then rows at random; a tenant of at most sample chunks is sampled whole, so its floor is the same every time.
+    -- A pooled tenant (small: hybrid.move_tenant gives a large one a partition) is read whole from its leaf
     v_pct := CASE WHEN v_rows <= sample * 8 THEN 100 ELSE least(100, 100.0 * sample * 8 / v_rows) END;
+    IF hybrid._pooled(v_key) THEN
+        v_src := format('(SELECT * FROM hybrid.chunk_pool p WHERE p.tenant_key = %s AND p.tenant_id = %L) c', v_key, v_tenant);
+        v_sampled := v_src;
+        v_rows := 1;
+    ELSE
+        v_src := format('%s c', v_part);
+        v_sampled := format('%s c TABLESAMPLE SYSTEM (%s)', v_part, v_pct);
+    END IF;
     IF quantile IS NULL THEN
         -- the neighbour floor: 0.73 x the median, over the sample, of a chunk's cosine similarity to its 10th most
         -- similar chunk of another document. A question's best hit in a tenant about it is about as close as a chunk's
@@ -128,28 +139,28 @@ BEGIN
         -- good answer there. Chosen on the shared collections (docs/searching.md); exact up to 5,000 chunks, through
         -- the dense index above
         EXECUTE format($q$
-            WITH s AS (SELECT c.corpus_id, c.document_id, c.embedding FROM %1$s c TABLESAMPLE SYSTEM (%2$s)
+            WITH s AS (SELECT c.corpus_id, c.document_id, c.embedding FROM %2$s
                        WHERE NOT c.superseded AND c.embedding IS NOT NULL ORDER BY random() LIMIT $1)
             SELECT count(*)::integer, 0.73 * percentile_cont(0.5) WITHIN GROUP (ORDER BY n.sim)
             FROM s CROSS JOIN LATERAL (
-                SELECT 1 - (c.embedding <=> s.embedding) AS sim FROM %1$s c
+                SELECT 1 - (c.embedding <=> s.embedding) AS sim FROM %1$s
                 WHERE NOT c.superseded AND c.embedding IS NOT NULL
                   AND (c.corpus_id, c.document_id) IS DISTINCT FROM (s.corpus_id, s.document_id)
                 ORDER BY (c.embedding <=> s.embedding)%3$s OFFSET 9 LIMIT 1) n$q$,
-            v_part, v_pct, CASE WHEN v_rows <= 5000 THEN ' + 0' ELSE '' END)
+            v_src, v_sampled, CASE WHEN v_rows <= 5000 THEN ' + 0' ELSE '' END)
         INTO v_n, v_floor USING sample;
     END IF;
     IF v_n < 20 THEN  -- a quantile asked for, or too few chunks with ten neighbours of other documents: random pairs
         EXECUTE format($q$
             WITH s AS (
                 SELECT x.embedding, row_number() OVER (ORDER BY random()) AS i
-                FROM (SELECT c.embedding FROM %s c TABLESAMPLE SYSTEM (%s)
+                FROM (SELECT c.embedding FROM %s
                       WHERE NOT c.superseded AND c.embedding IS NOT NULL ORDER BY random() LIMIT $1) x
             )
             SELECT (SELECT count(*) FROM s)::integer,
                    percentile_cont($2) WITHIN GROUP (ORDER BY 1 - (a.embedding <=> b.embedding))
             FROM s a JOIN s b ON a.i < b.i$q$,
-            v_part, v_pct)
+            v_sampled)
         INTO v_n, v_floor USING sample, coalesce(quantile, 0.96);
     END IF;
     IF v_n < 20 THEN
@@ -583,6 +594,7 @@ DECLARE
     f_ids text[];  -- the fused list, best first, and its scores
     f_sc double precision[];
     g record;
+    v_rows hybrid.retrieve_row[];
 BEGIN
     SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
     PERFORM hybrid._check_retrieve(query_embedding, query_text, graph_seeds, corpus_ids, top_k, per_source_k,
@@ -592,56 +604,66 @@ BEGIN
     IF v_tenant IS NULL OR v_key IS NULL THEN
         RETURN;  -- fail closed: no tenant context (or no such tenant), no rows
     END IF;
-    IF (term_coverage > 1 OR abstain) AND coalesce(btrim(query_text), '') <> '' THEN
-        v_terms := tsvector_to_array(to_tsvector(hybrid._text_config(v_key), query_text));
-    END IF;
-    l := hybrid._list_stage(v_k, v_explain, query_embedding, query_text, vector_weight, keyword_weight,
-                            min_vector_score, min_keyword_score, lexical, v_terms, term_coverage, corpus_ids, filter,
-                            query_sparse, sparse_weight, min_sparse_score);
-    SELECT l.names, l.weights, l.e_list, l.e_ids, l.e_ranks, l.e_vals, l.active, l.failed, l.report
-    INTO v_names, v_weights, e_list, e_ids, e_ranks, e_vals, v_active, v_failed, v_report;
-    -- abstention: with no graph_seeds of the caller's, the call answers only if the dense branch's best hit clears
-    -- the tenant's floor or one of the three best lexical hits holds every term of the query
-    IF abstain AND coalesce(cardinality(graph_seeds), 0) = 0 AND hybrid._abstains(v_tenant,
-           (SELECT 1 - e.v FROM unnest(e_list, e_vals) WITH ORDINALITY e(l, v, o) WHERE v_names[e.l] = 'dense' ORDER BY e.o LIMIT 1),
-           coalesce((l.lexical_info ->> 'query_terms')::integer > 0
-                    AND l.lexical_info ->> 'best_hit_terms' = l.lexical_info ->> 'query_terms', false), v_explain) THEN
-        PERFORM set_config('hybrid.explain_report', v_report::text, true);
-        RETURN;
-    END IF;
-    SELECT array_agg(f.id ORDER BY f.score DESC, f.id), array_agg(f.score ORDER BY f.score DESC, f.id) INTO f_ids, f_sc
-    FROM hybrid._fuse_lists(fusion, rrf_k, v_names, v_weights, e_list, e_ids, e_vals) f;
-    IF graph_weight > 0 AND (coalesce(cardinality(graph_seeds), 0) > 0 OR graph_expand > 0) THEN
-        g := hybrid._graph_stage(f_ids, f_sc, graph_seeds, graph_expand, graph_hops, graph_edge_types, graph_weight,
-                                 graph_decay, min_graph_score, v_k, v_explain, corpus_ids, filter);
-        v_active := v_active + CASE WHEN g.failed IS NOT NULL OR g.hits IS NOT NULL THEN 1 ELSE 0 END;
-        v_report := v_report || coalesce(g.report, '[]');
-        IF g.failed IS NOT NULL THEN
-            v_failed := v_failed || g.failed;
-        ELSIF g.hits IS NOT NULL THEN
-            f_ids := g.ids;
-            f_sc := g.scores;
-            v_names := v_names || 'graph'::text;
-            SELECT e_list || array_fill(cardinality(v_names), ARRAY[cardinality(g.hits)]), e_ids || g.hits,
-                   e_ranks || ARRAY(SELECT generate_series(1, cardinality(g.hits))), e_vals || g.hops
-            INTO e_list, e_ids, e_ranks, e_vals;
+    FOR attempt IN 1..3 LOOP
+        v_rows := NULL;
+        IF (term_coverage > 1 OR abstain) AND coalesce(btrim(query_text), '') <> '' THEN
+            v_terms := tsvector_to_array(to_tsvector(hybrid._text_config(v_key), query_text));
         END IF;
-    END IF;
-    IF v_explain THEN
-        PERFORM set_config('hybrid.explain_report', v_report::text, true);
-    END IF;
-    IF v_active > 0 AND cardinality(v_failed) = v_active THEN
-        RAISE EXCEPTION 'hybrid_retrieve: every active source failed; first: %', substr(v_failed[1], 8)
-            USING ERRCODE = left(v_failed[1], 5);
-    END IF;
-    IF diversity > 0 THEN
-        SELECT d.ids, d.scores INTO f_ids, f_sc
-        FROM hybrid._diversify(v_key, v_tenant, hybrid._current_acl(), hybrid._acl_all(), f_ids, f_sc, diversity,
-                               skip + top_k) d;
-    END IF;
-    RETURN QUERY SELECT * FROM hybrid._hydrate(v_key, v_tenant, hybrid._current_acl(), hybrid._acl_all(), f_ids, f_sc,
-                                               v_names, e_list, e_ids, e_ranks, e_vals, top_k, skip, per_document,
-                                               siblings, with_graph_context);
+        l := hybrid._list_stage(v_k, v_explain, query_embedding, query_text, vector_weight, keyword_weight,
+                                min_vector_score, min_keyword_score, lexical, v_terms, term_coverage, corpus_ids, filter,
+                                query_sparse, sparse_weight, min_sparse_score);
+        SELECT l.names, l.weights, l.e_list, l.e_ids, l.e_ranks, l.e_vals, l.active, l.failed, l.report
+        INTO v_names, v_weights, e_list, e_ids, e_ranks, e_vals, v_active, v_failed, v_report;
+        -- abstention: with no graph_seeds of the caller's, the call answers only if the dense branch's best hit clears
+        -- the tenant's floor or one of the three best lexical hits holds every term of the query
+        IF abstain AND coalesce(cardinality(graph_seeds), 0) = 0 AND hybrid._abstains(v_tenant,
+               (SELECT 1 - e.v FROM unnest(e_list, e_vals) WITH ORDINALITY e(l, v, o) WHERE v_names[e.l] = 'dense' ORDER BY e.o LIMIT 1),
+               coalesce((l.lexical_info ->> 'query_terms')::integer > 0
+                        AND l.lexical_info ->> 'best_hit_terms' = l.lexical_info ->> 'query_terms', false), v_explain) THEN
+            PERFORM set_config('hybrid.explain_report', v_report::text, true);
+            EXIT WHEN hybrid._tenant_key(v_tenant) IS NOT DISTINCT FROM v_key;
+            v_key := hybrid._tenant_key(v_tenant);
+            CONTINUE;
+        END IF;
+        SELECT array_agg(f.id ORDER BY f.score DESC, f.id), array_agg(f.score ORDER BY f.score DESC, f.id) INTO f_ids, f_sc
+        FROM hybrid._fuse_lists(fusion, rrf_k, v_names, v_weights, e_list, e_ids, e_vals) f;
+        IF graph_weight > 0 AND (coalesce(cardinality(graph_seeds), 0) > 0 OR graph_expand > 0) THEN
+            g := hybrid._graph_stage(f_ids, f_sc, graph_seeds, graph_expand, graph_hops, graph_edge_types, graph_weight,
+                                     graph_decay, min_graph_score, v_k, v_explain, corpus_ids, filter);
+            v_active := v_active + CASE WHEN g.failed IS NOT NULL OR g.hits IS NOT NULL THEN 1 ELSE 0 END;
+            v_report := v_report || coalesce(g.report, '[]');
+            IF g.failed IS NOT NULL THEN
+                v_failed := v_failed || g.failed;
+            ELSIF g.hits IS NOT NULL THEN
+                f_ids := g.ids;
+                f_sc := g.scores;
+                v_names := v_names || 'graph'::text;
+                SELECT e_list || array_fill(cardinality(v_names), ARRAY[cardinality(g.hits)]), e_ids || g.hits,
+                       e_ranks || ARRAY(SELECT generate_series(1, cardinality(g.hits))), e_vals || g.hops
+                INTO e_list, e_ids, e_ranks, e_vals;
+            END IF;
+        END IF;
+        IF v_explain THEN
+            PERFORM set_config('hybrid.explain_report', v_report::text, true);
+        END IF;
+        IF v_active > 0 AND cardinality(v_failed) = v_active THEN
+            RAISE EXCEPTION 'hybrid_retrieve: every active source failed; first: %', substr(v_failed[1], 8)
+                USING ERRCODE = left(v_failed[1], 5);
+        END IF;
+        IF diversity > 0 THEN
+            SELECT d.ids, d.scores INTO f_ids, f_sc
+            FROM hybrid._diversify(v_key, v_tenant, hybrid._current_acl(), hybrid._acl_all(), f_ids, f_sc, diversity,
+                                   skip + top_k) d;
+        END IF;
+        v_rows := ARRAY(SELECT h FROM hybrid._hydrate(v_key, v_tenant, hybrid._current_acl(), hybrid._acl_all(), f_ids,
+                                                      f_sc, v_names, e_list, e_ids, e_ranks, e_vals, top_k, skip,
+                                                      per_document, siblings, with_graph_context) h);
+        -- a move of the tenant (hybrid.move_tenant) that committed meanwhile changed its key: a branch may have read
+        -- one place and the hydration the other. The call runs again, where the tenant is now (moves are rare)
+        EXIT WHEN hybrid._tenant_key(v_tenant) IS NOT DISTINCT FROM v_key;
+        v_key := hybrid._tenant_key(v_tenant);
+    END LOOP;
+    RETURN QUERY SELECT (r).* FROM unnest(v_rows) r;
 END
 $$;
 COMMENT ON FUNCTION hybrid.retrieve IS

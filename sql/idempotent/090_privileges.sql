@@ -85,7 +85,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._check_stage(text, text, text),
     hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text),
     hybrid._scope_size(integer, text[], jsonb, integer), hybrid._or_tsquery(text, regconfig), hybrid._text_config(integer), hybrid.bm25_available(),
-    hybrid._tenant_key(text), hybrid._scope(), hybrid._writer_scope(), hybrid._corpus_writer(text), hybrid._chunk_partition(integer), hybrid._analyze_partition(integer, bigint),
+    hybrid._tenant_key(text), hybrid._pooled(integer), hybrid._writer_key(text), hybrid._scope(), hybrid._writer_scope(), hybrid._corpus_writer(text), hybrid._chunk_partition(integer), hybrid._analyze_partition(integer, bigint),
     hybrid._visible_chunk_ids(integer, text[], text[], jsonb, text, text[], boolean),
     hybrid._bm25_ready(regclass), hybrid._bm25_partition_index(integer), hybrid._bm25_scan_exact(regclass), hybrid._bm25_written(integer), hybrid._audit_sample_written(integer), hybrid._audit_sample_rows(regclass, integer),
     hybrid._visible(text, boolean, text[], text, text[], boolean),
