@@ -343,8 +343,9 @@ def test_folder_sync_prune_documents_and_tenant_list_with_the_binary(data_dir: P
     hits = run("search", "zircon quokka scheduler", "--tenant", "sync", "--json", data_dir=data_dir).stdout
     assert all(r["document_id"] != "news.md" for r in json.loads(hits))
     tenants = run("tenant", "list", data_dir=data_dir).stdout.splitlines()
-    assert tenants[0].split() == ["tenant", "corpora", "documents", "chunks", "superseded", "language", "roles"]
-    assert ["sync", "1", "1", "1", "1", "english", "-"] in [line.split() for line in tenants]
+    assert tenants[0].split() == ["tenant", "corpora", "documents", "chunks", "superseded", "language", "placement",
+                                  "roles"]
+    assert ["sync", "1", "1", "1", "1", "english", "pool", "-"] in [line.split() for line in tenants]
     run("documents", "delete", "basic/usage.md", "--tenant", "sync", data_dir=data_dir)
     assert run("documents", "list", "--tenant", "sync", "--json", data_dir=data_dir).stdout == ""
 

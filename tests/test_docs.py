@@ -282,7 +282,7 @@ def _parsed_only(name: str, commands: int) -> None:
 
 
 for _name, _commands in (("readme-demo", 1), ("cli-demo", 2), ("cli-sql", 4), ("cli-ingest", 6), ("cli-documents", 3),
-                         ("cli-ingest-edges", 1), ("cli-tenant", 8), ("cli-server", 5), ("cli-migrate", 8),
+                         ("cli-ingest-edges", 1), ("cli-tenant", 11), ("cli-server", 5), ("cli-migrate", 8),
                          ("cli-move-tenant", 3), ("cli-embedders", 4), ("cli-language", 3)):
     _parsed_only(_name, _commands)
 

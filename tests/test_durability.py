@@ -506,9 +506,9 @@ def test_backup_and_restore_into_a_fresh_server_as_the_readme_says_gives_identic
     import pgserver
 
     server.load()
-    with HybridClient(server.app) as client:  # a second tenant, and a graph
+    with HybridClient(server.app) as client:  # a second tenant, pooled, and a graph
         with psycopg.connect(server.admin, autocommit=True) as c:
-            c.execute("SELECT hybrid.create_tenant('globex', NULL, 'dedicated')")
+            c.execute("SELECT hybrid.create_tenant('globex', NULL, 'pool')")
         with client.tenant("globex") as t:
             t.ingest([{"chunk_id": f"g{i}", "document_id": f"g{i}", "content": f"globex valve report {i} keypad"}
                       for i in range(30)], allow_missing_embeddings=True)
