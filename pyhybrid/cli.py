@@ -436,7 +436,7 @@ def cmd_tenant(args: argparse.Namespace) -> int:
             print(f"tenant {args.tenant}: " + ("in a partition of its own" if args.placement == "dedicated"
                                                else "in the pool"))
         elif args.action == "place":
-            moved = maintenance.place_tenants(target.admin, report=print)
+            moved = maintenance.place_tenants(target.admin, report=print)  # every due tenant
             print(f"{len(moved)} tenant(s) moved to partitions of their own")
         elif args.action == "language":
             if args.language is None:
@@ -633,6 +633,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 t.set_corpus_root(corpus, str(plan.root))
             if not args.dry_run and (pruned or any(totals.get(k) for k in ("inserted", "updated", "superseded"))):
                 _calibrate(t)
+        if target.embedded and not args.dry_run:  # past the pool's size: a partition of its own, online
+            maintenance.place_tenants(target.admin, [args.tenant],
+                                      report=None if args.quiet else lambda line: print(f"pyhybrid: {line}", file=sys.stderr))
     for line in folder.summary(pruned, dry_run=args.dry_run):
         print(f"pyhybrid: {line}", file=sys.stderr)
     totals = {"files_read": len(scan.files_read), "files_skipped": len(scan.skipped), **totals}

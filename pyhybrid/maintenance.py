@@ -291,14 +291,16 @@ def set_dense_index_kind(dsn: str, kind: str, report: Callable[[str], None] | No
 PLACE_COMMAND = "pyhybrid tenant place"
 
 
-def place_tenants(dsn: str, report: Callable[[str], None] | None = None) -> list[str]:
-    """Give each pooled tenant past setting pool_max_chunks a partition of its own (hybrid.pool_due, largest first;
-    hybrid.move_tenant, online: its searches go on, its writes wait for the move's last transaction). Admin only, as
-    a role that bypasses RLS. Returns the tenants moved."""
+def place_tenants(dsn: str, tenants: list[str] | None = None, report: Callable[[str], None] | None = None) -> list[str]:
+    """Give each pooled tenant (of tenants, when given) past setting pool_max_chunks a partition of its own
+    (hybrid.pool_due, largest first; hybrid.move_tenant, online: its searches go on, its writes wait for the move's
+    last transaction). Admin only, as a role that bypasses RLS. Returns the tenants moved."""
     moved: list[str] = []
     with psycopg.connect(dsn, autocommit=True) as conn, _base.translate_errors():
         conn.add_notice_handler(_base.notice_handler)
-        for tenant_id, chunks in conn.execute("SELECT tenant_id, chunks FROM hybrid.pool_due()").fetchall():
+        for tenant_id, chunks in conn.execute("SELECT tenant_id, chunks FROM hybrid.pool_due() "
+                                              "WHERE %(t)s::text[] IS NULL OR tenant_id = ANY (%(t)s)",
+                                              {"t": tenants}).fetchall():
             conn.execute("CALL hybrid.move_tenant(%s, 'dedicated')", (tenant_id,))
             moved.append(tenant_id)
             if report is not None:

@@ -487,3 +487,20 @@ def test_the_daemon_is_not_used_from_a_directory_others_may_enter_and_leaves_whe
             break
         time.sleep(0.1)
     assert not sock.exists()
+
+
+def test_an_ingest_past_the_pools_size_moves_the_tenant_to_a_partition_of_its_own(data_dir: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "grow"
+    docs.mkdir()
+    for i in range(4):
+        (docs / f"n{i}.md").write_text(f"# Note {i}\n\nThe pump {i} raises an alarm when its line is blocked.\n")
+    setting = "INSERT INTO hybrid.setting (key, value) VALUES ('pool_max_chunks', '2') ON CONFLICT (key) DO UPDATE SET value = '2'"
+    run("sql", "--admin", "--", "-c", setting, data_dir=data_dir)
+    try:
+        done = run("ingest", str(docs), "--tenant", "grow", data_dir=data_dir)
+        assert "tenant grow: 4 chunks, moved from the pool to a partition of its own" in done.stderr, done.stderr
+        listed = [json.loads(line) for line in run("tenant", "list", "--json", data_dir=data_dir).stdout.splitlines()]
+        assert next(t for t in listed if t["tenant_id"] == "grow")["placement"] == "dedicated"
+        assert json.loads(run("search", "pump alarm", "--tenant", "grow", "--json", data_dir=data_dir).stdout)
+    finally:
+        run("sql", "--admin", "--", "-c", "DELETE FROM hybrid.setting WHERE key = 'pool_max_chunks'", data_dir=data_dir)

@@ -601,7 +601,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_scorer(integer) IS
-'Which scorer answers lexical => ''bm25'' for a tenant key: index_name, the partition''s pg_textsearch index where it is installed, present, current (rebuilt here first after a restart where it can be) and did not fail its last audit (hybrid.audit_bm25); else reason, why the exact SQL scorer over the tenant''s statistics answers (hybrid._bm25_sql_hits): it does for a tenant of at most hybrid.bm25_sql_max_chunks chunks (a setting; 0, none, unless set). SET hybrid.bm25_scorer = sql or index forces one.';
+'Which scorer answers lexical => ''bm25'' for a tenant key: for a pooled tenant always the SQL scorer (the pool''s index counts its neighbours); else index_name, the partition''s pg_textsearch index where it is installed, present, current (rebuilt here first after a restart where it can be) and did not fail its last audit (hybrid.audit_bm25); else reason, why the exact SQL scorer over the tenant''s statistics answers (hybrid._bm25_sql_hits): it does for a tenant of at most hybrid.bm25_sql_max_chunks chunks (a setting; 0, none, unless set). SET hybrid.bm25_scorer = sql or index forces one.';
 REVOKE ALL ON FUNCTION hybrid._bm25_scorer(integer) FROM PUBLIC;
 
 -- hybrid._bm25_must_match: the lexemes a document must hold to score theta or more
