@@ -108,6 +108,10 @@ BEGIN
         -- 2. its rows and statistics moved there and its key changed, in one transaction
         PERFORM hybrid._move_rows(tenant_id, placement);
         COMMIT;
+        -- 3. its BM25 index, filled row by row, merged to one segment, and its dense audit's sample cached, as after
+        --    a load (hybrid.merge_bm25: a transaction of its own, the tenant's writes wait for it)
+        PERFORM hybrid.merge_bm25(tenant_id);
+        COMMIT;
         RETURN;
     END IF;
     -- 1. its rows into the pool under a new key, in one transaction; 2. its emptied partition detached (ACCESS
@@ -121,7 +125,7 @@ BEGIN
 END
 $$;
 COMMENT ON PROCEDURE hybrid.move_tenant(text, text) IS
-'Moves a tenant to placement: dedicated (a partition of its own, with its own indexes: first attached empty, then its rows, BM25 statistics and key moved in one transaction) or pool (its rows into hybrid.chunk_pool under a new key, then its old partition detached and dropped). Its searches go on throughout (a snapshot sees it in one place or the other, whole); its writes wait for the move''s last transaction and then write where it is. CALL it outside a transaction block: it commits between its steps. Admin only (a superuser or a BYPASSRLS role).';
+'Moves a tenant to placement: dedicated (a partition of its own, with its own indexes: first attached empty, then its rows, BM25 statistics and key moved in one transaction, then its BM25 index merged and its dense audit sample cached: hybrid.merge_bm25) or pool (its rows into hybrid.chunk_pool under a new key, then its old partition detached and dropped). Its searches go on throughout (a snapshot sees it in one place or the other, whole); its writes wait for the move''s last transaction and then write where it is. CALL it outside a transaction block: it commits between its steps. Admin only (a superuser or a BYPASSRLS role).';
 REVOKE ALL ON PROCEDURE hybrid.move_tenant(text, text) FROM PUBLIC;
 
 -- hybrid._drop_partition: an emptied partition detached from hybrid.chunk and dropped (admin)
