@@ -44,6 +44,8 @@ def downgrade() -> None:
         DROP FUNCTION IF EXISTS hybrid.set_tenant_language(text, text);
         DROP FUNCTION IF EXISTS hybrid._bm25_text_configs();
         DROP FUNCTION IF EXISTS hybrid._swap_partition(integer, text);
+        DROP FUNCTION IF EXISTS hybrid._move_select(regclass, integer, text);
+        DROP FUNCTION IF EXISTS hybrid._forget_bm25_indexes(regclass);
         DROP FUNCTION IF EXISTS hybrid._partition_table(text, text);
         DROP FUNCTION IF EXISTS hybrid.create_tenant(text, text);
         DROP FUNCTION IF EXISTS hybrid.tenants(text, integer);

@@ -28,7 +28,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # the older release has no pool: a pooled tenant must move to a partition of its own first (hybrid.move_tenant,
-    # pyhybrid tenant move T --dedicated), which needs transactions of its own; this one refuses and changes nothing
+    # pyhybrid tenant move T --dedicated), which needs transactions of its own; this one refuses and changes nothing.
+    # hybrid._move_select and hybrid._forget_bm25_indexes stay: hybrid._swap_partition, which revision 0022's
+    # downgrade runs, calls them (that downgrade drops them)
     cur = op.get_bind().connection.dbapi_connection.cursor()
     cur.execute("""
         DO $$
@@ -48,7 +50,6 @@ def downgrade() -> None:
         ALTER TABLE hybrid.chunk DROP COLUMN text_config;
         DROP PROCEDURE IF EXISTS hybrid.move_tenant(text, text);
         DROP FUNCTION IF EXISTS hybrid._move_rows(text, text);
-        DROP FUNCTION IF EXISTS hybrid._move_select(regclass, integer, text);
         DROP FUNCTION IF EXISTS hybrid._drop_partition(regclass);
         DROP FUNCTION IF EXISTS hybrid.pool_due();
         DROP FUNCTION IF EXISTS hybrid._writer_key(text);

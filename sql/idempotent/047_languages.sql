@@ -49,7 +49,7 @@ DECLARE
     v_old regclass := hybrid._chunk_partition(tenant_key);
     v_name text := 'chunk_p' || tenant_key;
     v_new regclass;
-    v_cols text;
+    m record;
     v_lock_timeout text := current_setting('lock_timeout');
     attempt integer;
     r record;
@@ -59,9 +59,8 @@ BEGIN
     v_new := hybrid._partition_table(v_name || '_new', config);
     EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I CHECK (tenant_key IS NOT NULL AND tenant_key = %s)',
                    v_new, v_name || '_new_key', tenant_key);  -- so that ATTACH need not scan the rows
-    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO v_cols FROM pg_attribute a
-    WHERE a.attrelid = v_old AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '';
-    EXECUTE format('INSERT INTO %s (%s) SELECT %s FROM %s', v_new, v_cols, v_cols, v_old);
+    SELECT * INTO m FROM hybrid._move_select(v_new, tenant_key, config);  -- the rows, in the new configuration
+    EXECUTE format('INSERT INTO %s (%s) SELECT %s FROM %s c', v_new, m.cols, m.exprs, v_old);
     -- the old partition's indexes built again on the new table (its BM25 one in the new configuration), so that
     -- ATTACH adopts them instead of building any: a constraint's index as its constraint
     FOR r IN SELECT x.indexrelid::regclass AS idx, c.relname, k.conname, pg_get_constraintdef(k.oid) AS condef,
@@ -108,9 +107,7 @@ BEGIN
         EXECUTE format('ALTER INDEX hybrid.%I RENAME TO %I', coalesce(r.conname, r.relname) || '_new', r.relname);
     END LOOP;
     PERFORM hybrid._secure_chunks(v_new);
-    DELETE FROM hybrid.bm25_merged m WHERE m.index_oid IN (SELECT x.indexrelid FROM pg_index x WHERE x.indrelid = v_old);
-    DELETE FROM hybrid.bm25_audit a WHERE a.index_oid IN (SELECT x.indexrelid FROM pg_index x WHERE x.indrelid = v_old);
-    DELETE FROM hybrid.bm25_index_checked c WHERE c.index_oid IN (SELECT x.indexrelid FROM pg_index x WHERE x.indrelid = v_old);
+    PERFORM hybrid._forget_bm25_indexes(v_old);
     PERFORM hybrid._audit_sample_written(tenant_key);
     -- last: dropping a BM25 index frees pg_textsearch's shared state at once, even if the transaction then rolls
     -- back (timescale/pg_textsearch#506), so nothing may fail after it

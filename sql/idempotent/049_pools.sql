@@ -19,7 +19,7 @@ AS $$
     WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
 $$;
 COMMENT ON FUNCTION hybrid._move_select(regclass, integer, text) IS
-'The stored columns of rel (a partition or the pool; the generated tsv is left out), and the same as a SELECT list over alias c with tenant_key replaced by new_key and text_config by config (rows written before revision 0023 carry english whatever their tenant''s language): what hybrid._move_rows copies. Admin only.';
+'The stored columns of rel (a partition or the pool; the generated tsv is left out), and the same as a SELECT list over alias c with tenant_key replaced by new_key and text_config by config (rows written before revision 0023 carry english whatever their tenant''s language): what hybrid._move_rows and hybrid._swap_partition copy. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._move_select(regclass, integer, text) FROM PUBLIC;
 
 -- hybrid._move_rows: a tenant's rows and statistics moved to another key, in the caller's transaction (admin)
@@ -128,6 +128,19 @@ COMMENT ON PROCEDURE hybrid.move_tenant(text, text) IS
 'Moves a tenant to placement: dedicated (a partition of its own, with its own indexes: first attached empty, then its rows, BM25 statistics and key moved in one transaction, then its BM25 index merged and its dense audit sample cached: hybrid.merge_bm25) or pool (its rows into hybrid.chunk_pool under a new key, then its old partition detached and dropped). Its searches go on throughout (a snapshot sees it in one place or the other, whole); its writes wait for the move''s last transaction and then write where it is. CALL it outside a transaction block: it commits between its steps. Admin only (a superuser or a BYPASSRLS role).';
 REVOKE ALL ON PROCEDURE hybrid.move_tenant(text, text) FROM PUBLIC;
 
+-- hybrid._forget_bm25_indexes: what is recorded of a partition's BM25 indexes, forgotten before it goes (admin)
+CREATE OR REPLACE FUNCTION hybrid._forget_bm25_indexes(part regclass) RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM hybrid.bm25_merged m WHERE m.index_oid IN (SELECT x.indexrelid FROM pg_index x WHERE x.indrelid = part);
+    DELETE FROM hybrid.bm25_audit a WHERE a.index_oid IN (SELECT x.indexrelid FROM pg_index x WHERE x.indrelid = part);
+    DELETE FROM hybrid.bm25_index_checked c WHERE c.index_oid IN (SELECT x.indexrelid FROM pg_index x WHERE x.indrelid = part);
+$$;
+COMMENT ON FUNCTION hybrid._forget_bm25_indexes(regclass) IS
+'Deletes what hybrid.bm25_merged, bm25_audit and bm25_index_checked record of the indexes of part (a partition about to be dropped: an index oid may be used again). hybrid._swap_partition and hybrid._drop_partition call it. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._forget_bm25_indexes(regclass) FROM PUBLIC;
+
 -- hybrid._drop_partition: an emptied partition detached from hybrid.chunk and dropped (admin)
 CREATE OR REPLACE FUNCTION hybrid._drop_partition(part regclass) RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -152,9 +165,7 @@ BEGIN
         END;
     END LOOP;
     PERFORM set_config('lock_timeout', v_lock_timeout, true);
-    DELETE FROM hybrid.bm25_merged m WHERE m.index_oid IN (SELECT x.indexrelid FROM pg_index x WHERE x.indrelid = part);
-    DELETE FROM hybrid.bm25_audit a WHERE a.index_oid IN (SELECT x.indexrelid FROM pg_index x WHERE x.indrelid = part);
-    DELETE FROM hybrid.bm25_index_checked c WHERE c.index_oid IN (SELECT x.indexrelid FROM pg_index x WHERE x.indrelid = part);
+    PERFORM hybrid._forget_bm25_indexes(part);
     -- last: dropping a BM25 index frees pg_textsearch's shared state at once, even if the transaction then rolls
     -- back (timescale/pg_textsearch#506), so nothing may fail after it
     EXECUTE format('DROP TABLE %s', part);
