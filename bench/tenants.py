@@ -13,10 +13,12 @@ import json
 import os
 import re
 import statistics
-import tempfile
 import sys
+import tempfile
+import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -81,8 +83,17 @@ def catalog_facts(admin: psycopg.Connection[Any]) -> dict[str, Any]:
     top = admin.execute(
         "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c WHERE c.relnamespace = 'pg_catalog'::regnamespace "
         "AND c.relkind = 'r' ORDER BY 2 DESC LIMIT 5").fetchall()
+    # the database's bytes per chunk over those of the largest partition (its indexes too): the same chunks in one tenant
+    big = admin.execute("SELECT c.oid::regclass::text, pg_total_relation_size(c.oid) FROM pg_inherits i JOIN pg_class c "
+                        "ON c.oid = i.inhrelid WHERE i.inhparent = 'hybrid.chunk'::regclass AND c.relkind = 'r' "
+                        "ORDER BY 2 DESC LIMIT 1").fetchone()
+    per = [int(row[3]) / max(1, admin.execute("SELECT count(*) FROM hybrid.chunk").fetchone()[0])]  # type: ignore[index]
+    if big:
+        per.append(int(big[1]) / max(1, admin.execute(f"SELECT count(*) FROM {big[0]}").fetchone()[0]))  # type: ignore[index]
     return {"pg_class_rows": int(row[0]), "partitions": int(row[1]), "catalog_mb": round(int(row[2]) / 2**20, 1),
-            "database_mb": round(int(row[3]) / 2**20, 1),
+            "database_mb": round(int(row[3]) / 2**20, 1), "bytes_per_chunk": round(per[0]),
+            "size_ratio_vs_one_tenant": {"ratio": round(per[0] / per[1], 2), "partition": big[0],
+                                         "its_bytes_per_chunk": round(per[1])} if big else None,
             "largest_catalogs_mb": {r[0]: round(int(r[1]) / 2**20, 1) for r in top}}
 
 
@@ -110,10 +121,7 @@ def measure_tenant(dsn: str, admin: psycopg.Connection[Any], tid: str, calls: in
     client = connect(conninfo.make_conninfo(dsn, user=role)).open()
     connect_s = time.perf_counter() - t0
     try:
-        t0 = time.perf_counter()
-        with client.tenant(tid) as t:
-            first = t.retrieve(**retrieve_kwargs(rng))
-        cold_s = time.perf_counter() - t0
+        cold_s = timed_retrieve(client, tid, rng)
         warm = [timed_retrieve(client, tid, rng) for _ in range(calls)]
         with client.tenant(tid) as t:
             base = t.conn.execute(LOCKS_SQL).fetchall()
@@ -121,26 +129,19 @@ def measure_tenant(dsn: str, admin: psycopg.Connection[Any], tid: str, calls: in
             refs = t.retrieve(**retrieve_kwargs(rng))
             held = t.conn.execute(LOCKS_SQL).fetchall()
             pid = t.conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
-        try:
+        uss_mb = None
+        with suppress(psutil.Error):
             uss_mb = round(psutil.Process(pid).memory_full_info().uss / 2**20, 1)
-        except psutil.Error:
-            uss_mb = None
     finally:
         client.close()
     partitions = sorted({r["rel"] for r in held if re.fullmatch(r"hybrid\.chunk_p\d+", r["rel"])})
     return {"tenant": tid, "connect_s": connect_s, "cold_s": cold_s, "warm_s": warm,
-            "rows_first": len(first), "rows": len(refs),
+            "rows": len(refs),
             "rows_with_keyword_rank": sum(1 for r in refs if getattr(r, "keyword_rank", None) is not None),
             "rows_with_vector_rank": sum(1 for r in refs if getattr(r, "vector_rank", None) is not None),
             "locks_held": len(held), "locks_baseline": len(base), "locks_retrieve": len(held) - len(base),
             "partitions_locked": partitions, "relations_locked": sorted({r["rel"] for r in held}),
             "backend_uss_mb": uss_mb}
-
-
-def drop_tenant(admin: psycopg.Connection[Any], tid: str) -> tuple[float, dict[str, int]]:
-    t0 = time.perf_counter()
-    rows = admin.execute("SELECT what, removed FROM hybrid.drop_tenant(%s)", (tid,)).fetchall()
-    return time.perf_counter() - t0, {r[0]: int(r[1]) for r in rows}
 
 
 def tenant_sizes(args: argparse.Namespace, n: int, rng: np.random.Generator) -> list[int]:
@@ -206,7 +207,6 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
         **{f"{k}_ms_{where}": stats_s([x for p in per if (p["tenant"] in pooled) == (where == "pooled")
                                        for x in (p[f"{k}_s"] if k == "warm" else [p[f"{k}_s"]])], ms=True)
            for k in ("warm", "cold") for where in ("pooled", "dedicated")},
-        "warm_ms_last_tenant": stats_s(per[-1]["warm_s"], ms=True),
         "rows_min": min(each("rows")), "rows_with_keyword_rank_min": min(each("rows_with_keyword_rank")),
         "rows_with_vector_rank_min": min(each("rows_with_vector_rank")),
         "locks_retrieve": sorted(set(each("locks_retrieve"))), "locks_held": sorted(set(each("locks_held"))),
@@ -217,26 +217,6 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
         "per_tenant": [{k: (round(v, 4) if isinstance(v, float) else [round(x, 4) for x in v] if k == "warm_s" else v)
                         for k, v in p.items() if k != "relations_locked"} for p in per],
     }
-    # retrieval right after another tenant is created (ATTACH invalidates hybrid.chunk's relcache entry
-    # in every backend), on a warm connection of the first sampled tenant's role
-    tid0 = sample[0]
-    after: list[float] = []
-    steady: list[float] = []
-    probe_create: list[float] = []
-    probes: list[str] = []
-    with connect(conninfo.make_conninfo(dsn, user="bt_r_" + tid0)) as client:
-        for _ in range(2):  # warm it
-            timed_retrieve(client, tid0, rng)
-        for i in range(args.probes):
-            steady.append(timed_retrieve(client, tid0, rng))
-            probes.append(f"probe-{have}-{i}")
-            t0 = time.perf_counter()
-            admin.execute("SELECT hybrid.create_tenant(%s, NULL, %s)", (probes[-1], args.placement))
-            probe_create.append(time.perf_counter() - t0)
-            after.append(timed_retrieve(client, tid0, rng))
-    probe_drop = [drop_tenant(admin, pid)[0] for pid in probes]
-    out["retrieve_after_create"] = {"before_ms": stats_s(steady, ms=True), "after_ms": stats_s(after, ms=True),
-                                    "probe_create_s": stats_s(probe_create), "probe_drop_empty_s": stats_s(probe_drop)}
     out["admin_s"] = admin_commands(dsn, created, rng)
     if args.drops:
         pool = [t for t in created if t not in set(sample)]
@@ -246,16 +226,53 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
         for tid in victims:
             t0 = time.perf_counter()
             try:
-                s, removed = drop_tenant(admin, tid)
+                removed = admin.execute("SELECT what, removed FROM hybrid.drop_tenant(%s)", (tid,)).fetchall()
             except psycopg.Error as exc:
-                still = admin.execute(
-                    "SELECT EXISTS (SELECT 1 FROM hybrid.tenant WHERE tenant_id = %s), "
-                    "(SELECT count(*) FROM pg_inherits WHERE inhparent = 'hybrid.chunk'::regclass)", (tid,)).fetchone()
-                drops.append({"tenant": tid, "s": round(time.perf_counter() - t0, 4), "error": error_text(exc),
-                              "tenant_still_present": bool(still[0]), "partitions_after": int(still[1])})  # type: ignore[index]
+                drops.append({"tenant": tid, "s": round(time.perf_counter() - t0, 4), "error": error_text(exc)})
                 continue
-            drops.append({"tenant": tid, "s": round(s, 4), "removed": removed})
+            drops.append({"tenant": tid, "s": round(time.perf_counter() - t0, 4), "removed": dict(removed)})
             created.remove(tid)
+
+
+class Filler:
+    """Creates and fills tenants on --workers threads (a connection each); with --place-at-create, a tenant planned past
+    pool_max_chunks starts dedicated. one() returns (create s, ingest s), or a RuntimeError(during) from a failure."""
+
+    def __init__(self, dsn: str, app_dsn: str, args: argparse.Namespace) -> None:
+        self.dsn, self.app_dsn, self.args, self.local = dsn, app_dsn, args, threading.local()
+        self.conns: list[Any] = []
+        self.pool = ThreadPoolExecutor(args.workers)
+        with psycopg.connect(dsn) as c:
+            self.limit = int(c.execute("SELECT coalesce((SELECT value::int FROM hybrid.setting "
+                                       "WHERE key = 'pool_max_chunks'), 2000)").fetchone()[0])  # type: ignore[index]
+
+    def close(self) -> None:
+        self.pool.shutdown()
+        for c in self.conns:
+            c.close()
+
+    def one(self, job: tuple[str, int]) -> tuple[float, float] | BaseException:
+        tid, rows = job
+        if not hasattr(self.local, "app"):
+            self.local.admin, self.local.app = psycopg.connect(self.dsn, autocommit=True), connect(self.app_dsn).open()
+            self.conns += [self.local.admin, self.local.app]
+        during = "create_tenant"
+        try:
+            placement = "dedicated" if self.args.place_at_create and rows > self.limit else self.args.placement
+            t0 = time.perf_counter()
+            self.local.admin.execute("SELECT hybrid.create_tenant(%s, NULL, %s)", (tid, placement))
+            create_s, during = time.perf_counter() - t0, "ingest"
+            chunks = make_chunks(tid, rows, np.random.default_rng([self.args.seed, int(tid[1:])]))
+            t0 = time.perf_counter()
+            with self.local.app.tenant(tid) as t:
+                res = t.ingest(chunks, corpus_id="main")
+            assert res.inserted == len(chunks), res
+            return create_s, time.perf_counter() - t0
+        except Exception as exc:
+            traceback.print_exc()
+            err = RuntimeError(during)
+            err.__cause__ = exc
+            return err
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,9 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows", type=int, default=5000, help="the Pareto tail's largest size")
     ap.add_argument("--sample", type=int, default=20, help="tenants whose retrieval is measured at each step")
     ap.add_argument("--calls", type=int, default=5, help="warm retrievals per sampled tenant")
-    ap.add_argument("--probes", type=int, default=3, help="retrievals right after another tenant's creation")
     ap.add_argument("--drops", type=int, default=2, help="tenants holding chunks dropped at each step (hybrid.drop_tenant)")
     ap.add_argument("--budget-min", type=float, default=90.0, help="stop creating tenants after this many minutes")
+    ap.add_argument("--workers", type=int, default=1, help="threads creating and filling tenants")
+    ap.add_argument("--place-at-create", action="store_true", help="tenants planned past pool_max_chunks start dedicated")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/pyhybrid-bench-tenants"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tenants.json")
@@ -283,67 +301,49 @@ def main(argv: list[str] | None = None) -> int:
     with psycopg.connect(server, autocommit=True) as c:
         settings = {r[0]: r[1] + (r[2] or "") for r in c.execute(
             "SELECT name, setting, unit FROM pg_settings WHERE name IN ('max_locks_per_transaction', 'max_connections', "
-            "'shared_buffers', 'dynamic_shared_memory_type', 'min_dynamic_shared_memory', 'work_mem') ORDER BY name").fetchall()}
-        ts_settings = {r[0]: r[1] for r in c.execute(
-            "SELECT name, setting FROM pg_settings WHERE name LIKE 'pg_textsearch%' ORDER BY name").fetchall()}
+            "'shared_buffers', 'dynamic_shared_memory_type', 'min_dynamic_shared_memory', 'work_mem') "
+            "OR name LIKE 'pg_textsearch%' ORDER BY name").fetchall()}
     dsn = conninfo.make_conninfo(server, dbname=DB)
     app_dsn = conninfo.make_conninfo(dsn, user=APP)
     migrate.upgrade(dsn)
     report: dict[str, Any] = {
-        "settings": settings, "pg_textsearch_settings": ts_settings,
-        "config": {"steps": sorted(args.steps), "rows": args.rows, "placement": args.placement, "zipf": args.zipf,
-                   "large_rows": args.large_rows, "max_rows": args.max_rows, "sample": args.sample, "calls": args.calls,
-                   "probes": args.probes, "drops": args.drops, "budget_min": args.budget_min, "seed": args.seed},
+        "settings": settings,
+        "config": {k: v for k, v in vars(args).items() if k not in ("data_dir", "out")},
         "steps": [], "series": {"create_s": [], "ingest_s": []},
     }
     created: list[str] = []
-    sizes = tenant_sizes(args, max(args.steps), rng)
+    sizes = tenant_sizes(args, max(args.steps) + args.drops * len(args.steps), rng)
     series: dict[str, list[float]] = report["series"]
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute("SELECT hybrid.grant_app(%s)", (APP,))
-    report["versions"] = installed_versions(dsn)
-    with psycopg.connect(dsn, autocommit=True) as admin, connect(app_dsn) as app:
+        report["versions"] = installed_versions(dsn)
+        fill = Filler(dsn, app_dsn, args)
         t_create_start = time.perf_counter()
         have = next_id = 0  # have: live tenants (drops at each step lower it)
         steps = sorted(args.steps)
         for step in steps:
-            creates: list[float] = []
-            ingests: list[float] = []
-            stop = False
-            while have < step:
+            creates, ingests, stop = [], [], False
+            while have < step and not stop:
                 if (time.perf_counter() - t_create_start) / 60 > args.budget_min:
                     report["stopped_by_budget"] = {"budget_min": args.budget_min, "tenants_reached": have, "step_asked": step}
                     stop = True
                     break
-                next_id += 1
-                tid = f"t{next_id:05d}"
-                during = "create_tenant"
-                try:
-                    t0 = time.perf_counter()
-                    admin.execute("SELECT hybrid.create_tenant(%s, NULL, %s)", (tid, args.placement))
-                    t1 = time.perf_counter()
-                    during = "ingest"
-                    chunks = make_chunks(tid, sizes[next_id - 1], rng)
-                    t2 = time.perf_counter()
-                    with app.tenant(tid) as t:
-                        res = t.ingest(chunks, corpus_id="main")
-                    t3 = time.perf_counter()
-                    assert res.inserted == len(chunks), res
-                except Exception as exc:  # record it; measure what exists and stop
-                    traceback.print_exc()
-                    report["failure"] = {"tenants_reached": have, "tenant": tid, "during": during, "error": error_text(exc)}
-                    stop = True
-                    break
-                have += 1
-                created.append(tid)
-                creates.append(t1 - t0)
-                ingests.append(t3 - t2)
-                series["create_s"].append(round(t1 - t0, 4))
-                series["ingest_s"].append(round(t3 - t2, 4))
-                if have % 250 == 0:
-                    print(f"{have} tenants, {(time.perf_counter() - t_create_start) / 60:.1f} min: last 250 create median "
-                          f"{statistics.median(series['create_s'][-250:]):.3f} s, ingest median "
-                          f"{statistics.median(series['ingest_s'][-250:]):.3f} s", file=sys.stderr, flush=True)
+                batch = [(f"t{i + 1:05d}", sizes[i]) for i in range(next_id, next_id + min(250, step - have))]
+                for tid, res in zip([b[0] for b in batch], fill.pool.map(fill.one, batch)):
+                    if isinstance(res, BaseException):  # record it; measure what exists and stop
+                        report["failure"] = {"tenants_reached": have, "tenant": tid, "during": res.args[0],
+                                             "error": error_text(res.__cause__ or res)}
+                        stop = True
+                        break
+                    have, next_id = have + 1, next_id + 1
+                    created.append(tid)
+                    creates.append(res[0])
+                    ingests.append(res[1])
+                    series["create_s"].append(round(res[0], 4))
+                    series["ingest_s"].append(round(res[1], 4))
+                print(f"{have} tenants, {(time.perf_counter() - t_create_start) / 60:.1f} min: last 250 create median "
+                      f"{statistics.median(series['create_s'][-250:] or [0]):.3f} s, ingest median "
+                      f"{statistics.median(series['ingest_s'][-250:] or [0]):.3f} s", file=sys.stderr, flush=True)
             if have == 0 or (report["steps"] and report["steps"][-1]["tenants_after_drops"] == have):
                 break
             row: dict[str, Any] = {"tenants": have, "chunks": sum(sizes[:next_id]), "create_s": stats_s(creates),
@@ -372,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                               "cold_ms": rt.get("cold_ms"), "measure_s": row.get("measure_s")}), file=sys.stderr, flush=True)
             if stop:
                 break
+        fill.close()
     write_result(args.out, meta, report)
     print(args.out)
     return 0
