@@ -119,6 +119,25 @@ def test_nothing_a_pool_neighbour_writes_moves_a_pooled_tenants_scores(db: Db) -
     assert rows == 1
 
 
+POOL_GRAPHS = ("SELECT DISTINCT c.reloptions, x.indisvalid, pg_get_indexdef(x.indexrelid) ~ 'sparse' FROM pg_inherits h "
+               "JOIN pg_index x ON x.indrelid = h.inhrelid JOIN pg_class c ON c.oid = x.indexrelid "
+               "JOIN pg_am a ON a.oid = c.relam WHERE h.inhparent = 'hybrid.chunk_pool'::regclass AND a.amname = 'hnsw'")
+
+
+def test_the_pools_graphs_are_the_lightest_before_and_after_a_dense_kind_change(db: Db) -> None:
+    # no pooled tenant is searched through them; at hybrid.chunk's density each pooled insert paid for a graph search
+    light = ["m=2", "ef_construction=4"]
+    _fill(db, "small", "pool")
+    with psycopg.connect(db.dsn(), autocommit=True) as conn:
+        assert sorted(conn.execute(POOL_GRAPHS).fetchall()) == [(light, True, False), (light, True, True)]
+        assert conn.execute("SELECT hybrid.set_dense_index_kind('halfvec')").fetchone()[0].endswith(
+            "the pool's built here)")
+        assert sorted(conn.execute(POOL_GRAPHS).fetchall()) == [(light, True, False), (light, True, True)]
+        parent = conn.execute("SELECT reloptions FROM pg_class WHERE oid = 'hybrid.chunk_embedding_hnsw'::regclass")
+        assert parent.fetchone()[0] is None  # a new partition still gets the parent's (the default) density
+    assert _answers(db, "small", QUERIES[3])[0][0] == "5"  # exact: its own vector first
+
+
 def test_a_tenant_role_reaches_nothing_of_the_pool_but_its_own(db: Db) -> None:
     with HybridClient(db.dsn()) as admin:  # acme and globex have partitions of their own: into the pool
         admin.move_tenant("acme", "pool"), admin.move_tenant("globex", "pool")

@@ -204,6 +204,14 @@ COMMENT ON FUNCTION hybrid._drop_partition_dense() IS
 'Drops each partition''s <partition>_embedding_idx that is not attached to a parent index (the IVFFlat ones, once hybrid.chunk_embedding_hnsw is dropped). Admin only.';
 REVOKE ALL ON FUNCTION hybrid._drop_partition_dense() FROM PUBLIC;
 
+-- hybrid._pool_graph_options: the storage options of the pool's HNSW indexes (dense and sparse)
+CREATE OR REPLACE FUNCTION hybrid._pool_graph_options() RETURNS text
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT 'm = 2, ef_construction = 4' $$;
+COMMENT ON FUNCTION hybrid._pool_graph_options() IS
+'The storage options of the pool''s HNSW indexes, pgvector''s lightest graph: no pooled tenant is searched through them (its dense and sparse searches are exact over its own rows, hybrid._dense_plan), they exist because hybrid.chunk''s indexes cover every partition, and at the default density each pooled insert paid for a graph search (docs/benchmarks.md, "Pooled tenants"). Revision 0024 set them on the existing pool; hybrid._build_partition_hnsw builds the pool''s with them. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._pool_graph_options() FROM PUBLIC;
+
 -- hybrid._build_partition_hnsw: one partition's HNSW index, as dense as its size calls for (admin)
 CREATE OR REPLACE FUNCTION hybrid._build_partition_hnsw(part regclass, index_name text) RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -218,14 +226,15 @@ DECLARE
     v_mem bigint;
     v_lists integer;
 BEGIN
+    IF (SELECT c.relkind FROM pg_class c WHERE c.oid = part) = 'p' THEN
+        -- the pool (over its leaves): no pooled tenant is searched through it (hybrid._dense_plan), so the lightest
+        -- graph pgvector builds (hybrid._pool_graph_options), which keeps hybrid.chunk_embedding_hnsw whole
+        EXECUTE format('CREATE INDEX %I ON %s USING hnsw (%s) WITH (%s) WHERE NOT superseded',
+                       index_name, part, hybrid._dense_index_key(hybrid.embedding_dim()), hybrid._pool_graph_options());
+        RETURN format('%s, the pool''s (exact search for pooled tenants)', hybrid._pool_graph_options());
+    END IF;
     EXECUTE format('SELECT count(*) FROM %s WHERE NOT superseded AND embedding IS NOT NULL', part) INTO v_rows;
     v_lists := CASE WHEN hybrid._dense_kind(hybrid.embedding_dim()) = 'vector' THEN hybrid._ivfflat_lists(v_rows) END;
-    IF (SELECT c.relkind FROM pg_class c WHERE c.oid = part) = 'p' THEN
-        -- the pool (over its leaves): no pooled tenant is searched through it (hybrid._dense_plan), so the cheapest
-        -- graph that keeps hybrid.chunk_embedding_hnsw whole (attached on every partition, valid)
-        v_rows := 0;
-        v_lists := NULL;
-    END IF;
     IF v_lists IS NOT NULL THEN
         -- the k-means sample (50 rows a list) and the lists' centres fit in 1GB up to pgvector's 32,768 lists
         IF pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('1GB') THEN
@@ -249,7 +258,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._build_partition_hnsw(regclass, text) IS
-'Builds index_name, the dense index of one partition of hybrid.chunk (not attached to hybrid.chunk_embedding_hnsw; the pool''s, over its leaves, HNSW at the density of an empty partition: no pooled tenant is searched through it): IVFFlat where hybrid._ivfflat_lists gives its live rows lists, else HNSW with the density hybrid._hnsw_density gives them and enough maintenance_work_mem for the graph (1GB to 8GB); returns the kind, its parameters and the rows. Admin only.';
+'Builds index_name, the dense index of one partition of hybrid.chunk (not attached to hybrid.chunk_embedding_hnsw; the pool''s, over its leaves, HNSW at hybrid._pool_graph_options: no pooled tenant is searched through it): IVFFlat where hybrid._ivfflat_lists gives its live rows lists, else HNSW with the density hybrid._hnsw_density gives them and enough maintenance_work_mem for the graph (1GB to 8GB); returns the kind, its parameters and the rows. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._build_partition_hnsw(regclass, text) FROM PUBLIC;
 
 -- hybrid._create_parent_hnsw: hybrid.chunk's own (partitioned) HNSW index, no partition attached (admin)
