@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from pyhybrid import Chunk, HybridClient, InvalidParameterError
+from pyhybrid.types import sparse_text
 from pyhybrid.maintenance import place_tenants
 from tests.conftest import Db
 from tests.helpers import unit
@@ -207,7 +208,21 @@ def test_a_move_under_concurrent_writes_and_searches_loses_and_duplicates_nothin
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=write), threading.Thread(target=search)]
+    def branches() -> None:  # each branch called alone, as a SQL client may
+        vec = "[" + ",".join(str(float(x)) for x in unit(3)) + "]"
+        try:
+            with psycopg.connect(db.dsn("pyh_app")) as conn:
+                while not done.is_set():
+                    with conn.transaction():
+                        conn.execute("SELECT set_config('hybrid.tenant_id', 'busy', true)")
+                        for sql in ("SELECT * FROM hybrid.search_lexical('occlusion alarm pump', 5)",
+                                    f"SELECT * FROM hybrid.search_dense('{vec}'::vector, 5)",
+                                    f"SELECT * FROM hybrid.search_sparse('{sparse_text('q', {1: 1.0, 7: 0.5})}'::sparsevec, 5)"):
+                            assert conn.execute(sql).fetchall(), sql
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write), threading.Thread(target=search), threading.Thread(target=branches)]
     for th in threads:
         th.start()
     with HybridClient(db.dsn()) as admin:
@@ -216,7 +231,8 @@ def test_a_move_under_concurrent_writes_and_searches_loses_and_duplicates_nothin
             admin.move_tenant("busy", placement)
     threads[0].join()
     done.set()
-    threads[1].join()
+    for th in threads[1:]:
+        th.join()
     assert errors == []
     with psycopg.connect(db.dsn()) as conn:
         ids = [r[0] for r in conn.execute(

@@ -874,11 +874,24 @@ CREATE OR REPLACE FUNCTION hybrid.search_lexical(
     query_text text, top_k integer DEFAULT 30, corpus_ids text[] DEFAULT NULL, filter jsonb DEFAULT NULL,
     lexical text DEFAULT NULL)
 RETURNS SETOF hybrid.branch_hit
-LANGUAGE sql VOLATILE SECURITY DEFINER  -- the first BM25 search after a restart may rebuild the index
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- the first BM25 search after a restart may rebuild the index
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT h.chunk_id, h.rank, h.value FROM hybrid._lexical_hits(query_text, top_k, corpus_ids, filter, lexical, NULL) h
-    ORDER BY h.rank
+DECLARE
+    v_key integer;
+    v_hits hybrid.branch_hit[];
+BEGIN
+    -- each statement of a volatile function reads a snapshot of its own: a move of the tenant (hybrid.move_tenant)
+    -- that commits between the branch's read of its key and its search leaves it searching where the tenant was.
+    -- Searched again where it is now, as hybrid.retrieve does (moves are rare)
+    FOR attempt IN 1..3 LOOP
+        v_key := (SELECT s.key FROM hybrid._scope() s);
+        v_hits := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.value)::hybrid.branch_hit
+                        FROM hybrid._lexical_hits(query_text, top_k, corpus_ids, filter, lexical, NULL) h ORDER BY h.rank);
+        EXIT WHEN (SELECT s.key FROM hybrid._scope() s) IS NOT DISTINCT FROM v_key;
+    END LOOP;
+    RETURN QUERY SELECT * FROM unnest(v_hits);
+END
 $$;
 COMMENT ON FUNCTION hybrid.search_lexical(text, integer, text[], jsonb, text) IS
 'Lexical branch: the caller''s top_k best live chunks for query_text by BM25 (the default: pg_textsearch''s index where it is installed and current, else the exact SQL scorer over the tenant''s statistics, with the same scores) or ts_rank over the GIN index (lexical => ''ts_rank''); value = the score, higher is better (BM25''s sign flipped). User text never raises a syntax error. A BM25 index left stale by a server restart is rebuilt first, or, where it cannot be (read-only, a standby), the SQL scorer answers.';
