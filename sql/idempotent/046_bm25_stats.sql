@@ -156,16 +156,22 @@ RETURNS TABLE (lexeme text, df bigint, n_docs bigint, total_len bigint)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    -- the key a literal: the tenant's partition alone is read. Its id too where the key is its tenant's now: a
+    -- pooled tenant's rows are found by the pool's (tenant_id, ...) indexes, none of which leads with the key (by
+    -- the key alone, each pooled tenant's count read its whole leaf)
+    v_rows text := format('c.tenant_key = %s', tenant_key)
+        || coalesce(format(' AND c.tenant_id = %L', (SELECT t.tenant_id FROM hybrid.tenant t
+                                                     WHERE t.tenant_key = _bm25_counted.tenant_key)), '');
 BEGIN
-    -- one row with lexeme NULL for the tenant's totals, then one a lexeme; the key a literal: the tenant's
-    -- partition alone is read
+    -- one row with lexeme NULL for the tenant's totals, then one a lexeme
     RETURN QUERY EXECUTE format(
         'SELECT NULL::text, NULL::bigint, count(*), coalesce(sum(hybrid._tsv_length(c.tsv)), 0)::bigint '
-        'FROM %1$s c WHERE c.tenant_key = %2$s AND length(c.tsv) > 0 '
+        'FROM %1$s c WHERE %2$s AND length(c.tsv) > 0 '
         'UNION ALL '
         'SELECT l.lexeme COLLATE "C", count(*), NULL, NULL '
-        'FROM %1$s c, unnest(tsvector_to_array(c.tsv)) l(lexeme) WHERE c.tenant_key = %2$s GROUP BY 1',
-        coalesce(rel, 'hybrid.chunk'::regclass), tenant_key);
+        'FROM %1$s c, unnest(tsvector_to_array(c.tsv)) l(lexeme) WHERE %2$s GROUP BY 1',
+        coalesce(rel, 'hybrid.chunk'::regclass), v_rows);
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_counted(integer, regclass) IS
