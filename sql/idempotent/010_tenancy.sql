@@ -85,6 +85,17 @@ $$;
 COMMENT ON FUNCTION hybrid._acl_all() IS
 'True when the caller sees every chunk of its tenant whatever the ACL: a trusted app role that set hybrid.acl_labels to ''*'', or a tenant login role granted every label (''*'') that did not narrow them (ingestion lifts writers to this).';
 
+-- hybrid._trusted: whether a role is trusted with every tenant
+CREATE OR REPLACE FUNCTION hybrid._trusted(role_name name) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_has_role(role_name, 'hybrid_app', 'MEMBER')
+        OR coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = role_name), false)
+$$;
+COMMENT ON FUNCTION hybrid._trusted(name) IS
+'Whether role_name is trusted with every tenant: an app role (member of hybrid_app) or a superuser.';
+
 -- hybrid._may_write: whether the caller may write its tenant's chunks and graph
 CREATE OR REPLACE FUNCTION hybrid._may_write() RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
@@ -94,8 +105,7 @@ AS $$
     -- otherwise tell a hidden chunk id from an unused one by writing it: refused, overwritten, or
     -- forked into a second row of the same id (which every full-visibility reader, export and
     -- fusion by id would then meet twice). So a login role writes only when granted every label.
-    SELECT pg_has_role(hybrid._caller(), 'hybrid_app', 'MEMBER')
-        OR coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = hybrid._caller()), false)
+    SELECT hybrid._trusted(hybrid._caller())
         OR EXISTS (SELECT 1 FROM hybrid.tenant_grant g
                    WHERE g.role_name = hybrid._caller() AND g.tenant_id = hybrid._current_tenant()
                      AND '*' = ANY (g.acl_labels))
@@ -116,10 +126,11 @@ BEGIN
                   HINT = format('An admin grants it: SELECT hybrid.grant_tenant(%L, %L, ARRAY[''*'']).',
                                 hybrid._caller(), hybrid._current_tenant());
     END IF;
+    PERFORM hybrid._check_pool_writer();
 END
 $$;
 COMMENT ON FUNCTION hybrid._check_writer() IS
-'Raises 42501 unless hybrid._may_write(): the same answer for every write of a reading role, whatever the ids it names.';
+'Raises 42501 unless hybrid._may_write(): the same answer for every write of a reading role, whatever the ids it names; and for a login role of a pooled tenant where a write would hold its leaf (hybrid._check_pool_writer).';
 
 -- hybrid._with_all_labels: lift the ACL restriction for a writer
 CREATE OR REPLACE FUNCTION hybrid._with_all_labels() RETURNS text
@@ -508,6 +519,9 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     PERFORM hybrid._grant_base(role_name);
+    IF '*' = ANY (acl_labels) THEN
+        PERFORM hybrid._pool_write_check(tenant_id, role_name);  -- a writer of a pooled tenant: refused where it holds
+    END IF;
     -- a tenant login role holding a transaction open, or a lock, would stall every tenant's DDL paths
     -- (tenant creation, REINDEX, migrate): bound it, unless an admin already chose a value here
     IF (SELECT r.rolsuper OR r.rolcreaterole FROM pg_roles r WHERE r.rolname = current_user) THEN
@@ -528,7 +542,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.grant_tenant(name, text, text[]) IS
-'Binds an existing login role to a tenant (and the ACL labels it may claim there; ARRAY[''*''] for every label, which writing the tenant needs). A role granted one tenant acts for it; one granted several acts for the one it sets in hybrid.tenant_id. In this database the role gets statement_timeout 30s, lock_timeout 5s and idle_in_transaction_session_timeout 60s unless already set (ALTER ROLE ... IN DATABASE ... SET changes them). Admin only.';
+'Binds an existing login role to a tenant (and the ACL labels it may claim there; ARRAY[''*''] for every label, which writing the tenant needs, refused for a pooled tenant on pg_textsearch before 1.1.0 with 42501: hybrid._pool_write_check). A role granted one tenant acts for it; one granted several acts for the one it sets in hybrid.tenant_id. In this database the role gets statement_timeout 30s, lock_timeout 5s and idle_in_transaction_session_timeout 60s unless already set (ALTER ROLE ... IN DATABASE ... SET changes them). Admin only.';
 REVOKE ALL ON FUNCTION hybrid.grant_tenant(name, text, text[]) FROM PUBLIC;
 
 -- hybrid.revoke_tenant: unbind a login role from a tenant (admin)

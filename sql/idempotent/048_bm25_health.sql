@@ -433,12 +433,13 @@ AS $$
     SELECT coalesce((SELECT _bm25_fixed.version >= f.fixed_in
                      FROM (VALUES ('restart', ARRAY[1, 3, 0]),    -- statistics lost at a restart (#374: memtable on disk)
                                   ('standby', ARRAY[1, 3, 0]),    -- a hot standby's index not current (#342, #347, #374)
-                                  ('rescan', ARRAY[1, 3, 1])      -- partial or duplicate scan scores (#365, #417)
+                                  ('rescan', ARRAY[1, 3, 1]),     -- partial or duplicate scan scores (#365, #417)
+                                  ('write_lock', ARRAY[1, 1, 0])  -- a writer holds the index to its end (#307)
                           ) f(bug, fixed_in)
                      WHERE f.bug = _bm25_fixed.bug), false)
 $$;
 COMMENT ON FUNCTION hybrid._bm25_fixed(text, integer[]) IS
-'Whether pg_textsearch at version (default: the loaded library''s) fixed a bug of 1.0.0 that pyhybrid works around: restart (an index''s statistics lost at a server restart: the heal), standby (a hot standby''s index not current: the SQL scorer answers there), rescan (a scan''s partial or duplicate scores on several segments: the re-score and the serial builds). False for an unknown bug or without pg_textsearch.';
+'Whether pg_textsearch at version (default: the loaded library''s) fixed a bug of 1.0.0 that pyhybrid works around: restart (an index''s statistics lost at a server restart: the heal), standby (a hot standby''s index not current: the SQL scorer answers there), rescan (a scan''s partial or duplicate scores on several segments: the re-score and the serial builds), write_lock (a transaction that wrote to an index holds its lock, beyond every timeout, to its end: hybrid._check_pool_writer). False for an unknown bug or without pg_textsearch.';
 REVOKE ALL ON FUNCTION hybrid._bm25_fixed(text, integer[]) FROM PUBLIC;
 
 -- hybrid._bm25_record_segments: record whether an index has at most one segment (caller holds writers off)

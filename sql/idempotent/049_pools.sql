@@ -5,6 +5,42 @@
 -- own counts (hybrid._bm25_scorer), its tsv in its own language (the row's text_config). A tenant moves between
 -- the two under a new key (hybrid.move_tenant) while its searches and writes go on.
 
+-- hybrid._pool_write_check: raise when a login role would write a pooled tenant where that holds its leaf (admin)
+CREATE OR REPLACE FUNCTION hybrid._pool_write_check(tenant text, role_name name) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- pg_textsearch before 1.1.0 takes a BM25 index's lock at a transaction's first write to it and holds it to the
+    -- transaction's end with interrupts held off: no statement_timeout, idle_in_transaction_session_timeout, cancel
+    -- or pg_terminate_backend reaches that session, and the index's other writers wait as long, as unreachable
+    -- (timescale/pg_textsearch#307). A pooled tenant's rows share their leaf's index with its neighbours, so a
+    -- login role that wrote and kept its transaction open would stop their writes. App roles and superusers,
+    -- trusted with every tenant, write pooled tenants; a tenant whose own login role writes gets a partition
+    IF NOT coalesce(hybrid._pooled(hybrid._tenant_key(tenant)), false) OR hybrid._trusted(role_name)
+       OR to_regclass('hybrid.chunk_content_bm25') IS NULL OR hybrid._bm25_fixed('write_lock') THEN
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'role % may not write tenant % while it is pooled: pg_textsearch % keeps a written BM25 index locked until the transaction ends, beyond any timeout, and the pooled tenants of its leaf share that index',
+        quote_ident(role_name), quote_literal(tenant), array_to_string(hybrid._bm25_version(), '.')
+        USING ERRCODE = '42501',
+              HINT = format('An admin moves the tenant to a partition of its own first: CALL hybrid.move_tenant(%L, ''dedicated'') (pyhybrid tenant move %s --dedicated); app roles write pooled tenants.',
+                            tenant, tenant);
+END
+$$;
+COMMENT ON FUNCTION hybrid._pool_write_check(text, name) IS
+'Raises 42501 when role_name is a login role (not an app role or a superuser) and tenant is pooled, where pg_textsearch before 1.1.0 keeps a written BM25 index locked, beyond every timeout, until the writing transaction ends: the pooled tenants of a leaf share its index, so such a role could stop their writes. hybrid.grant_tenant calls it for a grant of every label, hybrid._check_pool_writer for each write. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._pool_write_check(text, name) FROM PUBLIC;
+
+-- hybrid._check_pool_writer: the caller's write of its own tenant, checked by hybrid._pool_write_check
+CREATE OR REPLACE FUNCTION hybrid._check_pool_writer() RETURNS void
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT hybrid._pool_write_check(hybrid._current_tenant(), hybrid._caller()) $$;
+COMMENT ON FUNCTION hybrid._check_pool_writer() IS
+'hybrid._pool_write_check for the caller and its own tenant (of no other tenant, which a tenant role could otherwise probe): hybrid._check_writer calls it for each write.';
+REVOKE ALL ON FUNCTION hybrid._check_pool_writer() FROM PUBLIC;
+
 -- hybrid._move_select: a chunk relation's columns, as a SELECT list that gives the rows another key
 CREATE OR REPLACE FUNCTION hybrid._move_select(rel regclass, new_key integer, config text, OUT cols text, OUT exprs text)
 LANGUAGE sql STABLE

@@ -45,7 +45,7 @@ BEGIN
         'hybrid.embedding_dim()', 'hybrid.bm25_available()', 'hybrid.version()', 'hybrid.content_hash',
         -- helpers the API's invoker-rights functions and RLS policies call as the caller
         'hybrid._current_tenant()', 'hybrid._only_tenant()', 'hybrid._current_acl()', 'hybrid._acl_all()', 'hybrid._with_all_labels()',
-        'hybrid._may_write()', 'hybrid._check_writer()',
+        'hybrid._may_write()', 'hybrid._check_writer()', 'hybrid._trusted(name)', 'hybrid._check_pool_writer()',
         'hybrid._entity_seen(text, text, text[], boolean)', 'hybrid._scope_size(integer, text[], jsonb, integer)', 'hybrid._or_tsquery(text, regconfig)',
         'hybrid._visible(text, boolean, text[], text, text[], boolean)',
         'hybrid._rrf_term(double precision, double precision, integer)',
@@ -81,6 +81,7 @@ GRANT SELECT ON hybrid.chunk_audit_sample, hybrid.chunk_audit_sample_state TO hy
 GRANT SELECT ON hybrid.bm25_tenant_stats, hybrid.bm25_term_stats, hybrid.bm25_audit TO hybrid_definer;
 GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._only_tenant(), hybrid._current_acl(), hybrid._acl_all(),
     hybrid._with_all_labels(), hybrid._edge_label(text, boolean), hybrid._may_write(), hybrid._check_writer(), hybrid._edge_types_seen(text[]),
+    hybrid._trusted(name), hybrid._check_pool_writer(),
     hybrid._entities_seen(integer, text[], text, text[], boolean), hybrid._entity_seen(text, text, text[], boolean),
     hybrid._check_stage(text, text, text),
     hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text),
