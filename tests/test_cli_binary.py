@@ -403,7 +403,10 @@ def test_ctrl_c_during_ingest_is_one_line_saying_what_stays_written(data_dir: Pa
     big.write_text("".join(f"Requirement {i}: the pump shall raise an occlusion alarm within {i} seconds. "
                            for i in range(6_000)))
     argv = [BIN, "--data-dir", str(data_dir), "ingest", str(big), "--tenant", "interrupted", "--batch", "50"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    # SIGINT at its default in the child, as in a terminal: a shell runs a background job (`cmd &`, nohup) with
+    # SIGINT ignored, the child inherits that, and Python then installs no KeyboardInterrupt handler
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr is not None
     read = proc.stderr.readline()  # "read 1 file(s): N chunk(s) ...": embedding and writing from here on
     total = int(re.search(r"(\d+) chunk\(s\)", read)[1])  # type: ignore[index]
