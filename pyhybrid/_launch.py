@@ -91,7 +91,10 @@ def socket_path() -> Path | None:
     for f in sorted(here.rglob("*.py")) + sorted(sql.rglob("*.sql")):
         st = f.stat()
         h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return where / f"search-{h.hexdigest()[:16]}.sock"
+    sock = where / f"search-{h.hexdigest()[:16]}.sock"
+    # a Unix socket's path holds at most 107 bytes: past that the daemon could never bind, and each call would start
+    # one that loads the model and dies; such a directory gets no daemon (the command runs in-process)
+    return sock if len(os.fsencode(str(sock))) <= 107 else None
 
 
 def _send(sock: socket.socket, payload: dict[str, Any]) -> None:

@@ -481,8 +481,8 @@ def test_the_daemon_is_not_used_from_a_directory_others_may_enter_and_leaves_whe
     assert code == 0 and json.loads(out)
     time.sleep(1)
     assert _sockets(shared) == []  # in-process, and no daemon listening there
-    private = tmp_path / "private"
-    private.mkdir(mode=0o700)
+    # short, whatever pytest's directory: a socket's path holds at most 107 bytes (a longer one gets no daemon)
+    private = Path(tempfile.mkdtemp(prefix="pyh-"))
     _call(argv, _daemon_env(private, idle="2"))
     sock = _started(private)
     for _ in range(300):  # 2 s without a request: it leaves and removes its socket
@@ -490,6 +490,13 @@ def test_the_daemon_is_not_used_from_a_directory_others_may_enter_and_leaves_whe
             break
         time.sleep(0.1)
     assert not sock.exists()
+    shutil.rmtree(private, ignore_errors=True)
+    # a runtime directory too deep for a socket: no daemon is started, the command answers in-process
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir(mode=0o700)
+    code, out, _ = _call(argv, _daemon_env(deep))
+    assert code == 0 and json.loads(out)
+    assert not list((deep / "pyhybrid").glob("*.lock")) and _sockets(deep) == []
 
 
 def test_an_ingest_past_the_pools_size_moves_the_tenant_to_a_partition_of_its_own(data_dir: Path, tmp_path: Path) -> None:
