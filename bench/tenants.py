@@ -30,6 +30,7 @@ from psycopg import conninfo
 
 from _common import (ROOT, ensure_role, fresh_database, installed_versions, pct, server_processes, start_meta,
                      unit_vectors, write_result)
+from latency import World, make_tenant
 from pyhybrid import Chunk, HybridClient, connect, doctor, maintenance, migrate
 from pyhybrid.server import start_embedded
 from pyhybrid.transfer import export_tenant, import_tenant
@@ -62,7 +63,12 @@ def server_memory(data_dir: Path) -> dict[str, Any]:
     return {"rss_mb": round(rss / 2**20, 1), "pss_mb": round(pss / 2**20, 1), "processes": len(procs)}
 
 
-def make_chunks(tid: str, rows: int, rng: np.random.Generator) -> list[Chunk]:
+def make_chunks(tid: str, rows: int, rng: np.random.Generator, world: World | None = None) -> list[Chunk]:
+    """200 words, isotropic vectors; with world (--large-rows tenants) latency.py's topics, as tools/largest_tenants.py's."""
+    if world is not None:
+        td = make_tenant(world, tid, rows, rng)
+        return [Chunk(chunk_id=c, document_id=d, position=int(p), content=x, embedding=v)
+                for c, d, p, x, v in zip(td.chunk_ids, td.doc_ids, td.positions, td.texts, td.vectors)]
     vecs = unit_vectors(rng, rows)
     return [Chunk(chunk_id=f"{tid}-c{i:04d}", document_id=f"{tid}-d{i // 5:04d}", position=i % 5,
                   content=" ".join(rng.choice(WORDS, WORDS_PER_CHUNK)), embedding=vecs[i])
@@ -195,23 +201,21 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
     pooled = {r[0] for r in admin.execute("SELECT tenant_id FROM hybrid.tenant WHERE tenant_key >= 1073741824 "
                                           "AND tenant_id = ANY(%s)", (sample,)).fetchall()}
     out["memory_after_queries"] = server_memory(args.data_dir)
-    def each(key: str) -> list[Any]:
-        return [p[key] for p in per]
-
-    uss = [x for x in each("backend_uss_mb") if x is not None]
+    each: dict[str, list[Any]] = {k: [p[k] for p in per] for k in per[0]}
+    uss = [x for x in each["backend_uss_mb"] if x is not None]
     out["retrieve"] = {
         "sampled": len(per), "calls_per_tenant": args.calls,
-        "connect_ms": stats_s(each("connect_s"), ms=True), "cold_ms": stats_s(each("cold_s"), ms=True),
+        "connect_ms": stats_s(each["connect_s"], ms=True), "cold_ms": stats_s(each["cold_s"], ms=True),
         "warm_ms": stats_s([x for p in per for x in p["warm_s"]], ms=True),
         "warm_ms_first_tenant": stats_s(per[0]["warm_s"], ms=True),
         **{f"{k}_ms_{where}": stats_s([x for p in per if (p["tenant"] in pooled) == (where == "pooled")
                                        for x in (p[f"{k}_s"] if k == "warm" else [p[f"{k}_s"]])], ms=True)
            for k in ("warm", "cold") for where in ("pooled", "dedicated")},
-        "rows_min": min(each("rows")), "rows_with_keyword_rank_min": min(each("rows_with_keyword_rank")),
-        "rows_with_vector_rank_min": min(each("rows_with_vector_rank")),
-        "locks_retrieve": sorted(set(each("locks_retrieve"))), "locks_held": sorted(set(each("locks_held"))),
-        "locks_baseline": sorted(set(each("locks_baseline"))),
-        "partitions_locked_max": max(len(x) for x in each("partitions_locked")),
+        "rows_min": min(each["rows"]), "rows_with_keyword_rank_min": min(each["rows_with_keyword_rank"]),
+        "rows_with_vector_rank_min": min(each["rows_with_vector_rank"]),
+        "locks_retrieve": sorted(set(each["locks_retrieve"])), "locks_held": sorted(set(each["locks_held"])),
+        "locks_baseline": sorted(set(each["locks_baseline"])),
+        "partitions_locked_max": max(len(x) for x in each["partitions_locked"]),
         "relations_locked_example": per[-1]["relations_locked"],
         "backend_uss_mb_median": statistics.median(uss) if uss else None,
         "per_tenant": [{k: (round(v, 4) if isinstance(v, float) else [round(x, 4) for x in v] if k == "warm_s" else v)
@@ -227,11 +231,10 @@ def measure_step(args: argparse.Namespace, dsn: str, admin: psycopg.Connection[A
             t0 = time.perf_counter()
             try:
                 removed = admin.execute("SELECT what, removed FROM hybrid.drop_tenant(%s)", (tid,)).fetchall()
+                drops.append({"tenant": tid, "s": round(time.perf_counter() - t0, 4), "removed": dict(removed)})
+                created.remove(tid)
             except psycopg.Error as exc:
                 drops.append({"tenant": tid, "s": round(time.perf_counter() - t0, 4), "error": error_text(exc)})
-                continue
-            drops.append({"tenant": tid, "s": round(time.perf_counter() - t0, 4), "removed": dict(removed)})
-            created.remove(tid)
 
 
 class Filler:
@@ -241,7 +244,7 @@ class Filler:
     def __init__(self, dsn: str, app_dsn: str, args: argparse.Namespace) -> None:
         self.dsn, self.app_dsn, self.args, self.local = dsn, app_dsn, args, threading.local()
         self.conns: list[Any] = []
-        self.pool = ThreadPoolExecutor(args.workers)
+        self.pool, self.world = ThreadPoolExecutor(args.workers), World(args.seed)
         with psycopg.connect(dsn) as c:
             self.limit = int(c.execute("SELECT coalesce((SELECT value::int FROM hybrid.setting "
                                        "WHERE key = 'pool_max_chunks'), 2000)").fetchone()[0])  # type: ignore[index]
@@ -262,7 +265,8 @@ class Filler:
             t0 = time.perf_counter()
             self.local.admin.execute("SELECT hybrid.create_tenant(%s, NULL, %s)", (tid, placement))
             create_s, during = time.perf_counter() - t0, "ingest"
-            chunks = make_chunks(tid, rows, np.random.default_rng([self.args.seed, int(tid[1:])]))
+            chunks = make_chunks(tid, rows, np.random.default_rng([self.args.seed, int(tid[1:])]),
+                                 self.world if int(tid[1:]) <= len(self.args.large_rows) else None)
             t0 = time.perf_counter()
             with self.local.app.tenant(tid) as t:
                 res = t.ingest(chunks, corpus_id="main")
@@ -337,10 +341,9 @@ def main(argv: list[str] | None = None) -> int:
                         break
                     have, next_id = have + 1, next_id + 1
                     created.append(tid)
-                    creates.append(res[0])
-                    ingests.append(res[1])
-                    series["create_s"].append(round(res[0], 4))
-                    series["ingest_s"].append(round(res[1], 4))
+                    for into, key, v in ((creates, "create_s", res[0]), (ingests, "ingest_s", res[1])):
+                        into.append(v)
+                        series[key].append(round(v, 4))
                 print(f"{have} tenants, {(time.perf_counter() - t_create_start) / 60:.1f} min: last 250 create median "
                       f"{statistics.median(series['create_s'][-250:] or [0]):.3f} s, ingest median "
                       f"{statistics.median(series['ingest_s'][-250:] or [0]):.3f} s", file=sys.stderr, flush=True)
@@ -350,8 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "ingest_s": stats_s(ingests)}
             t_p = time.perf_counter()
             row["placed"] = len(maintenance.place_tenants(dsn))  # the due tenants to partitions of their own
-            row["place_s"] = round(time.perf_counter() - t_p, 3)
-            t_m = time.perf_counter()
+            row["place_s"], t_m = round(time.perf_counter() - t_p, 3), time.perf_counter()
             try:
                 measure_step(args, dsn, admin, have, created, rng, row)
             except Exception as exc:
@@ -361,10 +363,8 @@ def main(argv: list[str] | None = None) -> int:
                                               "error": error_text(exc)})
                 stop = True
             have = len(created)
-            row["tenants_after_drops"] = have
-            row["measure_s"] = round(time.perf_counter() - t_m, 1)
-            row["elapsed_min"] = round((time.perf_counter() - t_all) / 60, 1)
-            row["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+            row.update(tenants_after_drops=have, measure_s=round(time.perf_counter() - t_m, 1), loadavg=[
+                round(x, 2) for x in os.getloadavg()], elapsed_min=round((time.perf_counter() - t_all) / 60, 1))
             report["steps"].append(row)
             write_result(args.out, meta, report)
             rt = row.get("retrieve", {})
