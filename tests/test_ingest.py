@@ -78,6 +78,35 @@ def test_sql_validation_names_the_row_when_python_is_bypassed(db: Db) -> None:
             c.execute("SELECT * FROM hybrid.finish_ingest('default')")
 
 
+def test_the_staging_table_is_kept_by_the_session_emptied_by_each_commit_and_usable_by_its_roles(db: Db) -> None:
+    """One staging table a session (ON COMMIT DELETE ROWS): a batch after the first writes no catalog row (a table
+    made and dropped by each batch did), numbers its rows from 1, stages nothing that outlives its transaction, and
+    a role set later in the session (an authenticator switching roles) stages into the table an earlier one made."""
+    stage = "SELECT c.oid, c.relfilenode, c.xmin::text FROM pg_class c WHERE c.oid = 'pg_temp.hybrid_chunk_stage'::regclass"
+    seen = []
+    with psycopg.connect(db.dsn()) as c:
+        for i, role in enumerate(["pyh_app", "pyh_acme_writer", "pyh_app", "pyh_acme_writer"]):
+            c.execute(f"SET LOCAL ROLE {role}")
+            c.execute("SELECT set_config('hybrid.tenant_id', 'acme', true), hybrid.begin_ingest()")
+            c.execute("INSERT INTO pg_temp.hybrid_chunk_stage (chunk_id, document_id, content) "
+                      "VALUES (%s, 'd', 'x'), ('', 'd', 'y')", (f"s{i}",))
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match="chunk row 2 "):
+                c.execute("SELECT * FROM hybrid.finish_ingest('default')")
+            c.rollback()
+            c.execute(f"SET LOCAL ROLE {role}")
+            c.execute("SELECT set_config('hybrid.tenant_id', 'acme', true), hybrid.begin_ingest()")
+            c.execute("INSERT INTO pg_temp.hybrid_chunk_stage (chunk_id, document_id, content) VALUES (%s, 'd', 'x')",
+                      (f"s{i}",))
+            c.execute("SELECT * FROM hybrid.finish_ingest('default')")
+            c.execute("INSERT INTO pg_temp.hybrid_chunk_stage (chunk_id, document_id, content) VALUES ('late', 'd', 'x')")
+            c.commit()
+            seen.append(c.execute(stage).fetchone())
+            assert c.execute("SELECT count(*) FROM pg_temp.hybrid_chunk_stage").fetchone() == (0,)
+            c.rollback()
+    assert len(set(seen)) == 1, seen
+    assert [r[0] for r in _rows(db)] == ["s0", "s1", "s2", "s3"]
+
+
 def test_reingesting_a_document_supersedes_chunks_it_no_longer_has(api: Api, db: Db) -> None:
     api.ingest("acme", chunks("c", 6, doc_size=3))  # docs c-doc-0 (c-0..2), c-doc-1 (c-3..5)
     new_doc0 = [Chunk(chunk_id="c-0", document_id="c-doc-0", content="rewritten", embedding=unit(7))]

@@ -7,34 +7,61 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT value::integer FROM hybrid.setting WHERE key = 'embedding_dim' $$;
 COMMENT ON FUNCTION hybrid.embedding_dim() IS 'The dimension of hybrid.chunk.embedding, chosen at install.';
 
+-- hybrid._chunk_stage_columns: the staging table's columns, as hybrid._check_stage lists them
+CREATE OR REPLACE FUNCTION hybrid._chunk_stage_columns() RETURNS text
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT 'ord bigint, tenant_id text, chunk_id text, document_id text, position integer, content text, '
+             'embedding real[], acl_labels text[], metadata jsonb, sparse_embedding text' $$;
+COMMENT ON FUNCTION hybrid._chunk_stage_columns() IS
+'The columns of pg_temp.hybrid_chunk_stage (name and type, in order), as hybrid._check_stage lists them: what hybrid.begin_ingest creates and hybrid.finish_ingest accepts.';
+REVOKE ALL ON FUNCTION hybrid._chunk_stage_columns() FROM PUBLIC;
+
 -- hybrid.begin_ingest: the staging table chunks are COPYed into
 CREATE OR REPLACE FUNCTION hybrid.begin_ingest() RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+DECLARE
+    v_cols text;
 BEGIN
-    -- STORAGE: a staged 384-d row passes the ~2 kB TOAST threshold, and pglz was tried on its array and
-    -- its text before either went out of line (a bulk load's CPU: revision 0016); now the text goes out
-    -- of line uncompressed and the array stays in the row where it fits (PostgreSQL 16 and later)
-    CREATE TEMP TABLE IF NOT EXISTS hybrid_chunk_stage (
-        ord          bigserial,
-        tenant_id    text,
-        chunk_id     text,
-        document_id  text,
-        position     integer,
-        content      text STORAGE EXTERNAL,
-        embedding    real[] STORAGE MAIN,
-        acl_labels   text[],
-        metadata     jsonb,
-        sparse_embedding text  -- pgvector's text form, any dimension (hybrid._sparse)
-    ) ON COMMIT DROP;
-    TRUNCATE pg_temp.hybrid_chunk_stage;
-    -- hybrid.finish_ingest reads and empties it as hybrid_definer
-    GRANT SELECT, TRUNCATE ON pg_temp.hybrid_chunk_stage TO hybrid_definer;
+    -- Kept for the session and emptied by each commit (ON COMMIT DELETE ROWS, which truncates in place): a table
+    -- made and dropped by every batch (ON COMMIT DROP) took 1.7 ms of each and left ~30 dead catalog rows
+    -- (pg_class, pg_attribute, pg_type, pg_depend, its sequence's and TOAST table's), the catalog growth
+    -- docs/benchmarks.md measured at 100,000 tenants. One of another release's shape, or rigged, is made again.
+    SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum) INTO v_cols
+    FROM pg_attribute a WHERE a.attrelid = to_regclass('pg_temp.hybrid_chunk_stage') AND a.attnum > 0 AND NOT a.attisdropped;
+    IF v_cols IS DISTINCT FROM hybrid._chunk_stage_columns() THEN
+        IF v_cols IS NOT NULL THEN
+            DROP TABLE pg_temp.hybrid_chunk_stage;
+        END IF;
+        -- STORAGE: a staged 384-d row passes the ~2 kB TOAST threshold, and pglz was tried on its array and
+        -- its text before either went out of line (a bulk load's CPU: revision 0016); now the text goes out
+        -- of line uncompressed and the array stays in the row where it fits (PostgreSQL 16 and later)
+        CREATE TEMP TABLE hybrid_chunk_stage (
+            ord          bigserial,
+            tenant_id    text,
+            chunk_id     text,
+            document_id  text,
+            position     integer,
+            content      text STORAGE EXTERNAL,
+            embedding    real[] STORAGE MAIN,
+            acl_labels   text[],
+            metadata     jsonb,
+            sparse_embedding text  -- pgvector's text form, any dimension (hybrid._sparse)
+        ) ON COMMIT DELETE ROWS;
+        -- hybrid.finish_ingest reads and empties it as hybrid_definer; any role this session sets may stage
+        -- (a temporary table is this session's alone, and its rows last one transaction)
+        GRANT SELECT, DELETE ON pg_temp.hybrid_chunk_stage TO hybrid_definer;
+        GRANT SELECT, INSERT, DELETE ON pg_temp.hybrid_chunk_stage TO PUBLIC;
+        GRANT USAGE, UPDATE ON SEQUENCE pg_temp.hybrid_chunk_stage_ord_seq TO PUBLIC;
+    ELSE
+        DELETE FROM pg_temp.hybrid_chunk_stage;  -- a batch staged earlier in this transaction
+    END IF;
+    PERFORM setval('pg_temp.hybrid_chunk_stage_ord_seq', 1, false);  -- rows numbered from 1 in errors
 END
 $$;
 COMMENT ON FUNCTION hybrid.begin_ingest() IS
-'Creates the transaction-scoped staging table pg_temp.hybrid_chunk_stage to COPY chunks into; hybrid.finish_ingest(corpus_id) loads them.';
+'Empties (creating it the first time in a session) the staging table pg_temp.hybrid_chunk_stage to COPY chunks into, whose rows last until the transaction ends; hybrid.finish_ingest(corpus_id) loads them.';
 
 -- hybrid._check_tsvector_sizes: the staged chunks whose content would pass PostgreSQL's 1 MB tsvector limit
 CREATE OR REPLACE FUNCTION hybrid._check_tsvector_sizes() RETURNS void
@@ -117,9 +144,7 @@ DECLARE
 BEGIN
     SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._corpus_writer(corpus_id) s;  -- or why there is none
     v_config := hybrid._text_config(v_key);  -- what a pooled row's tsv is generated with
-    PERFORM hybrid._check_stage('hybrid_chunk_stage',
-        'ord bigint, tenant_id text, chunk_id text, document_id text, position integer, content text, '
-        'embedding real[], acl_labels text[], metadata jsonb, sparse_embedding text', 'hybrid.begin_ingest()');
+    PERFORM hybrid._check_stage('hybrid_chunk_stage', hybrid._chunk_stage_columns(), 'hybrid.begin_ingest()');
 
     SELECT q.ord, q.chunk_id, q.rule INTO bad FROM (
         SELECT s.ord, s.chunk_id,
@@ -199,7 +224,7 @@ BEGIN
     IF inserted + updated + superseded > 0 THEN
         PERFORM hybrid._bm25_written(v_key);  -- new BM25 index entries: re-scored until merged again
     END IF;
-    TRUNCATE pg_temp.hybrid_chunk_stage;
+    DELETE FROM pg_temp.hybrid_chunk_stage;  -- not TRUNCATE: on a table older than the transaction it writes catalogs
     PERFORM set_config('hybrid.acl_labels', v_labels, true);
 END
 $$;
