@@ -90,23 +90,26 @@ DECLARE
     -- Exact search up to exact_threshold chunks in scope (setting exact_threshold, default 500:
     -- where HNSW overtook an exact scan on this project's machine, bench/FINDINGS.md#exact-scan-against-hnsw-per-partition-size-dense_tuning-dense_exact_topn;
     -- at 1,000 chunks HNSW was 1.2-1.4x faster at recall@10 1.000, at 5,000 2.7x at 0.996)
-    v_threshold integer := coalesce(exact_threshold,
-        (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 500);
+    v_threshold integer;
     v_audit text := (SELECT s.value FROM hybrid.setting s WHERE s.key = 'dense_audit_rows');
-    v_part regclass := hybrid._chunk_partition(tenant_key);
+    v_part regclass;
     v_rows double precision;
     v_scope double precision;
-    v_ef integer := (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search');
+    v_ef integer;
 BEGIN
     IF v_audit IS NOT NULL AND v_audit !~ '^[0-9]{1,9}$' THEN
         RAISE EXCEPTION 'setting dense_audit_rows must be a non-negative integer, got %', hybrid._shown(v_audit)
             USING ERRCODE = '22023';
     END IF;
     -- a pooled tenant is searched exactly, always: the pool's index holds its neighbours' vectors too (a post-filter
-    -- loses recall), and a tenant large enough for an index of its own gets a partition (hybrid.move_tenant)
+    -- loses recall), and a tenant large enough for an index of its own gets a partition (hybrid.move_tenant). Before
+    -- the other lookups, which its call would compile and plan for nothing
     IF hybrid._pooled(tenant_key) THEN
         RETURN 0;
     END IF;
+    v_threshold := coalesce(exact_threshold, (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'exact_threshold'), 500);
+    v_part := hybrid._chunk_partition(tenant_key);
+    v_ef := (SELECT s.value::integer FROM hybrid.setting s WHERE s.key = 'hnsw_ef_search');
     -- unless the caller gives exact_threshold: a scope no larger than the audit's sample (hybrid.search_dense,
     -- setting dense_audit_rows) is searched exactly, as the audit would read as many rows as the exact scan
     IF exact_threshold IS NULL THEN
@@ -577,12 +580,12 @@ BEGIN
                        WHEN EXISTS (SELECT 1 FROM hybrid.setting s WHERE s.key = 'pg_textsearch' AND s.value = 'off')
                        THEN 'the install goes without pg_textsearch'
                        ELSE 'pg_textsearch is not installed' END;
+    ELSIF hybrid._pooled(tenant_key) THEN  -- first: a pooled tenant's call looks up no index (its first call compiles less)
+        reason := 'the tenant is pooled: the pool''s index counts its neighbours'' documents too';
     ELSE
         index_name := hybrid._bm25_partition_index(tenant_key);
         SELECT s.n_docs INTO v_size FROM hybrid.bm25_tenant_stats s WHERE s.tenant_key = _bm25_scorer.tenant_key;
-        IF hybrid._pooled(tenant_key) THEN
-            reason := 'the tenant is pooled: the pool''s index counts its neighbours'' documents too';
-        ELSIF index_name IS NULL THEN
+        IF index_name IS NULL THEN
             reason := 'the tenant''s partition has no BM25 index';
         ELSIF v_mode <> 'index' AND coalesce(v_size, 0) <= v_max::bigint THEN
             reason := format('the tenant holds %s chunks, at most hybrid.bm25_sql_max_chunks (%s)',
