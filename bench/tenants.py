@@ -303,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     server = start_embedded(args.data_dir)
     fresh_database(server, DB, APP)
     with psycopg.connect(server, autocommit=True) as c:
-        settings = {r[0]: r[1] + (r[2] or "") for r in c.execute(
-            "SELECT name, setting, unit FROM pg_settings WHERE name IN ('max_locks_per_transaction', 'max_connections', "
+        settings = {r[0]: r[1] for r in c.execute(  # current_setting: 128MB, not the setting 16384 and the unit 8kB
+            "SELECT name, current_setting(name) FROM pg_settings WHERE name IN ('max_locks_per_transaction', 'max_connections', "
             "'shared_buffers', 'dynamic_shared_memory_type', 'min_dynamic_shared_memory', 'work_mem') "
             "OR name LIKE 'pg_textsearch%' ORDER BY name").fetchall()}
     dsn = conninfo.make_conninfo(server, dbname=DB)
