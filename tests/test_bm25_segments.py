@@ -132,6 +132,24 @@ def test_after_merge_bm25_the_index_scans_own_scores_rank_exactly(db: Db) -> Non
         assert _explained(db, q) == "BM25 index (the tenant's statistics; scores: index scan)"
 
 
+def test_merge_bm25_rebuilds_one_segment_past_the_sessions_maintenance_work_mem(db: Db) -> None:
+    # pg_textsearch 1.0's serial build writes a segment each time its postings fill maintenance_work_mem (at the
+    # default 64MB a 100,000-chunk tenant got two, and kept re-scoring): the merge sizes it from the tenant's text
+    _load_in_segments(db, rows_per_batch=600)
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        index = admin.execute("SELECT hybrid._bm25_partition_index(hybrid._tenant_key('acme'))").fetchone()[0]
+        admin.execute("SET maintenance_work_mem = '64kB'")
+        admin.execute("SET max_parallel_maintenance_workers = 0")
+        admin.execute(f"REINDEX INDEX {index}")  # what the rebuild wrote before: several segments
+        assert _segments(db) > 1
+        (_, _, after, action), = admin.execute("SELECT * FROM hybrid.merge_bm25('acme')").fetchall()
+        assert (after, action) == (1, "rebuilt")
+        assert admin.execute("SELECT current_setting('maintenance_work_mem')").fetchone() == ("64kB",)
+    rows, how = _search(db, QUERIES[0])
+    assert how == "index scan"
+    _is_exact_top(rows, _exact(db, QUERIES[0]))
+
+
 def test_merge_bm25_of_every_tenant_leaves_a_merged_index_alone(db: Db) -> None:
     _load_in_segments(db, rows_per_batch=60)
     acme = _admin(db, "SELECT hybrid._bm25_partition_index(hybrid._tenant_key('acme'))")[0][0]

@@ -493,6 +493,22 @@ COMMENT ON FUNCTION hybrid._bm25_scan_exact(regclass) IS
 'Whether the lexical branch may take a BM25 index scan''s own scores (bm25_get_current_score()) instead of re-scoring each row with <@>: pg_textsearch 1.3.1 or later, or an index recorded in hybrid.bm25_merged (one segment, no write since).';
 REVOKE ALL ON FUNCTION hybrid._bm25_scan_exact(regclass) FROM PUBLIC;
 
+-- hybrid._bm25_build_memory: maintenance_work_mem for a serial rebuild of a partition's BM25 index
+CREATE OR REPLACE FUNCTION hybrid._bm25_build_memory(part regclass) RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+-- pg_textsearch 1.0's serial build writes a segment each time its postings fill maintenance_work_mem: at the default
+-- 64MB a 100,000-chunk tenant of ~110 words a chunk was rebuilt as two segments (70,612 and 29,388 documents, ~8.6
+-- bytes a word of text), so its scan's scores could not be taken; at 256MB, one (measured). 16 bytes a word of the
+-- tenant's text (its statistics' total length), at least the setting, at most 8GB (hybrid._hnsw_build_memory's cap)
+AS $$ SELECT greatest(pg_size_bytes(current_setting('maintenance_work_mem')), least(pg_size_bytes('8GB'),
+          16 * coalesce((SELECT s.total_len FROM hybrid.bm25_tenant_stats s
+                         WHERE s.tenant_key = substring((SELECT c.relname FROM pg_class c WHERE c.oid = part)
+                                                        FROM '^chunk_p([0-9]+)$')::integer), 0))) $$;
+COMMENT ON FUNCTION hybrid._bm25_build_memory(regclass) IS
+'The maintenance_work_mem hybrid.merge_bm25 rebuilds a partition''s BM25 index with, in bytes: 16 a word of its tenant''s text (hybrid.bm25_tenant_stats), at least the setting and at most 8GB, so that pg_textsearch''s serial build writes one segment. Admin only.';
+REVOKE ALL ON FUNCTION hybrid._bm25_build_memory(regclass) FROM PUBLIC;
+
 -- hybrid.merge_bm25: merge the partitions' BM25 indexes into one segment each (admin)
 CREATE OR REPLACE FUNCTION hybrid.merge_bm25(tenant_id text DEFAULT NULL)
 RETURNS TABLE (index_name text, segments_before integer, segments_after integer, action text)
@@ -504,6 +520,7 @@ DECLARE
     v_schema name := hybrid._textsearch_schema();
     v_key integer := hybrid._tenant_key(merge_bm25.tenant_id);
     v_workers text;
+    v_mem text;
     r record;
     s record;
 BEGIN
@@ -558,12 +575,15 @@ BEGIN
             -- segment (one at L0 beside one at L1 stays two), and the scan of a merged segment missed a row
             -- of the exact top there, as may one that compaction merged (segments_per_level): an index
             -- counts as merged only after this rebuild, with no write since. A parallel build (>= 100,000
-            -- rows) merges its workers' segments: not used. A rebuild past memtable_spill_threshold
-            -- writes several segments: then nothing is recorded.
+            -- rows) merges its workers' segments: not used. A rebuild past memtable_spill_threshold, or past its
+            -- maintenance_work_mem (hybrid._bm25_build_memory sets it), writes several segments: then nothing is recorded.
             v_workers := current_setting('max_parallel_maintenance_workers');
+            v_mem := current_setting('maintenance_work_mem');
             PERFORM set_config('max_parallel_maintenance_workers', '0', true);
+            PERFORM set_config('maintenance_work_mem', (hybrid._bm25_build_memory(r.tbl) / 1024)::text || 'kB', true);
             EXECUTE format('REINDEX INDEX %s', r.idx);
             PERFORM set_config('max_parallel_maintenance_workers', v_workers, true);
+            PERFORM set_config('maintenance_work_mem', v_mem, true);
             DELETE FROM hybrid.bm25_audit a WHERE a.index_oid = r.idx;  -- its statistics counted afresh
             action := 'rebuilt';
         END IF;
