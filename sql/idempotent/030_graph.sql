@@ -312,6 +312,18 @@ COMMENT ON FUNCTION hybrid._entity_seen(text, text, text[], boolean) IS
 'Whether the caller may see the entity node_id of tenant (hybrid._entities_seen), with its labels acl and acl_all: the app roles'' policy on hybrid.graph_node.';
 
 
+-- hybrid._stage_columns: a temporary staging table's columns, name and type in order
+CREATE OR REPLACE FUNCTION hybrid._stage_columns(stage text) RETURNS text
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+    FROM pg_attribute a WHERE a.attrelid = to_regclass('pg_temp.' || quote_ident(stage)) AND a.attnum > 0 AND NOT a.attisdropped
+$$;
+COMMENT ON FUNCTION hybrid._stage_columns(text) IS
+'The columns of pg_temp.<stage> (name and type, in order, comma-separated), NULL where there is none: what hybrid._check_stage compares and hybrid.begin_ingest keeps or makes again.';
+REVOKE ALL ON FUNCTION hybrid._stage_columns(text) FROM PUBLIC;
+
 -- hybrid._check_stage: refuse a staging table the caller rigged, before a definer reads it
 CREATE OR REPLACE FUNCTION hybrid._check_stage(stage text, columns text, maker text) RETURNS void
 LANGUAGE plpgsql STABLE SECURITY INVOKER
@@ -324,8 +336,7 @@ BEGIN
     -- rules or a policy whose functions would run with the definer's rights: accept only the plain
     -- temporary table with the expected columns that the begin_ function creates
     SELECT c.relkind, c.relpersistence, c.relhastriggers, c.relhasrules, c.relrowsecurity,
-           (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
-            FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS cols
+           hybrid._stage_columns(stage) AS cols
     INTO v
     FROM pg_class c WHERE c.oid = to_regclass('pg_temp.' || quote_ident(stage));
     IF NOT FOUND OR v.relkind <> 'r' OR v.relpersistence <> 't' OR v.relhastriggers OR v.relhasrules

@@ -7,13 +7,13 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT value::integer FROM hybrid.setting WHERE key = 'embedding_dim' $$;
 COMMENT ON FUNCTION hybrid.embedding_dim() IS 'The dimension of hybrid.chunk.embedding, chosen at install.';
 
--- hybrid._chunk_stage_columns: the staging table's columns, as hybrid._check_stage lists them
+-- hybrid._chunk_stage_columns: the staging table's columns, as hybrid._stage_columns lists them
 CREATE OR REPLACE FUNCTION hybrid._chunk_stage_columns() RETURNS text
 LANGUAGE sql IMMUTABLE
 AS $$ SELECT 'ord bigint, tenant_id text, chunk_id text, document_id text, position integer, content text, '
              'embedding real[], acl_labels text[], metadata jsonb, sparse_embedding text' $$;
 COMMENT ON FUNCTION hybrid._chunk_stage_columns() IS
-'The columns of pg_temp.hybrid_chunk_stage (name and type, in order), as hybrid._check_stage lists them: what hybrid.begin_ingest creates and hybrid.finish_ingest accepts.';
+'The columns of pg_temp.hybrid_chunk_stage (name and type, in order), as hybrid._stage_columns lists them: what hybrid.begin_ingest creates and hybrid.finish_ingest accepts.';
 REVOKE ALL ON FUNCTION hybrid._chunk_stage_columns() FROM PUBLIC;
 
 -- hybrid.begin_ingest: the staging table chunks are COPYed into
@@ -22,14 +22,12 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    v_cols text;
+    v_cols text := hybrid._stage_columns('hybrid_chunk_stage');
 BEGIN
     -- Kept for the session and emptied by each commit (ON COMMIT DELETE ROWS, which truncates in place): a table
     -- made and dropped by every batch (ON COMMIT DROP) took 1.7 ms of each and left ~30 dead catalog rows
     -- (pg_class, pg_attribute, pg_type, pg_depend, its sequence's and TOAST table's), the catalog growth
     -- docs/benchmarks.md measured at 100,000 tenants. One of another release's shape, or rigged, is made again.
-    SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum) INTO v_cols
-    FROM pg_attribute a WHERE a.attrelid = to_regclass('pg_temp.hybrid_chunk_stage') AND a.attnum > 0 AND NOT a.attisdropped;
     IF v_cols IS DISTINCT FROM hybrid._chunk_stage_columns() THEN
         IF v_cols IS NOT NULL THEN
             DROP TABLE pg_temp.hybrid_chunk_stage;
@@ -49,9 +47,8 @@ BEGIN
             metadata     jsonb,
             sparse_embedding text  -- pgvector's text form, any dimension (hybrid._sparse)
         ) ON COMMIT DELETE ROWS;
-        -- hybrid.finish_ingest reads and empties it as hybrid_definer; any role this session sets may stage
+        -- any role this session sets may stage, and hybrid.finish_ingest reads and empties it as hybrid_definer
         -- (a temporary table is this session's alone, and its rows last one transaction)
-        GRANT SELECT, DELETE ON pg_temp.hybrid_chunk_stage TO hybrid_definer;
         GRANT SELECT, INSERT, DELETE ON pg_temp.hybrid_chunk_stage TO PUBLIC;
         GRANT USAGE, UPDATE ON SEQUENCE pg_temp.hybrid_chunk_stage_ord_seq TO PUBLIC;
     ELSE

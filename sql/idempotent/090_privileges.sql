@@ -60,7 +60,8 @@ BEGIN
         'hybrid._check_range(text, integer, integer, integer, text)',
         'hybrid._check_number(text, double precision, boolean)', 'hybrid._check_flag(text, boolean)',
         'hybrid._check_text(text, text, integer)', 'hybrid._check_scores(text, double precision[])', 'hybrid._shown(text)',
-        'hybrid._caller()', 'hybrid.register_edge_type(text)', 'hybrid._chunk_stage_columns()'
+        'hybrid._caller()', 'hybrid.register_edge_type(text)', 'hybrid._chunk_stage_columns()',
+        'hybrid._stage_columns(text)'
     ] LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO hybrid_user',
                        CASE WHEN strpos(fn, '(') > 0 THEN fn::regprocedure ELSE fn::regproc::regprocedure END);
@@ -83,7 +84,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._with_all_labels(), hybrid._edge_label(text, boolean), hybrid._may_write(), hybrid._check_writer(), hybrid._edge_types_seen(text[]),
     hybrid._trusted(name), hybrid._check_pool_writer(),
     hybrid._entities_seen(integer, text[], text, text[], boolean), hybrid._entity_seen(text, text, text[], boolean),
-    hybrid._check_stage(text, text, text), hybrid._chunk_stage_columns(),
+    hybrid._check_stage(text, text, text), hybrid._stage_columns(text), hybrid._chunk_stage_columns(),
     hybrid.embedding_dim(), hybrid.content_hash(text, integer, text, text[], jsonb, text),
     hybrid._scope_size(integer, text[], jsonb, integer), hybrid._or_tsquery(text, regconfig), hybrid._text_config(integer), hybrid.bm25_available(),
     hybrid._tenant_key(text), hybrid._pooled(integer), hybrid._writer_key(text), hybrid._scope(), hybrid._writer_scope(), hybrid._corpus_writer(text), hybrid._chunk_partition(integer), hybrid._analyze_partition(integer, bigint),
