@@ -88,12 +88,22 @@ def test_the_sql_scorer_ranks_as_the_bm25_index_scan(db: Db) -> None:
             assert all(abs(a - b) <= 1e-6 * abs(b) for (_, a), (_, b) in zip(sql, index)), q  # float4 rounding
 
 
+def _unbounded(admin: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    """The lexemes whose kept term-score bounds (max_tf, min_dl_tf) do not bound their counted rows."""
+    return admin.execute(
+        "SELECT t.tenant_id, c.lexeme, d.max_tf, c.max_tf, d.min_dl_tf, c.min_dl_tf "
+        "FROM hybrid.tenant t CROSS JOIN LATERAL hybrid._bm25_counted(t.tenant_key) c "
+        "LEFT JOIN hybrid.bm25_term_stats d ON d.tenant_key = t.tenant_key AND d.lexeme = c.lexeme "
+        "WHERE c.lexeme IS NOT NULL AND (d.max_tf IS NULL OR d.max_tf < c.max_tf OR d.min_dl_tf > c.min_dl_tf)"
+    ).fetchall()
+
+
 def test_statistics_follow_ingest_reingest_supersede_delete_prune_and_drop(db: Db) -> None:
     docs = _corpus("a", 80, seed=3)
     _ingest(db, "acme", docs)
     _ingest(db, "globex", _corpus("g", 30, seed=4))
     with psycopg.connect(db.dsn(), autocommit=True) as admin:
-        assert _drift(admin) == []
+        assert _drift(admin) == [] and _unbounded(admin) == []
         n = admin.execute("SELECT s.n_docs FROM hybrid.bm25_tenant_stats s JOIN hybrid.tenant t USING (tenant_key) "
                           "WHERE t.tenant_id = 'acme'").fetchone()[0]
         assert n == 80
@@ -101,15 +111,21 @@ def test_statistics_follow_ingest_reingest_supersede_delete_prune_and_drop(db: D
         changed = [Chunk(chunk_id=d.chunk_id + "x", document_id=d.document_id, position=d.position,
                          content=d.content + " latch latch") for d in docs[:10]]
         _ingest(db, "acme", changed)
-        assert _drift(admin) == []
+        assert _drift(admin) == [] and _unbounded(admin) == []
         with HybridClient(db.dsn("pyh_app")) as c, c.tenant("acme") as t:
             assert t.delete_document(docs[20].document_id) == 2
             t.prune_documents("default", keep=[d.document_id for d in docs[30:]])
-        assert _drift(admin) == []
-        # an upsert of an existing chunk id with new text moves the statistics (the UPDATE trigger)
+        assert _drift(admin) == [] and _unbounded(admin) == []
+        # an upsert of an existing chunk id with new text moves the statistics (the UPDATE trigger), and a lexeme it
+        # keeps counts its new term count in the bound though its df stays
+        for text in ("zyqux gasket", "zyqux zyqux zyqux zyqux gasket"):
+            _ingest(db, "acme", [Chunk(chunk_id="a78", document_id=docs[78].document_id, position=docs[78].position,
+                                       content=text)])
+        assert admin.execute("SELECT d.df, d.max_tf FROM hybrid.bm25_term_stats d JOIN hybrid.tenant t "
+                             "USING (tenant_key) WHERE t.tenant_id = 'acme' AND d.lexeme = 'zyqux'").fetchone() == (1, 4)
         _ingest(db, "acme", [Chunk(chunk_id="a79", document_id=docs[79].document_id, position=docs[79].position,
                                    content="gear gear gear motor")])
-        assert _drift(admin) == []
+        assert _drift(admin) == [] and _unbounded(admin) == []
         with HybridClient(db.dsn()) as c:
             c.drop_tenant("globex")
         assert admin.execute("SELECT count(*) FROM hybrid.bm25_term_stats s WHERE NOT EXISTS "
@@ -126,7 +142,11 @@ def test_a_write_that_bypasses_the_triggers_is_found_and_recounted(db: Db) -> No
         drift = _drift(admin, "acme")
         assert ("acme", "(documents)", 40, 38) in drift and len(drift) > 2
         assert admin.execute("SELECT tenant, n_docs FROM hybrid.rebuild_bm25_stats('acme')").fetchall() == [("acme", 38)]
-        assert _drift(admin) == []
+        assert _drift(admin) == [] and _unbounded(admin) == []
+        assert admin.execute(  # a recount tightens the bounds to the rows'
+            "SELECT count(*) FROM hybrid._bm25_counted(%s) c JOIN hybrid.bm25_term_stats d ON d.tenant_key = %s "
+            "AND d.lexeme = c.lexeme WHERE (d.max_tf, d.min_dl_tf) IS DISTINCT FROM (c.max_tf, c.min_dl_tf)",
+            (key, key)).fetchone() == (0,)
 
 
 def test_two_writers_of_one_tenant_at_once_leave_exact_statistics(db: Db) -> None:

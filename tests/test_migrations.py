@@ -248,6 +248,12 @@ def test_a_released_database_with_data_upgraded_to_head_equals_a_fresh_install_a
             assert c.execute("SELECT count(*) FROM hybrid.chunk WHERE content_hash <> hybrid.content_hash("
                              "document_id, position, content, acl_labels, metadata, corpus_id)").fetchone() == (0,)
             assert c.execute("SELECT hybrid.version()").fetchone() == (pyhybrid_version(),)
+            # revision 0025 bounded every lexeme's term score from the rows already there (a little looser than a
+            # recount: the SQL scorer stays exact)
+            assert c.execute(
+                "SELECT count(*) FROM hybrid.tenant t CROSS JOIN LATERAL hybrid._bm25_counted(t.tenant_key) n "
+                "JOIN hybrid.bm25_term_stats d ON d.tenant_key = t.tenant_key AND d.lexeme = n.lexeme "
+                "WHERE d.max_tf IS DISTINCT FROM n.max_tf OR NOT d.min_dl_tf <= n.min_dl_tf").fetchone() == (0,)
         assert_reingest_changes_nothing(old)
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as c:

@@ -74,11 +74,22 @@ AS $$
     GROUP BY r.k ORDER BY r.k
     ON CONFLICT (tenant_key) DO UPDATE
         SET n_docs = t.n_docs + excluded.n_docs, total_len = t.total_len + excluded.total_len;
-    INSERT INTO hybrid.bm25_term_stats AS d (tenant_key, lexeme, df)
-    SELECT r.k, l.lexeme COLLATE "C", sum(r.s)
-    FROM unnest(tenant_keys, tsvs, signs) r(k, tsv, s), unnest(tsvector_to_array(r.tsv)) l(lexeme)
-    GROUP BY 1, 2 HAVING sum(r.s) <> 0 ORDER BY 1, 2
-    ON CONFLICT (tenant_key, lexeme) DO UPDATE SET df = d.df + excluded.df;
+    -- each lexeme's bounds (max_tf, min_dl_tf) take in the rows added, even where the statement takes away as many
+    -- (text updated in place); a lexeme no counted row holds (df 0) starts them again
+    INSERT INTO hybrid.bm25_term_stats AS d (tenant_key, lexeme, df, max_tf, min_dl_tf)
+    SELECT r.k, u.lexeme COLLATE "C", sum(r.s),
+           max(coalesce(cardinality(u.positions), 1)) FILTER (WHERE r.s > 0),
+           min(l.dl::real / coalesce(cardinality(u.positions), 1)) FILTER (WHERE r.s > 0)
+    FROM unnest(tenant_keys, tsvs, signs) r(k, tsv, s)
+    -- a row's length once (OFFSET 0: not again for each of its lexemes)
+    CROSS JOIN LATERAL (SELECT hybrid._bm25_fieldnorm(hybrid._tsv_length(r.tsv)) AS dl OFFSET 0) l, unnest(r.tsv) u
+    GROUP BY 1, 2 HAVING sum(r.s) <> 0 OR bool_or(r.s > 0) ORDER BY 1, 2
+    ON CONFLICT (tenant_key, lexeme) DO UPDATE
+        SET df = d.df + excluded.df,
+            max_tf = CASE WHEN d.df <= 0 THEN excluded.max_tf
+                          WHEN d.max_tf IS NOT NULL THEN greatest(d.max_tf, excluded.max_tf) END,
+            min_dl_tf = CASE WHEN d.df <= 0 THEN excluded.min_dl_tf
+                             WHEN d.min_dl_tf IS NOT NULL THEN least(d.min_dl_tf, excluded.min_dl_tf) END;
 $$;
 COMMENT ON FUNCTION hybrid._bm25_stats_add(integer[], tsvector[], integer[]) IS
 'Adds documents (their tenant keys and tsv, sign 1) to the BM25 statistics of their tenants, or takes them away (sign -1). hybrid.chunk''s statement triggers call it, as the schema owner.';
@@ -152,7 +163,7 @@ CREATE OR REPLACE TRIGGER bm25_stats_truncate AFTER TRUNCATE ON hybrid.chunk
 
 -- hybrid._bm25_counted: a tenant's statistics counted from its rows
 CREATE OR REPLACE FUNCTION hybrid._bm25_counted(tenant_key integer, rel regclass DEFAULT NULL)
-RETURNS TABLE (lexeme text, df bigint, n_docs bigint, total_len bigint)
+RETURNS TABLE (lexeme text, df bigint, n_docs bigint, total_len bigint, max_tf integer, min_dl_tf real)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -166,16 +177,18 @@ DECLARE
 BEGIN
     -- one row with lexeme NULL for the tenant's totals, then one a lexeme
     RETURN QUERY EXECUTE format(
-        'SELECT NULL::text, NULL::bigint, count(*), coalesce(sum(hybrid._tsv_length(c.tsv)), 0)::bigint '
+        'SELECT NULL::text, NULL::bigint, count(*), coalesce(sum(hybrid._tsv_length(c.tsv)), 0)::bigint, NULL, NULL '
         'FROM %1$s c WHERE %2$s AND length(c.tsv) > 0 '
         'UNION ALL '
-        'SELECT l.lexeme COLLATE "C", count(*), NULL, NULL '
-        'FROM %1$s c, unnest(tsvector_to_array(c.tsv)) l(lexeme) WHERE %2$s GROUP BY 1',
+        'SELECT u.lexeme COLLATE "C", count(*), NULL, NULL, max(coalesce(cardinality(u.positions), 1)), '
+        '       min(l.dl::real / coalesce(cardinality(u.positions), 1))::real '
+        'FROM %1$s c CROSS JOIN LATERAL (SELECT hybrid._bm25_fieldnorm(hybrid._tsv_length(c.tsv)) AS dl OFFSET 0) l, '
+        '     unnest(c.tsv) u WHERE %2$s GROUP BY 1',
         coalesce(rel, 'hybrid.chunk'::regclass), v_rows);
 END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_counted(integer, regclass) IS
-'A tenant''s BM25 statistics counted from its rows (in hybrid.chunk, or in rel, a table shaped as it), as the triggers count them: a first row with lexeme NULL holds n_docs and total_len, then one row a lexeme with its df.';
+'A tenant''s BM25 statistics counted from its rows (in hybrid.chunk, or in rel, a table shaped as it), as the triggers count them: a first row with lexeme NULL holds n_docs and total_len, then one row a lexeme with its df and its term-score bounds (max_tf, min_dl_tf).';
 REVOKE ALL ON FUNCTION hybrid._bm25_counted(integer, regclass) FROM PUBLIC;
 
 -- hybrid._bm25_recount: replace a tenant's BM25 statistics by a count of its rows (caller holds its writers off)
@@ -191,13 +204,15 @@ BEGIN
     INSERT INTO hybrid.bm25_tenant_stats AS s (tenant_key, n_docs, total_len) VALUES (v_key, 0, 0)
     ON CONFLICT (tenant_key) DO UPDATE SET n_docs = 0, total_len = 0;
     DELETE FROM hybrid.bm25_term_stats d WHERE d.tenant_key = v_key;
-    CREATE TEMP TABLE IF NOT EXISTS hybrid_bm25_recount (lexeme text, df bigint, n_docs bigint, total_len bigint);
+    CREATE TEMP TABLE IF NOT EXISTS hybrid_bm25_recount (lexeme text, df bigint, n_docs bigint, total_len bigint,
+                                                         max_tf integer, min_dl_tf real);
     TRUNCATE pg_temp.hybrid_bm25_recount;
     INSERT INTO pg_temp.hybrid_bm25_recount SELECT * FROM hybrid._bm25_counted(v_key, rel);
     UPDATE hybrid.bm25_tenant_stats s SET n_docs = r.n_docs, total_len = r.total_len
     FROM pg_temp.hybrid_bm25_recount r WHERE s.tenant_key = v_key AND r.lexeme IS NULL;
-    INSERT INTO hybrid.bm25_term_stats (tenant_key, lexeme, df)
-    SELECT v_key, r.lexeme, r.df FROM pg_temp.hybrid_bm25_recount r WHERE r.lexeme IS NOT NULL ORDER BY 2;
+    INSERT INTO hybrid.bm25_term_stats (tenant_key, lexeme, df, max_tf, min_dl_tf)
+    SELECT v_key, r.lexeme, r.df, r.max_tf, r.min_dl_tf FROM pg_temp.hybrid_bm25_recount r WHERE r.lexeme IS NOT NULL
+    ORDER BY 2;
     RETURN QUERY SELECT (SELECT r.n_docs FROM pg_temp.hybrid_bm25_recount r WHERE r.lexeme IS NULL),
                         (SELECT count(*) FROM pg_temp.hybrid_bm25_recount r WHERE r.lexeme IS NOT NULL);
     DROP TABLE pg_temp.hybrid_bm25_recount;

@@ -699,7 +699,7 @@ DECLARE
     v_n double precision; v_avgdl double precision;
     v_lexemes text[]; v_idf double precision[]; v_qf double precision[];
     v_by_ub text[]; v_ub double precision[]; v_rest double precision[]; v_tau double precision;
-    v_query tsquery; v_must tsquery; v_found integer; v_theta double precision; v_held bigint;
+    v_query tsquery; v_must tsquery; v_found integer; v_theta double precision; v_held bigint; v_sample integer;
 BEGIN
     -- idf and avgdl rounded to float4 as pg_textsearch does (hybrid._bm25_sql_scored scores)
     SELECT s.n_docs, (s.total_len::double precision / s.n_docs)::real::double precision INTO v_n, v_avgdl
@@ -707,13 +707,16 @@ BEGIN
     IF v_n IS NULL THEN
         RETURN;
     END IF;
-    -- ub: a term adds less than idf * qf * (k1 + 1) to a score (tf / (tf + k1 * (...)) < 1), with a margin for rounding
+    -- ub: the most a term adds to a score, idf * qf * w, with a margin for rounding. w = tf * (k1 + 1) / (tf + k1 *
+    -- (1 - b + b * dl / avgdl)) grows with tf and falls with dl / tf: at most its value at the lexeme's max_tf and
+    -- min_dl_tf (hybrid.bm25_term_stats), and below k1 + 1 where they are unknown
     SELECT array_agg(q.lexeme ORDER BY q.lexeme), array_agg(q.idf ORDER BY q.lexeme), array_agg(q.qf ORDER BY q.lexeme),
-           array_agg(q.lexeme ORDER BY q.idf * q.qf DESC, q.lexeme),
-           array_agg(q.idf * q.qf * 2.2 * 1.0001 ORDER BY q.idf * q.qf DESC, q.lexeme), sum(q.df)
+           array_agg(q.lexeme ORDER BY q.idf * q.qf * q.w DESC, q.lexeme),
+           array_agg(q.idf * q.qf * q.w * 1.0001 ORDER BY q.idf * q.qf * q.w DESC, q.lexeme), sum(q.df)
     INTO v_lexemes, v_idf, v_qf, v_by_ub, v_ub, v_held
     FROM (SELECT u.lexeme COLLATE "C" AS lexeme, coalesce(cardinality(u.positions), 1)::double precision AS qf, d.df,
-                 ln(1.0::double precision + (v_n - d.df + 0.5) / (d.df + 0.5))::real::double precision AS idf
+                 ln(1.0::double precision + (v_n - d.df + 0.5) / (d.df + 0.5))::real::double precision AS idf,
+                 coalesce(2.2 / (1 + 1.2 * 0.25 / d.max_tf + 1.2 * 0.75 * d.min_dl_tf / v_avgdl), 2.2) AS w
           FROM unnest(to_tsvector(hybrid._text_config(p_key), query_text)) u
           JOIN hybrid.bm25_term_stats d ON d.tenant_key = p_key AND d.lexeme = u.lexeme COLLATE "C" AND d.df > 0) q;
     IF v_lexemes IS NULL THEN
@@ -724,21 +727,23 @@ BEGIN
     SELECT array_agg((SELECT sum(u) FROM unnest(v_ub[i:]) u) ORDER BY i) INTO v_rest
     FROM generate_series(1, cardinality(v_ub)) i;
     -- Pruning (MaxScore's bound, applied through the GIN index): the k-th best score of a sample of the chunks
-    -- holding terms worth half the most a chunk can score (then a quarter, an eighth, ...) is a floor theta for
-    -- the answer's k-th score, and only chunks holding terms worth theta (hybrid._bm25_must_match) are scored.
-    -- Exact: a chunk left out scores below theta, so below k chunks that are in. Not where the chunks holding any
-    -- term (at most the sum of the terms' document frequencies) are no more than a sample
-    v_tau := CASE WHEN v_held > 4 * top_k THEN v_rest[1] / 2 END;
+    -- holding terms worth three quarters of the most a chunk can score (then 0.7 times that, and so on down) is a
+    -- floor theta for the answer's k-th score, and only chunks holding terms worth theta (hybrid._bm25_must_match)
+    -- are scored. Exact: a chunk left out scores below theta, so below k chunks that are in. Not where the chunks
+    -- holding any term (at most the sum of the terms' document frequencies) are no more than a sample. The sample's
+    -- size, start and step: the fastest of a grid at 100,000 chunks (docs/searching.md#bm25-on-any-postgresql)
+    v_sample := greatest(4 * top_k, 400);
+    v_tau := CASE WHEN v_held > v_sample THEN v_rest[1] * 0.75 END;
     WHILE v_tau >= v_ub[cardinality(v_ub)] LOOP  -- below, any one lexeme would do: every chunk holding one
         SELECT count(*), min(s.score) INTO v_found, v_theta
         FROM hybrid._bm25_sql_scored(p_key, p_tenant, p_acl, p_all, corpus_ids, filter,
                                      (hybrid._bm25_must_match(v_by_ub, v_ub, v_rest, v_tau)).must::tsquery,
-                                     v_lexemes, v_idf, v_qf, v_avgdl, v_query, top_k, 4 * top_k) s;
+                                     v_lexemes, v_idf, v_qf, v_avgdl, v_query, top_k, v_sample) s;
         IF v_found >= top_k THEN
             v_must := (hybrid._bm25_must_match(v_by_ub, v_ub, v_rest, v_theta)).must::tsquery;
             EXIT;
         END IF;
-        v_tau := v_tau / 2;
+        v_tau := v_tau * 0.7;
     END LOOP;
     RETURN QUERY
     SELECT r.chunk_id, r.rank, r.score,
