@@ -215,22 +215,18 @@ def ensure_role(conn: psycopg.Connection[Any], role: str) -> None:
 
 def fresh_database(admin_dsn: str, db: str, role: str | None = None, owned: bool = False) -> None:
     """Drop and create database db; with role, that login role too (made if missing, the database's owner if owned)."""
+    drop_databases(admin_dsn, [db])
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        drop_database(conn, db)
         if role is not None:
             ensure_role(conn, role)
         owner = sql.SQL(" OWNER {}").format(sql.Identifier(role)) if owned and role else sql.SQL("")
         conn.execute(sql.SQL("CREATE DATABASE {}{}").format(sql.Identifier(db), owner))
 
 
-def drop_database(conn: psycopg.Connection[Any], db: str) -> None:
-    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
-
-
 def drop_databases(admin_dsn: str, dbs: Iterable[str]) -> None:
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         for db in dbs:
-            drop_database(conn, db)
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
 
 
 def installed_versions(dsn: str) -> dict[str, str]:

@@ -400,15 +400,17 @@ def server_info(admin_dsn: str) -> dict[str, Any]:
 WRITERS, LOAD_STREAMS, BUILD_WORKERS, EF_SEARCH = 1, 1, 2, None
 
 
-def setup_database(admin_dsn: str, db: str) -> tuple[str, list[float]]:
+def setup_database(admin_dsn: str, db: str, size: int) -> tuple[str, list[float]]:
     """A fresh database with the engine installed and N_TENANTS tenants: its DSN, the ms of each create_tenant."""
     fresh_database(admin_dsn, db, APP_ROLE)
     db_dsn, create_ms = dsn_for(admin_dsn, db), []
     migrate.upgrade(db_dsn)
-    with psycopg.connect(db_dsn, autocommit=True) as conn:
-        for i in range(N_TENANTS):
+    with psycopg.connect(db_dsn, autocommit=True) as conn:  # each tenant placed as maintenance.place_tenants leaves it
+        limit = int(conn.execute("SELECT coalesce((SELECT value FROM hybrid.setting WHERE key = k.key), k.default_value) "
+                                 "FROM hybrid.setting_keys() k WHERE k.key = 'pool_max_chunks'").fetchone()[0])
+        for i, rows in enumerate(tenant_sizes(size)):
             t_c = time.perf_counter()
-            conn.execute("SELECT hybrid.create_tenant(%s)", (tenant_name(i),))
+            conn.execute("SELECT hybrid.create_tenant(%s, NULL, %s)", (tenant_name(i), "dedicated" if rows > limit else "pool"))
             create_ms.append((time.perf_counter() - t_c) * 1000.0)
         conn.execute("SELECT hybrid.grant_app(%s)", (APP_ROLE,))
         if EF_SEARCH is not None:
@@ -805,7 +807,7 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
                 raise RuntimeError(f"--resume {size}: {db} holds {have} live chunks, not {size}")
         else:
             t_c = time.perf_counter()
-            db_dsn, create_ms = setup_database(admin_dsn, db)
+            db_dsn, create_ms = setup_database(admin_dsn, db, size)
             timings["create_tenants_s"] = time.perf_counter() - t_c
             res["create_tenant"] = {"tenants": len(create_ms), "calls_total_s": round(sum(create_ms) / 1000.0, 3), "p50_ms": round(pct(create_ms, 50), 2),
                                     "p95_ms": round(pct(create_ms, 95), 2), "max_ms": round(max(create_ms), 2), "mean_ms": round(statistics.fmean(create_ms), 2),

@@ -64,13 +64,18 @@ REVOKE ALL ON FUNCTION hybrid._lexeme_tsquery(text[]) FROM PUBLIC;
 -- hybrid._bm25_stats_add: add (sign 1) or take away (sign -1) documents from their tenants' statistics
 CREATE OR REPLACE FUNCTION hybrid._bm25_stats_add(tenant_keys integer[], tsvs tsvector[], signs integer[])
 RETURNS void
-LANGUAGE sql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    -- each row's length, read once for both statements (reading a tsv's positions is what a row costs here)
+    v_lens integer[] := ARRAY(SELECT hybrid._tsv_length(t) FROM unnest(tsvs) t);
+    v_norms integer[] := ARRAY(SELECT hybrid._bm25_fieldnorm(l) FROM unnest(v_lens) l);  -- quantized, as scored
+BEGIN
     -- tenants first, in key order, then their lexemes in (tenant, lexeme) order: one statement never deadlocks
     INSERT INTO hybrid.bm25_tenant_stats AS t (tenant_key, n_docs, total_len)
-    SELECT r.k, coalesce(sum(r.s) FILTER (WHERE length(r.tsv) > 0), 0), coalesce(sum(r.s * hybrid._tsv_length(r.tsv)), 0)
-    FROM unnest(tenant_keys, tsvs, signs) r(k, tsv, s)
+    SELECT r.k, coalesce(sum(r.s) FILTER (WHERE length(r.tsv) > 0), 0), coalesce(sum(r.s * r.len), 0)
+    FROM unnest(tenant_keys, tsvs, signs, v_lens) r(k, tsv, s, len)
     GROUP BY r.k ORDER BY r.k
     ON CONFLICT (tenant_key) DO UPDATE
         SET n_docs = t.n_docs + excluded.n_docs, total_len = t.total_len + excluded.total_len;
@@ -79,10 +84,8 @@ AS $$
     INSERT INTO hybrid.bm25_term_stats AS d (tenant_key, lexeme, df, max_tf, min_dl_tf)
     SELECT r.k, u.lexeme COLLATE "C", sum(r.s),
            max(coalesce(cardinality(u.positions), 1)) FILTER (WHERE r.s > 0),
-           min(l.dl::real / coalesce(cardinality(u.positions), 1)) FILTER (WHERE r.s > 0)
-    FROM unnest(tenant_keys, tsvs, signs) r(k, tsv, s)
-    -- a row's length once (OFFSET 0: not again for each of its lexemes)
-    CROSS JOIN LATERAL (SELECT hybrid._bm25_fieldnorm(hybrid._tsv_length(r.tsv)) AS dl OFFSET 0) l, unnest(r.tsv) u
+           min(r.dl::real / coalesce(cardinality(u.positions), 1)) FILTER (WHERE r.s > 0)
+    FROM unnest(tenant_keys, tsvs, signs, v_norms) r(k, tsv, s, dl), unnest(r.tsv) u
     GROUP BY 1, 2 HAVING sum(r.s) <> 0 OR bool_or(r.s > 0) ORDER BY 1, 2
     ON CONFLICT (tenant_key, lexeme) DO UPDATE
         SET df = d.df + excluded.df,
@@ -90,6 +93,7 @@ AS $$
                           WHEN d.max_tf IS NOT NULL THEN greatest(d.max_tf, excluded.max_tf) END,
             min_dl_tf = CASE WHEN d.df <= 0 THEN excluded.min_dl_tf
                              WHEN d.min_dl_tf IS NOT NULL THEN least(d.min_dl_tf, excluded.min_dl_tf) END;
+END
 $$;
 COMMENT ON FUNCTION hybrid._bm25_stats_add(integer[], tsvector[], integer[]) IS
 'Adds documents (their tenant keys and tsv, sign 1) to the BM25 statistics of their tenants, or takes them away (sign -1). hybrid.chunk''s statement triggers call it, as the schema owner.';
