@@ -19,10 +19,14 @@ def run_migrations_online() -> None:
         context.configure(connection=connection, target_metadata=metadata, transaction_per_migration=False)
         with context.begin_transaction():
             # revision 0011 widens the embedding column of a fresh install only
-            config.attributes["fresh_install"] = context.get_context().get_current_revision() is None
+            before = context.get_context().get_current_revision()
+            config.attributes["fresh_install"] = before is None
             context.run_migrations()
+            # an upgrade that ran revisions re-applies sql/idempotent/ even where its digest is the one recorded
+            # (down and up again with one release): a revision may drop what sql/idempotent/ re-creates
+            moved = config.attributes.get("upgrading") and context.get_context().get_current_revision() != before
             finish_upgrade(connection.connection.dbapi_connection,
-                           force=bool(config.attributes.get("reapply_idempotent")),
+                           force=bool(config.attributes.get("reapply_idempotent") or moved),
                            pg_textsearch=config.attributes.get("pg_textsearch"))
 
 

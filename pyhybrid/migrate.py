@@ -210,7 +210,9 @@ def upgrade(dsn: str | None = None, *, revision: str = "head", dim: int | None =
 
     target = resolve_dsn(dsn)
     _drop_unpartitioned_bm25(target)
-    command.upgrade(_alembic_config(sqlalchemy_url(target), dim, reapply, pg_textsearch), revision)
+    cfg = _alembic_config(sqlalchemy_url(target), dim, reapply, pg_textsearch)
+    cfg.attributes["upgrading"] = True  # migrations/env.py: revisions ran up, so sql/idempotent/ is re-applied
+    command.upgrade(cfg, revision)
 
 
 # objects outside hybrid.chunk that depend on it or its row type (views, policies and foreign keys of
