@@ -36,6 +36,7 @@ def downgrade() -> None:
         DROP FUNCTION IF EXISTS hybrid._bm25_stats_update();
         DROP FUNCTION IF EXISTS hybrid._bm25_stats_delete();
         DROP FUNCTION IF EXISTS hybrid._bm25_stats_truncate();
+        DROP FUNCTION IF EXISTS hybrid._bm25_stats_trigger();
         DROP FUNCTION IF EXISTS hybrid._bm25_sql_hits(integer, text, text[], boolean, text, integer, text[], jsonb,
                                                       text[]);
         DROP FUNCTION IF EXISTS hybrid._bm25_sql_scored(integer, text, text[], boolean, text[], jsonb, tsquery, text[],

@@ -99,71 +99,54 @@ COMMENT ON FUNCTION hybrid._bm25_stats_add(integer[], tsvector[], integer[]) IS
 'Adds documents (their tenant keys and tsv, sign 1) to the BM25 statistics of their tenants, or takes them away (sign -1). hybrid.chunk''s statement triggers call it, as the schema owner.';
 REVOKE ALL ON FUNCTION hybrid._bm25_stats_add(integer[], tsvector[], integer[]) FROM PUBLIC;
 
--- the triggers: one an event (a trigger with transition tables takes one event). Definer rights: they count
--- what the statement wrote (under RLS, whoever wrote it), into tables no tenant role can write
-CREATE OR REPLACE FUNCTION hybrid._bm25_stats_insert() RETURNS trigger
+-- the statement triggers, one function for every event (a trigger with transition tables takes one event, so each
+-- event has its trigger). Definer rights: they count what the statement wrote (under RLS, whoever wrote it), into
+-- tables no tenant role can write. Until 0.5 each event had a function of its own
+DROP FUNCTION IF EXISTS hybrid._bm25_stats_insert() CASCADE;
+DROP FUNCTION IF EXISTS hybrid._bm25_stats_delete() CASCADE;
+DROP FUNCTION IF EXISTS hybrid._bm25_stats_update() CASCADE;
+DROP FUNCTION IF EXISTS hybrid._bm25_stats_truncate() CASCADE;
+CREATE OR REPLACE FUNCTION hybrid._bm25_stats_trigger() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM hybrid._bm25_stats_add(array_agg(n.tenant_key), array_agg(n.tsv), array_agg(1))
-    FROM bm25_new n HAVING count(*) > 0;
+    IF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM hybrid.bm25_term_stats;
+        UPDATE hybrid.bm25_tenant_stats SET n_docs = 0, total_len = 0;
+    ELSIF TG_OP = 'INSERT' THEN
+        PERFORM hybrid._bm25_stats_add(array_agg(n.tenant_key), array_agg(n.tsv), array_agg(1))
+        FROM bm25_new n HAVING count(*) > 0;
+    ELSIF TG_OP = 'DELETE' THEN
+        PERFORM hybrid._bm25_stats_add(array_agg(o.tenant_key), array_agg(o.tsv), array_agg(-1))
+        FROM bm25_old o HAVING count(*) > 0;
+    ELSE
+        -- only rows whose text or tenant changed (superseding a row changes neither: it stays counted until pruned)
+        PERFORM hybrid._bm25_stats_add(array_agg(x.k), array_agg(x.tsv), array_agg(x.s))
+        FROM (SELECT o.tenant_key AS k, o.tsv, -1 AS s
+              FROM bm25_old o LEFT JOIN bm25_new n ON n.tenant_id = o.tenant_id AND n.chunk_id = o.chunk_id
+              WHERE n.tenant_key IS DISTINCT FROM o.tenant_key OR n.tsv IS DISTINCT FROM o.tsv
+              UNION ALL
+              SELECT n.tenant_key, n.tsv, 1
+              FROM bm25_new n LEFT JOIN bm25_old o ON o.tenant_id = n.tenant_id AND o.chunk_id = n.chunk_id
+              WHERE o.tenant_key IS DISTINCT FROM n.tenant_key OR o.tsv IS DISTINCT FROM n.tsv) x
+        HAVING count(*) > 0;
+    END IF;
     RETURN NULL;
 END
 $$;
-CREATE OR REPLACE FUNCTION hybrid._bm25_stats_delete() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM hybrid._bm25_stats_add(array_agg(o.tenant_key), array_agg(o.tsv), array_agg(-1))
-    FROM bm25_old o HAVING count(*) > 0;
-    RETURN NULL;
-END
-$$;
-CREATE OR REPLACE FUNCTION hybrid._bm25_stats_update() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- only rows whose text or tenant changed (superseding a row changes neither: it stays counted until pruned)
-    PERFORM hybrid._bm25_stats_add(array_agg(x.k), array_agg(x.tsv), array_agg(x.s))
-    FROM (SELECT o.tenant_key AS k, o.tsv, -1 AS s
-          FROM bm25_old o LEFT JOIN bm25_new n ON n.tenant_id = o.tenant_id AND n.chunk_id = o.chunk_id
-          WHERE n.tenant_key IS DISTINCT FROM o.tenant_key OR n.tsv IS DISTINCT FROM o.tsv
-          UNION ALL
-          SELECT n.tenant_key, n.tsv, 1
-          FROM bm25_new n LEFT JOIN bm25_old o ON o.tenant_id = n.tenant_id AND o.chunk_id = n.chunk_id
-          WHERE o.tenant_key IS DISTINCT FROM n.tenant_key OR o.tsv IS DISTINCT FROM n.tsv) x
-    HAVING count(*) > 0;
-    RETURN NULL;
-END
-$$;
-CREATE OR REPLACE FUNCTION hybrid._bm25_stats_truncate() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    DELETE FROM hybrid.bm25_term_stats;
-    UPDATE hybrid.bm25_tenant_stats SET n_docs = 0, total_len = 0;
-    RETURN NULL;
-END
-$$;
-COMMENT ON FUNCTION hybrid._bm25_stats_insert() IS 'hybrid.chunk''s statement trigger: inserted rows join their tenants'' BM25 statistics.';
-COMMENT ON FUNCTION hybrid._bm25_stats_delete() IS 'hybrid.chunk''s statement trigger: deleted rows leave their tenants'' BM25 statistics.';
-COMMENT ON FUNCTION hybrid._bm25_stats_update() IS 'hybrid.chunk''s statement trigger: rows whose text or tenant changed move in the BM25 statistics.';
-COMMENT ON FUNCTION hybrid._bm25_stats_truncate() IS 'hybrid.chunk''s statement trigger: TRUNCATE empties every tenant''s BM25 statistics.';
-REVOKE ALL ON FUNCTION hybrid._bm25_stats_insert(), hybrid._bm25_stats_delete(), hybrid._bm25_stats_update(),
-    hybrid._bm25_stats_truncate() FROM PUBLIC;
+COMMENT ON FUNCTION hybrid._bm25_stats_trigger() IS
+'hybrid.chunk''s statement triggers: inserted rows join their tenants'' BM25 statistics, deleted rows leave them, rows whose text or tenant changed move in them, TRUNCATE empties every tenant''s.';
+REVOKE ALL ON FUNCTION hybrid._bm25_stats_trigger() FROM PUBLIC;
 
 CREATE OR REPLACE TRIGGER bm25_stats_insert AFTER INSERT ON hybrid.chunk
-    REFERENCING NEW TABLE AS bm25_new FOR EACH STATEMENT EXECUTE FUNCTION hybrid._bm25_stats_insert();
+    REFERENCING NEW TABLE AS bm25_new FOR EACH STATEMENT EXECUTE FUNCTION hybrid._bm25_stats_trigger();
 CREATE OR REPLACE TRIGGER bm25_stats_update AFTER UPDATE ON hybrid.chunk
-    REFERENCING OLD TABLE AS bm25_old NEW TABLE AS bm25_new FOR EACH STATEMENT EXECUTE FUNCTION hybrid._bm25_stats_update();
+    REFERENCING OLD TABLE AS bm25_old NEW TABLE AS bm25_new FOR EACH STATEMENT EXECUTE FUNCTION hybrid._bm25_stats_trigger();
 CREATE OR REPLACE TRIGGER bm25_stats_delete AFTER DELETE ON hybrid.chunk
-    REFERENCING OLD TABLE AS bm25_old FOR EACH STATEMENT EXECUTE FUNCTION hybrid._bm25_stats_delete();
+    REFERENCING OLD TABLE AS bm25_old FOR EACH STATEMENT EXECUTE FUNCTION hybrid._bm25_stats_trigger();
 CREATE OR REPLACE TRIGGER bm25_stats_truncate AFTER TRUNCATE ON hybrid.chunk
-    FOR EACH STATEMENT EXECUTE FUNCTION hybrid._bm25_stats_truncate();
+    FOR EACH STATEMENT EXECUTE FUNCTION hybrid._bm25_stats_trigger();
 
 -- hybrid._bm25_counted: a tenant's statistics counted from its rows
 CREATE OR REPLACE FUNCTION hybrid._bm25_counted(tenant_key integer, rel regclass DEFAULT NULL)
