@@ -700,6 +700,7 @@ DECLARE
     v_lexemes text[]; v_idf double precision[]; v_qf double precision[];
     v_by_ub text[]; v_ub double precision[]; v_rest double precision[]; v_tau double precision;
     v_query tsquery; v_must tsquery; v_found integer; v_theta double precision; v_held bigint; v_sample integer;
+    v_p double precision[];
 BEGIN
     -- idf and avgdl rounded to float4 as pg_textsearch does (hybrid._bm25_sql_scored scores)
     SELECT s.n_docs, (s.total_len::double precision / s.n_docs)::real::double precision INTO v_n, v_avgdl
@@ -712,8 +713,9 @@ BEGIN
     -- min_dl_tf (hybrid.bm25_term_stats), and below k1 + 1 where they are unknown
     SELECT array_agg(q.lexeme ORDER BY q.lexeme), array_agg(q.idf ORDER BY q.lexeme), array_agg(q.qf ORDER BY q.lexeme),
            array_agg(q.lexeme ORDER BY q.idf * q.qf * q.w DESC, q.lexeme),
-           array_agg(q.idf * q.qf * q.w * 1.0001 ORDER BY q.idf * q.qf * q.w DESC, q.lexeme), sum(q.df)
-    INTO v_lexemes, v_idf, v_qf, v_by_ub, v_ub, v_held
+           array_agg(q.idf * q.qf * q.w * 1.0001 ORDER BY q.idf * q.qf * q.w DESC, q.lexeme),
+           array_agg(q.df / v_n ORDER BY q.idf * q.qf * q.w DESC, q.lexeme), sum(q.df)
+    INTO v_lexemes, v_idf, v_qf, v_by_ub, v_ub, v_p, v_held
     FROM (SELECT u.lexeme COLLATE "C" AS lexeme, coalesce(cardinality(u.positions), 1)::double precision AS qf, d.df,
                  ln(1.0::double precision + (v_n - d.df + 0.5) / (d.df + 0.5))::real::double precision AS idf,
                  coalesce(2.2 / (1 + 1.2 * 0.25 / d.max_tf + 1.2 * 0.75 * d.min_dl_tf / v_avgdl), 2.2) AS w
@@ -727,13 +729,27 @@ BEGIN
     SELECT array_agg((SELECT sum(u) FROM unnest(v_ub[i:]) u) ORDER BY i) INTO v_rest
     FROM generate_series(1, cardinality(v_ub)) i;
     -- Pruning (MaxScore's bound, applied through the GIN index): the k-th best score of a sample of the chunks
-    -- holding terms worth three quarters of the most a chunk can score (then 0.7 times that, and so on down) is a
-    -- floor theta for the answer's k-th score, and only chunks holding terms worth theta (hybrid._bm25_must_match)
-    -- are scored. Exact: a chunk left out scores below theta, so below k chunks that are in. Not where the chunks
-    -- holding any term (at most the sum of the terms' document frequencies) are no more than a sample. The sample's
-    -- size, start and step: the fastest of a grid at 100,000 chunks (docs/searching.md#bm25-on-any-postgresql)
+    -- holding terms worth tau (then 0.7 times that, and so on down) is a floor theta for the answer's k-th score,
+    -- and only chunks holding terms worth theta (hybrid._bm25_must_match) are scored. Exact: a chunk left out scores
+    -- below theta, so below k chunks that are in. Not where the chunks holding any term (at most the sum of the
+    -- terms' document frequencies) are no more than a sample. The sample's size and step: the fastest of a grid at
+    -- 100,000 chunks (docs/searching.md#bm25-on-any-postgresql). The first tau: the most that top_k chunks
+    -- would hold were the terms independent (each held by df / N of the chunks; the eight best terms), so that the
+    -- first sample mostly finds its k (three quarters of the most a chunk can score took four or five tries)
     v_sample := greatest(4 * top_k, 400);
-    v_tau := CASE WHEN v_held > v_sample THEN v_rest[1] * 0.75 END;
+    IF v_held > v_sample THEN
+        WITH RECURSIVE s(i, ub, pr) AS (
+            SELECT 0, 0::double precision, 1::double precision
+            UNION ALL
+            SELECT s.i + 1, s.ub + CASE WHEN x.held THEN v_ub[s.i + 1] ELSE 0 END,
+                   s.pr * CASE WHEN x.held THEN v_p[s.i + 1] ELSE 1 - v_p[s.i + 1] END
+            FROM s, (VALUES (true), (false)) x(held)
+            WHERE s.i < least(cardinality(v_ub), 8))
+        SELECT max(e.ub) INTO v_tau
+        FROM (SELECT s.ub, sum(s.pr) OVER (ORDER BY s.ub DESC) * v_n AS expected
+              FROM s WHERE s.i = least(cardinality(v_ub), 8)) e
+        WHERE e.expected >= top_k;
+    END IF;
     WHILE v_tau >= v_ub[cardinality(v_ub)] LOOP  -- below, any one lexeme would do: every chunk holding one
         SELECT count(*), min(s.score) INTO v_found, v_theta
         FROM hybrid._bm25_sql_scored(p_key, p_tenant, p_acl, p_all, corpus_ids, filter,
