@@ -131,6 +131,19 @@ def test_wide_dense_search_runs_through_the_hnsw_index_of_the_callers_partition(
     assert index[0] not in scans(1_000_000)
 
 
+def test_a_wide_install_keeps_the_tsvector_out_of_line(wide: tuple[int, str, np.ndarray]) -> None:
+    # revision 0026 keeps tsv in the row only where a vector leaves room for two rows a page (up to 500 dimensions):
+    # past that a row with its tsv would take a page of its own, so the tsv stays EXTERNAL at PostgreSQL's target
+    _, dsn, _ = wide
+    with psycopg.connect(dsn) as c:
+        storage = c.execute("SELECT DISTINCT a.attstorage FROM pg_partition_tree('hybrid.chunk') t "
+                            "JOIN pg_attribute a ON a.attrelid = t.relid AND a.attname = 'tsv'").fetchall()
+        options = c.execute("SELECT count(*) FROM pg_partition_tree('hybrid.chunk') t JOIN pg_class k ON k.oid = t.relid "
+                            "WHERE k.reloptions IS NOT NULL").fetchone()
+    assert storage == [("e",)]
+    assert options == (0,)
+
+
 @pytest.mark.parametrize("ef_search", [None, 20])
 def test_wide_dense_search_finds_the_exact_neighbours_with_their_exact_distances(
         wide: tuple[int, str, np.ndarray], ef_search: int | None) -> None:

@@ -36,6 +36,10 @@ FINGERPRINT = {
                     FROM pg_proc p WHERE p.pronamespace = 'hybrid'::regnamespace
                        OR (p.pronamespace = 'public'::regnamespace AND p.proname = 'hybrid_retrieve') ORDER BY 1""",
     "settings": "SELECT key, value FROM hybrid.setting ORDER BY 1",
+    "storage": """SELECT c.oid::regclass::text, c.reloptions::text,
+                         (SELECT string_agg(a.attname || ':' || a.attstorage::text, ',' ORDER BY a.attnum) FROM pg_attribute a
+                          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
+                  FROM pg_class c WHERE c.relnamespace = 'hybrid'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1""",
 }
 
 

@@ -256,8 +256,10 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
-    EXECUTE format('CREATE TABLE hybrid.%I (LIKE hybrid.chunk INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING CONSTRAINTS INCLUDING STORAGE)',
-                   name);
+    -- LIKE copies the columns' storage, not the table's: toast_tuple_target as the pool's (revision 0026)
+    EXECUTE format('CREATE TABLE hybrid.%I (LIKE hybrid.chunk INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING CONSTRAINTS INCLUDING STORAGE)%s',
+                   name, coalesce((SELECT ' WITH (' || string_agg(o, ', ') || ')' FROM pg_class k, unnest(k.reloptions) o
+                                   WHERE k.oid = to_regclass('hybrid.chunk_pool_0') AND o LIKE 'toast_tuple_target=%'), ''));
     IF config <> 'english' THEN  -- a partition may generate its column its own way (PostgreSQL 18); empty: instant
         EXECUTE format('ALTER TABLE hybrid.%I ALTER COLUMN tsv SET EXPRESSION AS (to_tsvector(%L::regconfig, content))',
                        name, config);
@@ -266,7 +268,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid._partition_table(text, text) IS
-'Creates hybrid.<name>, a plain table shaped as hybrid.chunk (defaults, generated column, constraints, storage) whose tsv is to_tsvector(config, content): what hybrid._create_partition and hybrid._swap_partition attach. Admin only.';
+'Creates hybrid.<name>, a plain table shaped as hybrid.chunk (defaults, generated column, constraints, storage; the pool''s toast_tuple_target) whose tsv is to_tsvector(config, content): what hybrid._create_partition and hybrid._swap_partition attach. Admin only.';
 REVOKE ALL ON FUNCTION hybrid._partition_table(text, text) FROM PUBLIC;
 
 -- hybrid._create_partition: a tenant's partition with its indexes (admin)
