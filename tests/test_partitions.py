@@ -440,7 +440,8 @@ def test_every_partition_keeps_the_tsvector_in_its_row_where_a_384d_vector_leave
 def test_a_chunks_tsvector_is_read_from_its_row_not_from_toast(db: Db, tenant: str) -> None:
     # the SQL BM25 scorer, ts_rank and term coverage read every candidate's tsv: out of line each read was a TOAST
     # probe (2.0-2.7 ms against 0.6 ms for one query's 354 candidates at 9,657 chunks). A chunk of 140 words beside
-    # its 384-d vector: its row passes PostgreSQL's default 2 kB target, and the tsv stayed out of line before
+    # its 384-d vector: its row passes PostgreSQL's default 2 kB target (before revision 0026 the dedicated tenant's
+    # tsv was not kept so: this case failed)
     text = " ".join(f"term{i:03d}x" for i in range(140))
     docs = [Chunk(chunk_id=c.chunk_id, document_id=c.document_id, content=f"{c.chunk_id} {text}", embedding=c.embedding)
             for c in chunks("t", 3, seed=5)]
