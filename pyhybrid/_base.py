@@ -32,8 +32,8 @@ class LexicalFallbackWarning(UserWarning):
 
 
 class AbstainedWarning(UserWarning):
-    """retrieve(abstain=True) returned no rows because nothing was relevant: the dense branch's best hit scored
-    below the tenant's calibrated floor and none of the three best lexical hits held every query term (the
+    """retrieve(abstain=True) returned no rows because nothing was relevant: the dense branch's ten best hits
+    scored below the tenant's calibrated floor on average and none of the three best lexical hits held every query term (the
     server's NOTICE)."""
 
 

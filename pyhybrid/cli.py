@@ -450,8 +450,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
             _require_tenant(target.admin, args.tenant)
             with c.tenant(args.tenant, ["*"]) as t:
                 floor = t.calibrate_abstention(args.quantile)
-            how = (f"quantile {args.quantile} of random pairs" if args.quantile is not None else
-                   "0.73 x a chunk's median similarity to its 10th nearest chunk of another document")
+            how = (f"0.82 x the quantile {args.quantile} of random pairs" if args.quantile is not None else
+                   "0.60 x a chunk's median similarity to its 10th nearest chunk of another document")
             print(f"tenant {args.tenant}: abstention floor {floor:.4f} (cosine similarity, {how})")
         elif args.action == "grant":
             c.grant_tenant(args.role, args.tenant, [a for a in (args.acl or "").split(",") if a])
@@ -907,9 +907,9 @@ def _admin_commands(add: Callable[..., argparse.ArgumentParser], common: _Parser
                       help="store the tenant's abstention floor for search --abstain (pyhybrid ingest refreshes it)")
     t.add_argument("tenant", metavar="TENANT", help="the tenant id")
     t.add_argument("--quantile", type=float, default=None,
-                   help="a floor from random pairs instead: this quantile of the similarity between two of the "
-                        "tenant's chunks (default: 0.73 x the median similarity of a chunk to its 10th nearest chunk "
-                        "of another document)")
+                   help="a floor from random pairs instead: 0.82 x this quantile of the similarity between two of "
+                        "the tenant's chunks (default: 0.60 x the median similarity of a chunk to its 10th nearest "
+                        "chunk of another document)")
     t = ts.add_parser("create", parents=[common], help="create a tenant (idempotent)")
     t.add_argument("tenant", metavar="TENANT", help="the tenant id (letters, digits and _ . : -)")
     t.add_argument("--language", default=None,
@@ -1060,7 +1060,7 @@ def _search_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
                    help="the lexical list weighs in full once one of its 3 best hits holds this many of the query's terms, else that "
                         "share (1: always in full; default 2)")
     s.add_argument("--abstain", action="store_true",
-                   help="no rows when nothing is relevant: the best dense hit below the tenant's calibrated floor "
+                   help="no rows when nothing is relevant: the 10 best dense hits' mean similarity below the tenant's calibrated floor "
                         "and none of the 3 best lexical hits holding every query term (pyhybrid tenant calibrate)")
     s.add_argument("--fusion", choices=list(FUSIONS), default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")

@@ -218,8 +218,9 @@ class TenantSession:
 
     def calibrate_abstention(self, quantile: float | None = None) -> float:
         """Store and return the tenant's abstention floor for retrieve(abstain=True) (hybrid.calibrate_abstention):
-        by default 0.73 x the median similarity of a chunk to its 10th most similar chunk of another document; with
-        quantile, that quantile of the cosine similarity between two of its chunks taken at random. Writers only."""
+        retrieve compares it with the mean similarity of the dense branch's ten best hits. By default 0.60 x the median
+        similarity of a chunk to its 10th most similar chunk of another document; with quantile, 0.82 x that quantile
+        of the cosine similarity between two of its chunks taken at random. Writers only."""
         with _base.translate_errors():
             row = (self.conn.execute(_sql.CALIBRATE_SQL, (_base.check_quantile(quantile),))).fetchone()
         assert row is not None

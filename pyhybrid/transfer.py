@@ -48,6 +48,11 @@ _CORPUS_METADATA_SQL = "UPDATE hybrid.corpus SET metadata = %s::jsonb WHERE tena
 # the abstention floor (hybrid.calibrate_abstention) describes the chunks, which travel unchanged: it travels too
 _FLOOR_SQL = "SELECT abstain_floor, text_config FROM hybrid.tenant WHERE tenant_id = %s"
 _SET_FLOOR_SQL = "UPDATE hybrid.tenant SET abstain_floor = %s WHERE tenant_id = %s"
+# what the floor is compared with: the mean similarity of the dense branch's ten best hits. An export without this
+# key was made when the floor was the best hit's (0.73 x the neighbour median, not 0.60): it is rescaled on import,
+# as revision 0027 rescales a database's floors
+_FLOOR_OF = "mean of the ten best dense hits"
+_BEST_HIT_FLOOR_SCALE = 0.60 / 0.73
 
 
 def export_tenant(client: HybridClient, tenant_id: str, path: str | Path) -> dict[str, int]:
@@ -60,7 +65,8 @@ def export_tenant(client: HybridClient, tenant_id: str, path: str | Path) -> dic
             raise InvalidParameterError(f"tenant_id {tenant_id!r} does not exist")
         header = {"format": FORMAT, "version": VERSION, "tenant_id": tenant_id, "embedding_dim": t.embedding_dim(),
                   "pyhybrid": __version__, "schema": (conn.execute(_VERSION_SQL).fetchone() or {}).get("v"),
-                  **{k: v for k, v in (conn.execute(_FLOOR_SQL, (tenant_id,)).fetchone() or {}).items()}}
+                  **{k: v for k, v in (conn.execute(_FLOOR_SQL, (tenant_id,)).fetchone() or {}).items()},
+                  "abstain_floor_of": _FLOOR_OF}
         has_graph = bool((conn.execute(_HAS_GRAPH_SQL).fetchone() or {}).get("has_graph"))
         with open_text(path, "w") as out:
             out.write(json.dumps(header) + "\n")
@@ -111,6 +117,8 @@ def import_tenant(client: HybridClient, path: str | Path, tenant_id: str | None 
     floor = header.get("abstain_floor")  # absent from exports made before 0.3's abstention: NULL, as there
     if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not -1.0 <= floor <= 1.0):
         raise InvalidParameterError(f"{path}: abstain_floor must be a cosine similarity in [-1, 1] or null, got {floor!r}")
+    if floor is not None and header.get("abstain_floor_of") != _FLOOR_OF:
+        floor = floor * _BEST_HIT_FLOOR_SCALE  # a floor for the best hit alone (an export made before revision 0027)
     counts = {"corpora": 0, "chunks": 0, "edges": 0}
     with client.tenant(target, ["*"]) as t:
         # in the import's transaction: all or nothing; in its language (absent from exports made before languages)

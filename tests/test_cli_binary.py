@@ -357,14 +357,14 @@ def test_search_abstain_answers_on_topic_and_says_no_answer_off_topic(data_dir: 
     off = run("search", "a recipe for chocolate cake with vanilla frosting", "--tenant", "acme", "--abstain",
               data_dir=data_dir, check=3)
     assert _table_ids(off.stdout) == []
-    assert "no answer for tenant 'acme': nothing relevant (the best dense hit (similarity" in off.stderr
+    assert "no answer for tenant 'acme': nothing relevant (the dense branch's ten best hits (mean similarity" in off.stderr
     demo_floor = run("tenant", "calibrate", "globex", data_dir=data_dir).stdout  # as the demo left it: all sampled
-    assert re.fullmatch(r"tenant globex: abstention floor 0\.\d{4} \(cosine similarity, 0\.73 x a chunk's median "
+    assert re.fullmatch(r"tenant globex: abstention floor 0\.\d{4} \(cosine similarity, 0\.60 x a chunk's median "
                         r"similarity to its 10th nearest chunk of another document\)\n", demo_floor)
     try:
         cal = run("tenant", "calibrate", "globex", "--quantile", "0.9", data_dir=data_dir)
-        assert re.fullmatch(r"tenant globex: abstention floor 0\.\d{4} \(cosine similarity, quantile 0\.9 of random "
-                            r"pairs\)\n", cal.stdout)
+        assert re.fullmatch(r"tenant globex: abstention floor 0\.\d{4} \(cosine similarity, 0\.82 x the quantile 0\.9 of "
+                            r"random pairs\)\n", cal.stdout)
         higher = run("tenant", "calibrate", "globex", "--quantile", "0.96", data_dir=data_dir)
         assert cal.stdout.split()[4] < higher.stdout.split()[4]  # a lower quantile, a lower floor
     finally:  # the module's server is shared: globex keeps the demo's floor (its chunks all sampled: the same)

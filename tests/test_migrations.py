@@ -72,6 +72,21 @@ def test_down_and_up_one_revision_with_one_release_leaves_a_fresh_install(empty_
     assert fingerprint(empty_db) == fresh
 
 
+def test_revision_0027_rescales_stored_abstention_floors_both_ways(empty_db: str) -> None:
+    # a floor was the best hit's (0.73 x the neighbour median); from 0027 it is the ten best hits' mean's (0.60 x)
+    migrate.upgrade(empty_db)
+    floor_sql = "SELECT tenant_id, abstain_floor FROM hybrid.tenant ORDER BY 1"
+    with psycopg.connect(empty_db, autocommit=True) as c:
+        c.execute("SELECT hybrid.create_tenant('acme'), hybrid.create_tenant('globex')")
+        c.execute("UPDATE hybrid.tenant SET abstain_floor = 0.6 WHERE tenant_id = 'acme'")
+    migrate.downgrade(empty_db, revision="0026")
+    with psycopg.connect(empty_db) as c:
+        assert c.execute(floor_sql).fetchall() == [("acme", pytest.approx(0.73)), ("globex", None)]
+    migrate.upgrade(empty_db)
+    with psycopg.connect(empty_db) as c:
+        assert c.execute(floor_sql).fetchall() == [("acme", pytest.approx(0.6)), ("globex", None)]
+
+
 def test_install_records_the_chosen_embedding_dimension(empty_db: str) -> None:
     migrate.upgrade(empty_db, dim=768)
     with psycopg.connect(empty_db) as c:

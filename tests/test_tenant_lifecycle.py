@@ -103,7 +103,7 @@ def test_export_then_import_on_another_server_gives_the_same_answers(db: Db, db2
         assert export_tenant(c, "acme", path) == {"corpora": 2, "chunks": 16, "edges": 4}
     lines = [json.loads(x) for x in gzip.open(path, "rt")]
     assert lines[0]["format"] == "pyhybrid-tenant" and lines[0]["tenant_id"] == "acme"
-    assert lines[0]["abstain_floor"] == floor
+    assert lines[0]["abstain_floor"] == floor and lines[0]["abstain_floor_of"] == "mean of the ten best dense hits"
     assert not any("tenant_id" in (r.get("properties") or {}) for r in lines if r.get("type") == "edge")
     with psycopg.connect(db2.dsn()) as admin:  # the other server has never seen acme's rows
         admin.execute("DELETE FROM hybrid.tenant_grant WHERE tenant_id = 'acme'")
@@ -165,6 +165,26 @@ def test_import_refuses_a_tenant_with_data_a_wrong_dimension_and_a_bad_file_writ
             import_tenant(c, tmp_path / "other.jsonl", "fresh3")
     with psycopg.connect(db.dsn()) as admin:
         assert admin.execute("SELECT count(*) FROM hybrid.tenant WHERE tenant_id LIKE 'fresh%'").fetchone() == (0,)
+
+
+def test_an_export_made_before_the_ten_best_hits_floor_imports_its_floor_rescaled(db: Db, tmp_path: Path) -> None:
+    # an export without abstain_floor_of holds the best hit's floor (0.73 x the neighbour median): imported, it is
+    # the ten best hits' (0.60 x), as revision 0027 rescales a database's floors
+    with HybridClient(db.dsn()) as c:
+        with c.tenant("acme") as t:
+            t.ingest(chunks("x", 3, seed=4))
+        with psycopg.connect(db.dsn()) as admin:
+            admin.execute("UPDATE hybrid.tenant SET abstain_floor = 0.73 WHERE tenant_id = 'acme'")
+        path = tmp_path / "acme.jsonl"
+        export_tenant(c, "acme", path)
+        lines = path.read_text().splitlines()
+        header = {k: v for k, v in json.loads(lines[0]).items() if k != "abstain_floor_of"}
+        (tmp_path / "old.jsonl").write_text("\n".join([json.dumps(header)] + lines[1:]) + "\n")
+        import_tenant(c, tmp_path / "old.jsonl", "old")
+        import_tenant(c, path, "new")
+    with psycopg.connect(db.dsn()) as admin:
+        assert admin.execute("SELECT tenant_id, abstain_floor FROM hybrid.tenant WHERE tenant_id IN ('old', 'new') "
+                             "ORDER BY 1").fetchall() == [("new", 0.73), ("old", pytest.approx(0.60))]
 
 
 # --- many tenants: listing them a page a transaction (issue 51: a transaction over every tenant runs out of locks)

@@ -133,15 +133,15 @@ BEGIN
         v_sampled := format('%s c TABLESAMPLE SYSTEM (%s)', v_part, v_pct);
     END IF;
     IF quantile IS NULL THEN
-        -- the neighbour floor: 0.73 x the median, over the sample, of a chunk's cosine similarity to its 10th most
-        -- similar chunk of another document. A question's best hit in a tenant about it is about as close as a chunk's
-        -- neighbours are; a single-topic tenant's chunks are all alike, so a floor from random pairs was as high as a
-        -- good answer there. Chosen on the shared collections (docs/searching.md); exact up to 5,000 chunks, through
-        -- the dense index above
+        -- the neighbour floor: 0.60 x the median, over the sample, of a chunk's cosine similarity to its 10th most
+        -- similar chunk of another document, for the mean similarity of a question's ten best hits. A question's hits
+        -- in a tenant about it are about as close as a chunk's neighbours are; a single-topic tenant's chunks are all
+        -- alike, so a floor from random pairs was as high as a good answer there. Chosen on the shared collections
+        -- (docs/searching.md); exact up to 5,000 chunks, through the dense index above
         EXECUTE format($q$
             WITH s AS (SELECT c.corpus_id, c.document_id, c.embedding FROM %2$s
                        WHERE NOT c.superseded AND c.embedding IS NOT NULL ORDER BY random() LIMIT $1)
-            SELECT count(*)::integer, 0.73 * percentile_cont(0.5) WITHIN GROUP (ORDER BY n.sim)
+            SELECT count(*)::integer, 0.60 * percentile_cont(0.5) WITHIN GROUP (ORDER BY n.sim)
             FROM s CROSS JOIN LATERAL (
                 SELECT 1 - (c.embedding <=> s.embedding) AS sim FROM %1$s
                 WHERE NOT c.superseded AND c.embedding IS NOT NULL
@@ -150,7 +150,8 @@ BEGIN
             v_src, v_sampled, CASE WHEN v_rows <= 5000 THEN ' + 0' ELSE '' END)
         INTO v_n, v_floor USING sample;
     END IF;
-    IF v_n < 20 THEN  -- a quantile asked for, or too few chunks with ten neighbours of other documents: random pairs
+    IF v_n < 20 THEN  -- a quantile asked for, or too few chunks with ten neighbours of other documents: random pairs,
+        -- 0.82 x their quantile (0.60 / 0.73: the quantile was the floor of the best hit alone, pyhybrid 0.3 to 0.5)
         EXECUTE format($q$
             WITH s AS (
                 SELECT x.embedding, row_number() OVER (ORDER BY random()) AS i
@@ -158,7 +159,7 @@ BEGIN
                       WHERE NOT c.superseded AND c.embedding IS NOT NULL ORDER BY random() LIMIT $1) x
             )
             SELECT (SELECT count(*) FROM s)::integer,
-                   percentile_cont($2) WITHIN GROUP (ORDER BY 1 - (a.embedding <=> b.embedding))
+                   0.82 * percentile_cont($2) WITHIN GROUP (ORDER BY 1 - (a.embedding <=> b.embedding))
             FROM s a JOIN s b ON a.i < b.i$q$,
             v_sampled)
         INTO v_n, v_floor USING sample, coalesce(quantile, 0.96);
@@ -172,7 +173,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.calibrate_abstention(double precision, integer) IS
-'Stores and returns the current tenant''s abstention floor, which hybrid_retrieve(abstain => true) applies. By default (quantile NULL) the neighbour floor: 0.73 times the median, over a random sample of sample of its live chunks (all of them in a tenant that small), of a chunk''s cosine similarity to its 10th most similar chunk of another document (chosen on the shared collections: docs/searching.md); with fewer than 20 such chunks, or with quantile given, that quantile (default 0.96) of the cosine similarity between two sampled chunks, over every pair. Writers only (42501 for a reader); 55000 with fewer than 20 chunks with embeddings. Re-run it after large ingests.';
+'Stores and returns the current tenant''s abstention floor, which hybrid_retrieve(abstain => true) applies to the mean similarity of the dense branch''s ten best hits. By default (quantile NULL) the neighbour floor: 0.60 times the median, over a random sample of sample of its live chunks (all of them in a tenant that small), of a chunk''s cosine similarity to its 10th most similar chunk of another document (chosen on the shared collections: docs/searching.md); with fewer than 20 such chunks, or with quantile given, 0.82 times that quantile (default 0.96) of the cosine similarity between two sampled chunks, over every pair. Writers only (42501 for a reader); 55000 with fewer than 20 chunks with embeddings. Re-run it after large ingests.';
 
 -- hybrid._run_branch: one branch of hybrid.retrieve run, its hits cut at its floor; a failure caught and reported
 CREATE OR REPLACE FUNCTION hybrid._run_branch(
@@ -614,10 +615,10 @@ BEGIN
                                 query_sparse, sparse_weight, min_sparse_score);
         SELECT l.names, l.weights, l.e_list, l.e_ids, l.e_ranks, l.e_vals, l.active, l.failed, l.report
         INTO v_names, v_weights, e_list, e_ids, e_ranks, e_vals, v_active, v_failed, v_report;
-        -- abstention: with no graph_seeds of the caller's, the call answers only if the dense branch's best hit clears
-        -- the tenant's floor or one of the three best lexical hits holds every term of the query
+        -- abstention (with no graph_seeds of the caller's): by the dense branch's ten best hits and the lexical match
         IF abstain AND coalesce(cardinality(graph_seeds), 0) = 0 AND hybrid._abstains(v_tenant,
-               (SELECT 1 - e.v FROM unnest(e_list, e_vals) WITH ORDINALITY e(l, v, o) WHERE v_names[e.l] = 'dense' ORDER BY e.o LIMIT 1),
+               ARRAY(SELECT 1 - e.v FROM unnest(e_list, e_vals) WITH ORDINALITY e(l, v, o)
+                     WHERE v_names[e.l] = 'dense' ORDER BY e.o LIMIT 10),
                coalesce((l.lexical_info ->> 'query_terms')::integer > 0
                         AND l.lexical_info ->> 'best_hit_terms' = l.lexical_info ->> 'query_terms', false), v_explain) THEN
             PERFORM set_config('hybrid.explain_report', v_report::text, true);
@@ -667,7 +668,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.retrieve IS
-'Hybrid retrieval for the current tenant. The list branches of hybrid.branch, each run when its query is given and its weight is above 0: dense (query_embedding, vector_weight), lexical (query_text, keyword_weight; lexical => bm25 | ts_rank | NULL for the best available) and sparse (query_sparse, sparse_weight: the inner product with the chunks'' learned-sparse vectors), each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL and to its floor (min_vector_score, min_keyword_score, min_sparse_score: the branch''s own score, before fusion); their lists fused by fusion (hybrid.fusion_methods(): convex, the default, sums each list''s min-max normalized scores x its weight; rrf sums w / (rrf_k + rank); dbsf normalizes by mean +- 3 sd; blend sums the branch scores on an absolute scale, hybrid._blend_score; see hybrid.fuse). The lexical list weighs keyword_weight x its term coverage''s strength (term_coverage, hybrid.lexical_strength). The graph branch (graph_seeds, or the best graph_expand of the fused list; graph_hops, graph_edge_types, min_graph_score) adds its hits: each scores the greater of its fused score (0 without one) and graph_weight * the fused score of the seed that reached it * graph_decay ^ hops (hybrid._graph_score; graph_weight * graph_decay must be below 1, so it scores below its seed). diversity (0..1, 0 off): the page chosen by maximal marginal relevance over the embeddings (hybrid._diversify). Then per_document (the best chunk per document), skip rows and top_k rows in that order (by score then chunk_id; pages are stable when per_source_k is given), siblings => n (the n nearest visible chunks of the same document on each side, by position) and graph context. Each row carries its rank and own measure in every branch that found it (ranks, scores by branch name; the columns vector_rank ... graph_distance for the branches of 0.3). abstain: no rows (a NOTICE) when the dense branch''s best hit is below the tenant''s floor and no lexical hit holds every query term. A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
+'Hybrid retrieval for the current tenant. The list branches of hybrid.branch, each run when its query is given and its weight is above 0: dense (query_embedding, vector_weight), lexical (query_text, keyword_weight; lexical => bm25 | ts_rank | NULL for the best available) and sparse (query_sparse, sparse_weight: the inner product with the chunks'' learned-sparse vectors), each cut to per_source_k (default greatest((skip+top_k)*3, 30)) after corpus, metadata filter and ACL and to its floor (min_vector_score, min_keyword_score, min_sparse_score: the branch''s own score, before fusion); their lists fused by fusion (hybrid.fusion_methods(): convex, the default, sums each list''s min-max normalized scores x its weight; rrf sums w / (rrf_k + rank); dbsf normalizes by mean +- 3 sd; blend sums the branch scores on an absolute scale, hybrid._blend_score; see hybrid.fuse). The lexical list weighs keyword_weight x its term coverage''s strength (term_coverage, hybrid.lexical_strength). The graph branch (graph_seeds, or the best graph_expand of the fused list; graph_hops, graph_edge_types, min_graph_score) adds its hits: each scores the greater of its fused score (0 without one) and graph_weight * the fused score of the seed that reached it * graph_decay ^ hops (hybrid._graph_score; graph_weight * graph_decay must be below 1, so it scores below its seed). diversity (0..1, 0 off): the page chosen by maximal marginal relevance over the embeddings (hybrid._diversify). Then per_document (the best chunk per document), skip rows and top_k rows in that order (by score then chunk_id; pages are stable when per_source_k is given), siblings => n (the n nearest visible chunks of the same document on each side, by position) and graph context. Each row carries its rank and own measure in every branch that found it (ranks, scores by branch name; the columns vector_rank ... graph_distance for the branches of 0.3). abstain: no rows (a NOTICE) when the mean similarity of the dense branch''s ten best hits is below the tenant''s floor, its best hit below 1.5 times the floor and no lexical hit holds every query term (hybrid._abstains). A branch that is missing or broken raises a WARNING "hybrid_retrieve.source_failed ..." and the rest are fused; if all fail, the call fails. A lock timeout, deadlock, serialization failure, cancellation, resource or operator error in any branch ends the call with its own SQLSTATE. Same as public.hybrid_retrieve.';
 
 -- hybrid._check_retrieve: hybrid.retrieve's arguments checked, every rule naming its parameter (22023), in the
 -- words of pyhybrid/query.py. Its parameters are hybrid.retrieve's, read from the catalog.
@@ -760,13 +761,15 @@ COMMENT ON FUNCTION hybrid._check_retrieve IS
 'hybrid.retrieve''s arguments checked, each rule naming its parameter (22023), as pyhybrid/query.py checks them: the ranges of top_k, skip, per_source_k, siblings, graph_hops, graph_expand, term_coverage; fusion (hybrid.fusion_methods()); weights, floors and rrf_k (hybrid._check_number); graph_decay and graph_weight * graph_decay below 1; diversity 0..1; flags not NULL; query_text at most 20,000 characters; at most 100 graph_edge_types and 1,000 graph_seeds; lexical; filter an object; query_embedding of the install''s dimension and not zero; something to search, of weight above 0. Its parameters are hybrid.retrieve''s (read from the catalog).';
 
 -- hybrid._abstains: whether hybrid.retrieve(abstain => true) returns nothing (and says so)
-CREATE OR REPLACE FUNCTION hybrid._abstains(tenant text, best_similarity double precision, lexical_full_match boolean,
+CREATE OR REPLACE FUNCTION hybrid._abstains(tenant text, similarities double precision[], lexical_full_match boolean,
                                             with_report boolean) RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     v_floor double precision;
+    v_mean double precision := (SELECT avg(s) FROM unnest(similarities) s);
+    v_best double precision := similarities[1];
 BEGIN
     SELECT t.abstain_floor INTO v_floor FROM hybrid.tenant t WHERE t.tenant_id = tenant;
     IF v_floor IS NULL THEN
@@ -776,18 +779,22 @@ BEGIN
     END IF;
     IF with_report THEN
         PERFORM set_config('hybrid.explain_abstention', jsonb_build_object(
-            'floor', v_floor, 'best_similarity', best_similarity, 'lexical_full_match', lexical_full_match)::text, true);
+            'floor', v_floor, 'mean_similarity', v_mean, 'best_similarity', v_best,
+            'lexical_full_match', lexical_full_match)::text, true);
     END IF;
-    IF coalesce(best_similarity < v_floor, true) AND NOT lexical_full_match THEN
-        RAISE NOTICE 'hybrid_retrieve.abstained: the best dense hit (similarity %) is below tenant %''s floor (%) and none of the three best lexical hits holds every query term',
-            coalesce(round(best_similarity::numeric, 4)::text, 'none'), tenant, round(v_floor::numeric, 4);
+    -- answered: the ten best hits near enough on average (a question about the tenant's topic), or the best one alone
+    -- 1.5 times the floor (a question one chunk answers), or a lexical hit with every query term (a part number)
+    IF coalesce(v_mean < v_floor AND v_best < 1.5 * v_floor, true) AND NOT lexical_full_match THEN
+        RAISE NOTICE 'hybrid_retrieve.abstained: the dense branch''s ten best hits (mean similarity %, best %) are below tenant %''s floor (%; the best alone 1.5 times it) and none of the three best lexical hits holds every query term',
+            coalesce(round(v_mean::numeric, 4)::text, 'none'), coalesce(round(v_best::numeric, 4)::text, 'none'), tenant,
+            round(v_floor::numeric, 4);
         RETURN true;
     END IF;
     RETURN false;
 END
 $$;
-COMMENT ON FUNCTION hybrid._abstains(text, double precision, boolean, boolean) IS
-'hybrid.retrieve''s abstention: true (with a NOTICE hybrid_retrieve.abstained) when the dense branch''s best similarity is below the tenant''s calibrated floor (or there is none) and no lexical hit holds every query term; 55000 for a tenant never calibrated. With with_report, leaves the floor, the similarity and the match in hybrid.explain_abstention.';
+COMMENT ON FUNCTION hybrid._abstains(text, double precision[], boolean, boolean) IS
+'hybrid.retrieve''s abstention: true (with a NOTICE hybrid_retrieve.abstained) when the mean of similarities (the cosine similarities of the dense branch''s ten best hits, best first; all of them when fewer) is below the tenant''s calibrated floor, the best of them below 1.5 times the floor (or there is no dense hit), and no lexical hit holds every query term; 55000 for a tenant never calibrated. With with_report, leaves the floor, the mean and best similarity and the match in hybrid.explain_abstention.';
 
 -- public.hybrid_retrieve: hybrid.retrieve under a name on the default search_path. Derived from
 -- hybrid.retrieve's catalog entry, so the parameters are written once (above) and cannot drift.
@@ -878,7 +885,8 @@ BEGIN
     v_branches := coalesce(nullif(current_setting('hybrid.explain_report', true), ''), '[]')::jsonb;
     RETURN jsonb_build_object(
         'fusion', fusion, 'rrf_k', rrf_k, 'top_k', top_k, 'skip', skip,
-        -- with abstain: the floor, the dense branch's best similarity and whether a lexical hit held every term
+        -- with abstain: the floor, the mean and best similarity of the dense branch's ten best hits and whether a
+        -- lexical hit held every term
         'abstention', nullif(current_setting('hybrid.explain_abstention', true), '')::jsonb,
         'total_ms', round((extract(epoch FROM clock_timestamp() - v_t) * 1000)::numeric, 3),
         'branches', (SELECT coalesce(jsonb_agg(e || jsonb_build_object('bound', hybrid._explain_bound(fusion, rrf_k, e))

@@ -117,7 +117,7 @@ GRANT EXECUTE ON FUNCTION hybrid._caller(), hybrid._current_tenant(), hybrid._on
     hybrid._graph_stage(text[], double precision[], text[], integer, integer, text[], double precision, double precision,
                         double precision, integer, boolean, text[], jsonb),
     hybrid._diversify(integer, text, text[], boolean, text[], double precision[], double precision, integer),
-    hybrid._abstains(text, double precision, boolean, boolean),
+    hybrid._abstains(text, double precision[], boolean, boolean),
     hybrid._dense_plan(integer, text[], jsonb, integer, integer), hybrid._hnsw_dense_vectors(regclass), hybrid._dense_kind(integer), hybrid._ivfflat_plan(integer),
     hybrid._dense_statement(text, integer),
     hybrid._dense_index_list(integer, text, integer, integer, text, text[], boolean, text[], jsonb, vector, integer),
