@@ -323,6 +323,41 @@ def test_the_audit_names_a_bad_argument(db: Db) -> None:
                 _audit(admin, **kw)
 
 
+@pytest.mark.parametrize("fn", ["bm25_stats_drift", "rebuild_bm25_stats", "audit_bm25", "refresh_audit_samples"])
+def test_a_maintenance_function_names_a_tenant_that_does_not_exist(db: Db, fn: str) -> None:
+    # drift and rebuild answered no rows for a mistyped tenant, as for an exact or a recounted one
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="tenant_id 'acmee' does not exist"):
+            admin.execute(f"SELECT * FROM hybrid.{fn}('acmee')")
+        admin.execute(f"SELECT * FROM hybrid.{fn}()")  # every tenant
+        assert {r[0] for r in admin.execute(f"SELECT * FROM hybrid.{fn}('globex')")} <= {"globex"}
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    ("hybrid.rebuild_bm25_stats", "text"), ("hybrid.bm25_stats_drift", "text"),  # no check before: a count under RLS
+    ("hybrid.audit_bm25", "text, integer, integer, boolean"), ("hybrid.refresh_audit_samples", "text"),
+    ("hybrid.tenants", "text, integer"), ("hybrid.drop_tenant", "text")])
+def test_an_admin_function_owned_by_a_role_under_rls_says_how_to_fix_it(db: Db, fn: str, args: str) -> None:
+    # installed by a role that is no superuser and does not bypass RLS (a managed server), such a function would see
+    # only some rows: rebuild_bm25_stats would have recounted the statistics of rows it could not see
+    role = f"pyh_plain_owner_{fn.split('.')[1]}"
+    with psycopg.connect(db.dsn(), autocommit=True) as admin:
+        me = admin.execute("SELECT current_user").fetchone()[0]
+        admin.execute(f"CREATE ROLE {role} NOLOGIN IN ROLE hybrid_user, hybrid_definer")
+        try:  # the owner of the schema's functions, as an install by that role makes it
+            for f in (f"{fn}({args})", "hybrid._check_bypasses_rls(regprocedure)",
+                      "hybrid._tenants_chosen(regprocedure, text)"):
+                admin.execute(f"ALTER FUNCTION {f} OWNER TO {role}")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege,
+                               match=f"{fn} must be owned by a superuser or a BYPASSRLS role, not {role}") as info:
+                admin.execute(f"SELECT * FROM {fn}('acme')")
+            hint = f"ALTER FUNCTION {fn}({args.replace(', ', ',')}) OWNER TO a role that bypasses RLS."
+            assert info.value.diag.message_hint == hint
+        finally:
+            admin.execute(f"REASSIGN OWNED BY {role} TO {me}")
+            admin.execute(f"DROP ROLE {role}")
+
+
 @pytest.mark.usefixtures("require_bm25")
 def test_the_engine_takes_the_index_unless_told_a_size_for_the_sql_scorer(db: Db) -> None:
     _ingest(db, "acme", _corpus("a", 30, seed=12))

@@ -132,6 +132,43 @@ $$;
 COMMENT ON FUNCTION hybrid._check_writer() IS
 'Raises 42501 unless hybrid._may_write(): the same answer for every write of a reading role, whatever the ids it names; and for a login role of a pooled tenant where a write would hold its leaf (hybrid._check_pool_writer).';
 
+-- hybrid._check_bypasses_rls: an admin function that must see every tenant's rows checks its owner
+CREATE OR REPLACE FUNCTION hybrid._check_bypasses_rls(fn regprocedure) RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- the tables force RLS: only an owner that bypasses it sees every tenant's rows
+    IF NOT (SELECT r.rolsuper OR r.rolbypassrls FROM pg_roles r WHERE r.rolname = current_user) THEN
+        RAISE EXCEPTION '% must be owned by a superuser or a BYPASSRLS role, not %', split_part(fn::text, '(', 1),
+            current_user USING ERRCODE = '42501', HINT = format('ALTER FUNCTION %s OWNER TO a role that bypasses RLS.', fn);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION hybrid._check_bypasses_rls(regprocedure) IS
+'Raises 42501 (naming fn and how to fix it) unless the current user, the owner of the SECURITY DEFINER function fn that calls it, is a superuser or bypasses RLS.';
+REVOKE ALL ON FUNCTION hybrid._check_bypasses_rls(regprocedure) FROM PUBLIC;
+
+-- hybrid._tenants_chosen: the tenants a maintenance function works on, one or all, every row of theirs in sight
+CREATE OR REPLACE FUNCTION hybrid._tenants_chosen(fn regprocedure, chosen text)
+RETURNS TABLE (tenant_id text, tenant_key integer)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM hybrid._check_bypasses_rls(fn);
+    IF chosen IS NOT NULL AND NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = chosen) THEN
+        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(chosen) USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY SELECT t.tenant_id, t.tenant_key FROM hybrid.tenant t WHERE chosen IS NULL OR t.tenant_id = chosen
+                 ORDER BY t.tenant_key;
+END
+$$;
+COMMENT ON FUNCTION hybrid._tenants_chosen(regprocedure, text) IS
+'The tenants of fn, a maintenance function that works on one tenant or all (hybrid.rebuild_bm25_stats, bm25_stats_drift, audit_bm25, refresh_audit_samples): the tenant chosen (22023 naming it tenant_id if there is none such), or every tenant when it is NULL, in tenant_key order. First hybrid._check_bypasses_rls(fn): such a function must see every row.';
+REVOKE ALL ON FUNCTION hybrid._tenants_chosen(regprocedure, text) FROM PUBLIC;
+
 -- hybrid._with_all_labels: lift the ACL restriction for a writer
 CREATE OR REPLACE FUNCTION hybrid._with_all_labels() RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
@@ -414,14 +451,10 @@ DECLARE
     v_part regclass;
     v_fk name;
 BEGIN
+    PERFORM hybrid._check_bypasses_rls('hybrid.drop_tenant(text)');  -- it must see every row it removes
     IF tenant_id IS NULL OR NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = drop_tenant.tenant_id) THEN
         RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(tenant_id)
             USING ERRCODE = '22023';
-    END IF;
-    -- the tables force RLS: only an owner that bypasses it sees every row it must remove
-    IF NOT (SELECT r.rolsuper OR r.rolbypassrls FROM pg_roles r WHERE r.rolname = current_user) THEN
-        RAISE EXCEPTION 'hybrid.drop_tenant must be owned by a superuser or a BYPASSRLS role, not %', current_user
-            USING ERRCODE = '42501', HINT = 'ALTER FUNCTION hybrid.drop_tenant(text) OWNER TO a role that bypasses RLS.';
     END IF;
     -- no loader of this tenant's graph runs meanwhile (hybrid.finish_edges takes the same lock)
     PERFORM pg_advisory_xact_lock(hashtext('hybrid.finish_edges'), hashtext(tenant_id));

@@ -166,11 +166,7 @@ DECLARE
     t record;
     v_part regclass;
 BEGIN
-    -- the tables force RLS: only an owner that bypasses it counts every row
-    IF NOT (SELECT r.rolsuper OR r.rolbypassrls FROM pg_roles r WHERE r.rolname = current_user) THEN
-        RAISE EXCEPTION 'hybrid.tenants must be owned by a superuser or a BYPASSRLS role, not %', current_user
-            USING ERRCODE = '42501', HINT = 'ALTER FUNCTION hybrid.tenants(text, integer) OWNER TO a role that bypasses RLS.';
-    END IF;
+    PERFORM hybrid._check_bypasses_rls('hybrid.tenants(text, integer)');  -- it counts every row
     IF max_tenants IS NOT NULL THEN
         PERFORM hybrid._check_range('max_tenants', max_tenants, 1, 1000000);
     END IF;

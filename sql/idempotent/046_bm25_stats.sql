@@ -219,8 +219,7 @@ AS $$
 DECLARE
     t record;
 BEGIN
-    FOR t IN SELECT x.tenant_id, x.tenant_key FROM hybrid.tenant x
-             WHERE bm25_stats_drift.tenant_id IS NULL OR x.tenant_id = bm25_stats_drift.tenant_id ORDER BY 2 LOOP
+    FOR t IN SELECT x.tenant_id, x.tenant_key FROM hybrid._tenants_chosen('hybrid.bm25_stats_drift(text)', bm25_stats_drift.tenant_id) x LOOP
         RETURN QUERY
         WITH cnt AS (SELECT * FROM hybrid._bm25_counted(t.tenant_key)),
         kp AS (SELECT d.lexeme, d.df FROM hybrid.bm25_term_stats d WHERE d.tenant_key = t.tenant_key AND d.df <> 0)
@@ -239,7 +238,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION hybrid.bm25_stats_drift(text) IS
-'The BM25 statistics (of one tenant, or of all) that differ from a count of the rows: each differing lexeme''s document frequency, and ''(documents)'' and ''(total length)''. No rows: exact. A write that bypassed hybrid.chunk (DML naming a partition, triggers disabled) is the only way to drift; hybrid.rebuild_bm25_stats recounts. Admin only.';
+'The BM25 statistics (of one tenant, or of all) that differ from a count of the rows: each differing lexeme''s document frequency, and ''(documents)'' and ''(total length)''. No rows: exact. A write that bypassed hybrid.chunk (DML naming a partition, triggers disabled) is the only way to drift; hybrid.rebuild_bm25_stats recounts. 22023 for a tenant_id that does not exist. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.bm25_stats_drift(text) FROM PUBLIC;
 
 -- hybrid.rebuild_bm25_stats: recount statistics from the rows
@@ -252,13 +251,13 @@ AS $$
 DECLARE
     t record;
 BEGIN
-    FOR t IN SELECT x.tenant_id, x.tenant_key FROM hybrid.tenant x
-             WHERE rebuild_bm25_stats.tenant_id IS NULL OR x.tenant_id = rebuild_bm25_stats.tenant_id ORDER BY 2 LOOP
+    FOR t IN SELECT x.tenant_id, x.tenant_key FROM hybrid._tenants_chosen('hybrid.rebuild_bm25_stats(text)',
+                                                                     rebuild_bm25_stats.tenant_id) x LOOP
         -- the tenant's row first (it exists, locked): its writers wait, and the recount is of committed rows
         RETURN QUERY SELECT t.tenant_id, r.n_docs, r.lexemes FROM hybrid._bm25_recount(t.tenant_key) r;
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION hybrid.rebuild_bm25_stats(text) IS
-'Recounts the BM25 statistics of one tenant (or of all, one after another) from its rows, under the lock its writers take, and returns each tenant''s document and lexeme counts. For statistics hybrid.bm25_stats_drift found wrong. Admin only.';
+'Recounts the BM25 statistics of one tenant (or of all, one after another) from its rows, under the lock its writers take, and returns each tenant''s document and lexeme counts. For statistics hybrid.bm25_stats_drift found wrong. 22023 for a tenant_id that does not exist. Admin only.';
 REVOKE ALL ON FUNCTION hybrid.rebuild_bm25_stats(text) FROM PUBLIC;

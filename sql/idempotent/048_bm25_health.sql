@@ -643,16 +643,8 @@ BEGIN
     PERFORM hybrid._check_range('queries', queries, 1, 1000);
     PERFORM hybrid._check_range('k', k, 1, 1000);
     PERFORM hybrid._check_flag('heal', heal);
-    IF audit_bm25.tenant_id IS NOT NULL AND hybrid._tenant_key(audit_bm25.tenant_id) IS NULL THEN
-        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(audit_bm25.tenant_id) USING ERRCODE = '22023';
-    END IF;
-    IF NOT (SELECT rl.rolsuper OR rl.rolbypassrls FROM pg_roles rl WHERE rl.rolname = current_user) THEN
-        RAISE EXCEPTION 'hybrid.audit_bm25 must be owned by a superuser or a BYPASSRLS role, not %', current_user
-            USING ERRCODE = '42501', HINT = 'ALTER FUNCTION hybrid.audit_bm25(text, integer, integer, boolean) OWNER TO a role that bypasses RLS.';
-    END IF;
     FOR r IN SELECT t.tenant_id AS tid, t.tenant_key AS key, hybrid._bm25_partition_index(t.tenant_key) AS idx
-             FROM hybrid.tenant t
-             WHERE audit_bm25.tenant_id IS NULL OR t.tenant_id = audit_bm25.tenant_id ORDER BY t.tenant_key LOOP
+             FROM hybrid._tenants_chosen('hybrid.audit_bm25(text, integer, integer, boolean)', audit_bm25.tenant_id) t LOOP
         CONTINUE WHEN r.idx IS NULL OR NOT hybrid._bm25_ready(r.idx::regclass);
         tenant := r.tid; index_name := r.idx; action := 'none';
         FOR pass IN 1..2 LOOP

@@ -196,19 +196,9 @@ BEGIN
         RAISE EXCEPTION 'setting dense_audit_rows must be a non-negative integer, got %', hybrid._shown(v_audit)
             USING ERRCODE = '22023';
     END IF;
-    IF refresh_audit_samples.tenant_id IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM hybrid.tenant t WHERE t.tenant_id = refresh_audit_samples.tenant_id) THEN
-        RAISE EXCEPTION 'tenant_id % does not exist', hybrid._shown(refresh_audit_samples.tenant_id) USING ERRCODE = '22023';
-    END IF;
-    -- the partitions force RLS: only an owner that bypasses it reads every live chunk of the sample
-    IF NOT (SELECT rl.rolsuper OR rl.rolbypassrls FROM pg_roles rl WHERE rl.rolname = current_user) THEN
-        RAISE EXCEPTION 'hybrid.refresh_audit_samples must be owned by a superuser or a BYPASSRLS role, not %', current_user
-            USING ERRCODE = '42501', HINT = 'ALTER FUNCTION hybrid.refresh_audit_samples(text) OWNER TO a role that bypasses RLS.';
-    END IF;
     v_base := coalesce(v_audit, '1000')::integer;
-    FOR r IN SELECT t.tenant_id AS tid, t.tenant_key AS k FROM hybrid.tenant t
-             WHERE refresh_audit_samples.tenant_id IS NULL OR t.tenant_id = refresh_audit_samples.tenant_id
-             ORDER BY t.tenant_key LOOP
+    FOR r IN SELECT t.tenant_id AS tid, t.tenant_key AS k FROM hybrid._tenants_chosen('hybrid.refresh_audit_samples(text)',
+                                                                       refresh_audit_samples.tenant_id) t LOOP
         v_part := hybrid._chunk_partition(r.k);
         v_n := 0;
         IF v_part IS NOT NULL THEN
