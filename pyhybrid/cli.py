@@ -1060,8 +1060,9 @@ def _search_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
                    help="the lexical list weighs in full once one of its 3 best hits holds this many of the query's terms, else that "
                         "share (1: always in full; default 2)")
     s.add_argument("--abstain", action="store_true",
-                   help="no rows when nothing is relevant: the 10 best dense hits' mean similarity below the tenant's calibrated floor "
-                        "and none of the 3 best lexical hits holding every query term (pyhybrid tenant calibrate)")
+                   help="no rows when nothing is relevant: the 10 best dense hits' mean similarity below the tenant's "
+                        "calibrated floor, the best below 1.5 times it, and none of the 3 best lexical hits holding "
+                        "every query term (pyhybrid tenant calibrate)")
     s.add_argument("--fusion", choices=list(FUSIONS), default=None,
                    help="how the branches' lists are fused (default: hybrid_retrieve's, convex)")
     s.add_argument("--rrf-k", type=float, default=None, help="the RRF constant (fusion rrf; default 60)")
