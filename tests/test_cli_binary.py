@@ -448,9 +448,16 @@ def _call(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tupl
     return done.returncode, done.stdout, done.stderr
 
 
-def test_a_search_through_the_daemon_prints_and_exits_as_in_process(data_dir: Path, tmp_path: Path) -> None:
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
+@pytest.fixture()
+def runtime() -> Iterator[Path]:
+    """A runtime directory short whatever pytest's directory (a worker's of pytest -n is longer): a socket's path holds
+    at most 107 bytes, and a longer one gets no daemon."""
+    where = Path(tempfile.mkdtemp(prefix="pyh-"))
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def test_a_search_through_the_daemon_prints_and_exits_as_in_process(data_dir: Path, runtime: Path) -> None:
     env = _daemon_env(runtime)
     first = ["--data-dir", str(data_dir), "search", QUESTION, "--tenant", "acme"]
     assert _call(first, env)[0] == 0  # in-process; starts the daemon
@@ -471,8 +478,8 @@ def test_a_search_through_the_daemon_prints_and_exits_as_in_process(data_dir: Pa
     assert _sockets(runtime) == [sock]  # all answered by the one daemon
 
 
-def test_the_daemon_is_not_used_from_a_directory_others_may_enter_and_leaves_when_idle(data_dir: Path,
-                                                                                     tmp_path: Path) -> None:
+def test_the_daemon_is_not_used_from_a_directory_others_may_enter_and_leaves_when_idle(
+        data_dir: Path, tmp_path: Path, runtime: Path) -> None:
     shared = tmp_path / "shared"
     (shared / "pyhybrid").mkdir(parents=True)
     (shared / "pyhybrid").chmod(0o755)
@@ -481,16 +488,13 @@ def test_the_daemon_is_not_used_from_a_directory_others_may_enter_and_leaves_whe
     assert code == 0 and json.loads(out)
     time.sleep(1)
     assert _sockets(shared) == []  # in-process, and no daemon listening there
-    # short, whatever pytest's directory: a socket's path holds at most 107 bytes (a longer one gets no daemon)
-    private = Path(tempfile.mkdtemp(prefix="pyh-"))
-    _call(argv, _daemon_env(private, idle="2"))
-    sock = _started(private)
+    _call(argv, _daemon_env(runtime, idle="2"))
+    sock = _started(runtime)
     for _ in range(300):  # 2 s without a request: it leaves and removes its socket
         if not sock.exists():
             break
         time.sleep(0.1)
     assert not sock.exists()
-    shutil.rmtree(private, ignore_errors=True)
     # a runtime directory too deep for a socket: no daemon is started, the command answers in-process
     deep = tmp_path / ("d" * 90)
     deep.mkdir(mode=0o700)
