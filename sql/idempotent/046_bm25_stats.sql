@@ -219,7 +219,8 @@ AS $$
 DECLARE
     t record;
 BEGIN
-    FOR t IN SELECT x.tenant_id, x.tenant_key FROM hybrid._tenants_chosen('hybrid.bm25_stats_drift(text)', bm25_stats_drift.tenant_id) x LOOP
+    FOR t IN SELECT x.tenant_id, x.tenant_key FROM hybrid._tenants_chosen('hybrid.bm25_stats_drift(text)',
+                                                                     bm25_stats_drift.tenant_id) x LOOP
         RETURN QUERY
         WITH cnt AS (SELECT * FROM hybrid._bm25_counted(t.tenant_key)),
         kp AS (SELECT d.lexeme, d.df FROM hybrid.bm25_term_stats d WHERE d.tenant_key = t.tenant_key AND d.df <> 0)
