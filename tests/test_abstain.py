@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import psycopg
@@ -15,17 +15,18 @@ import pytest
 from pyhybrid import AbstainedWarning, HybridClient, InvalidParameterError
 from pyhybrid.demo import load_demo
 from pyhybrid.errors import PyhybridError, TenantError
-from tests.conftest import Api, Db
+from tests.conftest import Api, Db, fresh_db
 from tests.helpers import chunks, near, unit
 
 ON_TOPIC = "How quickly must the pump alarm after a downstream occlusion?"
 OFF_TOPIC = "a recipe for chocolate cake with vanilla frosting"
 
 
-@pytest.fixture()
-def demo(db: Db) -> Db:
-    load_demo(db.dsn(), db.dsn("pyh_app"), quiet=True)  # calibrates both tenants
-    return db
+@pytest.fixture(scope="module")
+def demo(admin_dsn: str, template_db: str) -> Iterator[Db]:
+    with fresh_db(admin_dsn, template_db) as db:  # its tests only read it: one demo load for the module
+        load_demo(db.dsn(), db.dsn("pyh_app"), quiet=True)  # calibrates both tenants
+        yield db
 
 
 def _ask(dsn: str, text: str | None, embed: bool = True, **kw: Any) -> tuple[list[Any], list[str]]:

@@ -3,12 +3,14 @@ every fusion method a lexical list whose every hit matched one word of a longer 
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import pytest
 
 from pyhybrid import Chunk
 from pyhybrid.demo import DEMO_EXPAND, load_demo, queries
 from pyhybrid.fusion import BLEND_K, blend_score, lexical_strength
-from tests.conftest import Api, Db
+from tests.conftest import Api, Db, fresh_db
 from tests.helpers import near, unit
 
 QUERY = "replace the infusion pump battery"
@@ -125,10 +127,11 @@ def test_lexical_strength_in_sql_counts_only_the_callers_visible_chunks(db: Db, 
         c.execute("SELECT hybrid.lexical_strength('pump', ARRAY['x'], 0)")
 
 
-@pytest.fixture()
-def demo(db: Db) -> str:
-    load_demo(db.dsn(), db.dsn("pyh_app"), quiet=True)
-    return db.dsn("pyh_app")
+@pytest.fixture(scope="module")
+def demo(admin_dsn: str, template_db: str) -> Iterator[str]:
+    with fresh_db(admin_dsn, template_db) as db:  # its tests only read it: one demo load for the module
+        load_demo(db.dsn(), db.dsn("pyh_app"), quiet=True)
+        yield db.dsn("pyh_app")
 
 
 @pytest.mark.usefixtures("require_age", "require_bm25")
