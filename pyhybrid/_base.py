@@ -33,8 +33,8 @@ class LexicalFallbackWarning(UserWarning):
 
 class AbstainedWarning(UserWarning):
     """retrieve(abstain=True) returned no rows because nothing was relevant: the dense branch's ten best hits
-    scored below the tenant's calibrated floor on average and none of the three best lexical hits held every query term (the
-    server's NOTICE)."""
+    scored below the tenant's calibrated floor on average, the best of them below 1.5 times it, and none of the three
+    best lexical hits held every query term (the server's NOTICE)."""
 
 
 def notice_handler(diag: psycopg.errors.Diagnostic) -> None:

@@ -59,7 +59,8 @@ class RetrieveQuery:
     with the default 2, a list whose every hit matched one word of a longer query counts half
     (pyhybrid.fusion.lexical_strength; docs/searching.md). abstain: return no rows (and an AbstainedWarning)
     when nothing is relevant: the mean similarity of the dense branch's ten best hits below the tenant's calibrated
-    floor (TenantSession.calibrate_abstention) and none of the three best lexical hits holding every term of the query;
+    floor (TenantSession.calibrate_abstention), the best of them below 1.5 times it, and none of the three best
+    lexical hits holding every term of the query;
     a call with graph_seeds is never abstained. diversity: 0 to 1 (0: off): the page is chosen by maximal marginal relevance,
     each row the candidate of the greatest (1 - diversity) x relevance - diversity x its greatest similarity to the
     rows above it (docs/searching.md). query_sparse: a learned-sparse query (SPLADE and the like), {token_id: weight}
