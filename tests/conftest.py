@@ -146,6 +146,17 @@ def fresh_db(admin_dsn: str, template_db: str) -> Iterator[Db]:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def demo_template(admin_dsn: str, template_db: str) -> Iterator[str]:
+    """A database holding the demo (pyhybrid.demo.load_demo: both tenants' chunks, edges and abstention floors),
+    loaded once a session: the tests that read the demo clone it (fresh_db) rather than embed and load it again."""
+    from pyhybrid.demo import load_demo
+
+    with fresh_db(admin_dsn, template_db) as d:
+        load_demo(d.dsn(), d.dsn("pyh_app"), quiet=True)
+        yield d.name
+
+
 @pytest.fixture()
 def empty_db(admin_dsn: str) -> Iterator[str]:
     """An empty database (nothing migrated), dropped afterwards: its DSN."""

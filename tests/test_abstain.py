@@ -13,7 +13,6 @@ import psycopg
 import pytest
 
 from pyhybrid import AbstainedWarning, HybridClient, InvalidParameterError
-from pyhybrid.demo import load_demo
 from pyhybrid.errors import PyhybridError, TenantError
 from tests.conftest import Api, Db, fresh_db
 from tests.helpers import chunks, near, unit
@@ -23,9 +22,8 @@ OFF_TOPIC = "a recipe for chocolate cake with vanilla frosting"
 
 
 @pytest.fixture(scope="module")
-def demo(admin_dsn: str, template_db: str) -> Iterator[Db]:
-    with fresh_db(admin_dsn, template_db) as db:  # its tests only read it: one demo load for the module
-        load_demo(db.dsn(), db.dsn("pyh_app"), quiet=True)  # calibrates both tenants
+def demo(admin_dsn: str, demo_template: str) -> Iterator[Db]:
+    with fresh_db(admin_dsn, demo_template) as db:  # the demo, both tenants calibrated; its tests only read it
         yield db
 
 

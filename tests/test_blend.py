@@ -8,7 +8,7 @@ from typing import Iterator
 import pytest
 
 from pyhybrid import Chunk
-from pyhybrid.demo import DEMO_EXPAND, load_demo, queries
+from pyhybrid.demo import DEMO_EXPAND, queries
 from pyhybrid.fusion import BLEND_K, blend_score, lexical_strength
 from tests.conftest import Api, Db, fresh_db
 from tests.helpers import near, unit
@@ -128,9 +128,8 @@ def test_lexical_strength_in_sql_counts_only_the_callers_visible_chunks(db: Db, 
 
 
 @pytest.fixture(scope="module")
-def demo(admin_dsn: str, template_db: str) -> Iterator[str]:
-    with fresh_db(admin_dsn, template_db) as db:  # its tests only read it: one demo load for the module
-        load_demo(db.dsn(), db.dsn("pyh_app"), quiet=True)
+def demo(admin_dsn: str, demo_template: str) -> Iterator[str]:
+    with fresh_db(admin_dsn, demo_template) as db:  # its tests only read it
         yield db.dsn("pyh_app")
 
 

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import psycopg
 import pytest
 
 from pyhybrid.cli import main
-from tests.conftest import Db
+from tests.conftest import Db, fresh_db
 
 
 @pytest.fixture()
-def demo_db(db: Db, capsys: pytest.CaptureFixture[str]) -> Db:
-    assert main(["--dsn", db.dsn(), "demo", "--quiet"]) == 0
-    return db
+def demo_db(admin_dsn: str, demo_template: str) -> Iterator[Db]:
+    with fresh_db(admin_dsn, demo_template) as db:  # the demo's data, as the demo command loads it
+        yield db
 
 
 @pytest.mark.usefixtures("require_age", "require_bm25")
-def test_demo_runs_end_to_end_and_shows_isolation(demo_db: Db, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_end_to_end_and_shows_isolation(db: Db, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--dsn", db.dsn(), "demo", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "TENANT LEAK" not in out
     # what each query's text says is what its table shows (pyhybrid/demo_data/queries.json "claims")

@@ -12,6 +12,7 @@ from psycopg import conninfo
 from pyhybrid import HybridClient, migrate
 
 N = 200_000
+pytestmark = pytest.mark.slow  # a 200k-chunk load of its own (22 s): the full tier only
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,6 @@ def index_scans(dsn: str, role: str, tenant: str, call: str, scorer: str = "") -
 Q = "'[" + ",".join(["0.5"] * 16) + "]'::vector"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("role, tenant", [("pyh_acme", "acme"), ("pyh_globex", "globex")])
 def test_dense_branch_uses_an_index_for_a_1pct_and_a_99pct_tenant(big_db: str, role: str, tenant: str) -> None:
     with psycopg.connect(big_db, autocommit=True) as admin:
