@@ -51,12 +51,26 @@ def admin_dsn() -> Iterator[str]:
         yield dsn
 
 
+def _server_parent() -> str | None:
+    """Where a test server keeps its data: /dev/shm when it has 8 GB free, else the system's temporary directory.
+    Each `db` fixture creates a database of ~1,300 files and drops it: on ext4, after thousands of those, creating
+    files spent the backend's time in the kernel's inode allocator (recently_deleted, perf); 150 tests of an empty
+    `db` took 19 s with the server in memory against 71 to 83 s on disk."""
+    try:
+        if shutil.disk_usage("/dev/shm").free >= 8 << 30:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return None
+
+
 @contextmanager
 def embedded_server_in_temp_dir(prefix: str = "pyhybrid-test-") -> Iterator[str]:
-    """An embedded server in a new temporary directory; stopped, and the directory removed, at the end."""
+    """An embedded server in a new temporary directory (_server_parent); stopped, and the directory removed, at the
+    end."""
     from pyhybrid.server import stop_embedded
 
-    parent = Path(tempfile.mkdtemp(prefix=prefix))
+    parent = Path(tempfile.mkdtemp(prefix=prefix, dir=_server_parent()))
     data_dir = parent / "pgdata"
     try:
         yield start_embedded(data_dir)
