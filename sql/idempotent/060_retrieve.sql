@@ -583,19 +583,11 @@ DECLARE
     l record;  -- the list branches (hybrid._list_stage)
     -- the branches that ran, their weights and their hits in long form (hybrid._fuse_lists, hybrid._hydrate),
     -- how many were asked for, how many failed (SQLSTATE: message) and the explain report
-    v_names text[];
-    v_weights double precision[];
-    e_list integer[];
-    e_ids text[];
-    e_ranks integer[];
-    e_vals double precision[];
-    v_active integer;
-    v_failed text[];
-    v_report jsonb;
-    f_ids text[];  -- the fused list, best first, and its scores
-    f_sc double precision[];
-    g record;
-    v_rows hybrid.retrieve_row[];
+    v_names text[]; v_weights double precision[];
+    e_list integer[]; e_ids text[]; e_ranks integer[]; e_vals double precision[];
+    v_active integer; v_failed text[]; v_report jsonb;
+    f_ids text[]; f_sc double precision[];  -- the fused list, best first, and its scores
+    g record; v_rows hybrid.retrieve_row[];
 BEGIN
     SELECT s.tenant, s.key INTO v_tenant, v_key FROM hybrid._scope() s;
     PERFORM hybrid._check_retrieve(query_embedding, query_text, graph_seeds, corpus_ids, top_k, per_source_k,
