@@ -171,6 +171,13 @@ def demo_template(admin_dsn: str, template_db: str) -> Iterator[str]:
         yield d.name
 
 
+@pytest.fixture(scope="module")
+def demo_db(admin_dsn: str, demo_template: str) -> Iterator[Db]:
+    """A clone of demo_template for the tests of a module that only read the demo."""
+    with fresh_db(admin_dsn, demo_template) as d:
+        yield d
+
+
 @pytest.fixture()
 def empty_db(admin_dsn: str) -> Iterator[str]:
     """An empty database (nothing migrated), dropped afterwards: its DSN."""

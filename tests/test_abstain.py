@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -14,17 +14,11 @@ import pytest
 
 from pyhybrid import AbstainedWarning, HybridClient, InvalidParameterError
 from pyhybrid.errors import PyhybridError, TenantError
-from tests.conftest import Api, Db, fresh_db
+from tests.conftest import Api, Db
 from tests.helpers import chunks, near, unit
 
 ON_TOPIC = "How quickly must the pump alarm after a downstream occlusion?"
 OFF_TOPIC = "a recipe for chocolate cake with vanilla frosting"
-
-
-@pytest.fixture(scope="module")
-def demo(admin_dsn: str, demo_template: str) -> Iterator[Db]:
-    with fresh_db(admin_dsn, demo_template) as db:  # the demo, both tenants calibrated; its tests only read it
-        yield db
 
 
 def _ask(dsn: str, text: str | None, embed: bool = True, **kw: Any) -> tuple[list[Any], list[str]]:
@@ -38,30 +32,30 @@ def _ask(dsn: str, text: str | None, embed: bool = True, **kw: Any) -> tuple[lis
 
 
 @pytest.mark.usefixtures("require_bm25")
-def test_an_off_topic_question_gets_no_rows_and_a_warning_an_on_topic_one_its_answer(demo: Db) -> None:
-    rows, said = _ask(demo.dsn("pyh_app"), OFF_TOPIC, abstain=True)
+def test_an_off_topic_question_gets_no_rows_and_a_warning_an_on_topic_one_its_answer(demo_db: Db) -> None:
+    rows, said = _ask(demo_db.dsn("pyh_app"), OFF_TOPIC, abstain=True)
     assert rows == [] and len(said) == 1 and said[0].startswith("hybrid_retrieve.abstained: the dense branch's ten best hits")
-    plain, said = _ask(demo.dsn("pyh_app"), OFF_TOPIC)  # without abstain the same call answers (weakly)
+    plain, said = _ask(demo_db.dsn("pyh_app"), OFF_TOPIC)  # without abstain the same call answers (weakly)
     assert plain and not said
-    rows, said = _ask(demo.dsn("pyh_app"), ON_TOPIC, abstain=True)
+    rows, said = _ask(demo_db.dsn("pyh_app"), ON_TOPIC, abstain=True)
     assert rows and rows[0].chunk_id == "acme:REQ-012#0" and not said
-    assert [r.chunk_id for r in rows] == [r.chunk_id for r in _ask(demo.dsn("pyh_app"), ON_TOPIC)[0]]
+    assert [r.chunk_id for r in rows] == [r.chunk_id for r in _ask(demo_db.dsn("pyh_app"), ON_TOPIC)[0]]
 
 
 @pytest.mark.usefixtures("require_bm25")
-def test_a_lexical_hit_holding_every_term_answers_without_a_dense_branch(demo: Db) -> None:
-    rows, said = _ask(demo.dsn("pyh_app"), "DEV-007", embed=False, abstain=True)  # the id's two terms, in a hit
+def test_a_lexical_hit_holding_every_term_answers_without_a_dense_branch(demo_db: Db) -> None:
+    rows, said = _ask(demo_db.dsn("pyh_app"), "DEV-007", embed=False, abstain=True)  # the id's two terms, in a hit
     assert rows and rows[0].chunk_id.startswith("acme:DEV-007") and not said
-    rows, said = _ask(demo.dsn("pyh_app"), "DEV-007 chocolate", embed=False, abstain=True)
+    rows, said = _ask(demo_db.dsn("pyh_app"), "DEV-007 chocolate", embed=False, abstain=True)
     assert rows == [] and said
 
 
-def test_explain_shows_the_floor_and_the_similarities(demo: Db) -> None:
+def test_explain_shows_the_floor_and_the_similarities(demo_db: Db) -> None:
     from pyhybrid.embed import default_embedder
 
-    with psycopg.connect(demo.dsn()) as admin:
+    with psycopg.connect(demo_db.dsn()) as admin:
         floor = admin.execute("SELECT abstain_floor FROM hybrid.tenant WHERE tenant_id = 'acme'").fetchone()[0]
-    with HybridClient(demo.dsn("pyh_app")) as c, c.tenant("acme") as t:
+    with HybridClient(demo_db.dsn("pyh_app")) as c, c.tenant("acme") as t:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AbstainedWarning)
             report = t.explain_retrieve(query_embedding=default_embedder().embed_query(OFF_TOPIC),
@@ -70,7 +64,7 @@ def test_explain_shows_the_floor_and_the_similarities(demo: Db) -> None:
     assert report["rows"] == [] and a["lexical_full_match"] is False
     assert a["mean_similarity"] < a["floor"] and a["mean_similarity"] < a["best_similarity"] < 1.5 * a["floor"]
     assert a["floor"] == floor
-    with HybridClient(demo.dsn("pyh_app")) as c, c.tenant("acme") as t:
+    with HybridClient(demo_db.dsn("pyh_app")) as c, c.tenant("acme") as t:
         assert t.explain_retrieve(query_text="pump", abstain=False)["abstention"] is None
 
 

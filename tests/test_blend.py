@@ -3,14 +3,12 @@ every fusion method a lexical list whose every hit matched one word of a longer 
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import pytest
 
 from pyhybrid import Chunk
 from pyhybrid.demo import DEMO_EXPAND, queries
 from pyhybrid.fusion import BLEND_K, blend_score, lexical_strength
-from tests.conftest import Api, Db, fresh_db
+from tests.conftest import Api, Db
 from tests.helpers import near, unit
 
 QUERY = "replace the infusion pump battery"
@@ -127,15 +125,9 @@ def test_lexical_strength_in_sql_counts_only_the_callers_visible_chunks(db: Db, 
         c.execute("SELECT hybrid.lexical_strength('pump', ARRAY['x'], 0)")
 
 
-@pytest.fixture(scope="module")
-def demo(admin_dsn: str, demo_template: str) -> Iterator[str]:
-    with fresh_db(admin_dsn, demo_template) as db:  # its tests only read it
-        yield db.dsn("pyh_app")
-
-
 @pytest.mark.usefixtures("require_age", "require_bm25")
 @pytest.mark.parametrize("fusion", ["convex", "blend"])
-def test_demo_query_3_does_not_tie_the_battery_requirement_with_a_lexical_only_hit(demo: str, fusion: str) -> None:
+def test_demo_query_3_does_not_tie_the_battery_requirement_with_a_lexical_only_hit(demo_db: Db, fusion: str) -> None:
     from pyhybrid import HybridClient
     from pyhybrid.embed import default_embedder
 
@@ -143,7 +135,7 @@ def test_demo_query_3_does_not_tie_the_battery_requirement_with_a_lexical_only_h
     assert q["text"] == "How long does it last unplugged?"
     kw = {"query_embedding": default_embedder().embed_query(q["text"]), "query_text": q["text"], "top_k": 30, "per_source_k": 30,
           "graph_expand": DEMO_EXPAND, "fusion": fusion}
-    with HybridClient(demo) as client, client.tenant("acme") as t:
+    with HybridClient(demo_db.dsn("pyh_app")) as client, client.tenant("acme") as t:
         rows = t.retrieve(**kw)
         plain = t.retrieve(**kw, term_coverage=1)
     by_id = {r.chunk_id: r for r in rows}

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import psycopg
 import pytest
 
 from pyhybrid.cli import main
-from tests.conftest import Db, fresh_db
-
-
-@pytest.fixture()
-def demo_db(admin_dsn: str, demo_template: str) -> Iterator[Db]:
-    with fresh_db(admin_dsn, demo_template) as db:  # the demo's data, as the demo command loads it
-        yield db
+from tests.conftest import Db
 
 
 @pytest.mark.usefixtures("require_age", "require_bm25")
