@@ -208,6 +208,20 @@ def test_explain_names_the_scorer_and_why(db: Db) -> None:
     assert lexical["rows"] > 0
 
 
+def test_the_branches_statements_are_never_jit_compiled(db: Db) -> None:
+    # A server built with LLVM compiles a statement planned above jit_above_cost (100,000 by default; jit is on by
+    # default), on every call: the SQL scorer's last statement passed it at a 500,000-chunk tenant, a large
+    # tenant's exact dense scan too. The setting of a function holds for all it calls (the scorers, ts_rank)
+    with psycopg.connect(db.dsn()) as admin:
+        for fn in ("hybrid._lexical_hits", "hybrid.search_dense", "hybrid.search_sparse"):
+            config = admin.execute("SELECT proconfig FROM pg_proc WHERE oid = %s::regproc", (fn,)).fetchone()[0]
+            assert "jit=off" in config, (fn, config)
+        # and the caller's own jit setting is what it was after a call
+        admin.execute("SET jit = on")
+        admin.execute("SELECT count(*) FROM hybrid.search_lexical('pump')")
+        assert admin.execute("SELECT current_setting('jit')").fetchone()[0] == "on"
+
+
 @pytest.mark.parametrize("role", ["pyh_acme", "pyh_app"])
 def test_no_tenant_role_reads_or_writes_the_statistics(db: Db, role: str) -> None:
     _ingest(db, "acme", _corpus("a", 10, seed=9))

@@ -351,6 +351,7 @@ SET ivfflat.iterative_scan = 'relaxed_order'
 SET ivfflat.probes = 20
 SET enable_sort = on  -- the exact scan's top-N sort; turned off for the HNSW scan, restored at exit
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
+SET jit = off  -- a large tenant's exact scan costs past jit_above_cost (hybrid._lexical_hits)
 AS $$
 DECLARE
     -- explicit tenant and ACL predicates repeat RLS, so a role that bypasses RLS (a superuser)
@@ -469,6 +470,7 @@ SET hnsw.iterative_scan = 'relaxed_order'
 SET hnsw.ef_search = 100
 SET enable_indexscan = on  -- turned off for the exact scan, restored at exit
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
+SET jit = off  -- as hybrid.search_dense
 AS $$
 DECLARE
     -- explicit tenant and ACL predicates repeat RLS, as in hybrid.search_dense
@@ -830,6 +832,10 @@ RETURNS TABLE (chunk_id text, rank integer, value double precision, terms_held i
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 SET plan_cache_mode = force_custom_plan  -- v_key a constant: the tenant's partition alone is planned
+-- Never JIT-compiled (the setting holds for the scorers it calls): the SQL scorer's last statement at a
+-- 500,000-chunk tenant planned above jit_above_cost's default (100,000) for 9 of 30 ten-word queries at top_k 100,
+-- and a server with JIT (PostgreSQL's default where it is built with LLVM) would compile it on every such call
+SET jit = off
 AS $$
 DECLARE
     v_tenant text; v_key integer;
