@@ -72,10 +72,13 @@ def index_scans(dsn: str, role: str, tenant: str, call: str, scorer: str = "") -
             c.execute("SELECT set_config('hybrid.tenant_id', %s, false), set_config('hybrid.bm25_scorer', %s, false)",
                       (tenant, scorer))
             assert c.execute(call).fetchall(), call
+            audit = c.execute("SELECT current_setting('hybrid.dense_audit', true)").fetchone()[0]  # type: ignore[index]
             c.execute("SELECT pg_stat_force_next_flush()")
             c.commit()
         after = snapshot(admin)
-    return {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0) > 0}
+    used = {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0) > 0}
+    # the dense audit's verdict (hybrid._dense_plan), under a name no index has
+    return used | ({"(dense audit) " + audit: 1} if audit else {})
 
 
 Q = "'[" + ",".join(["0.5"] * 16) + "]'::vector"
@@ -181,5 +184,7 @@ def test_hybrid_retrieve_hydrates_by_index_and_never_reads_the_whole_partition(b
                              "WHERE p.oid = 'hybrid._fuse_lists'::regproc").fetchone() == ("sql", None)
         before = seq_scans(admin)
         used = index_scans(big_db, role, tenant, f"SELECT * FROM hybrid_retrieve({call})")
-        assert seq_scans(admin) == before, call
+        # except where the dense audit proved the index's list wrong and the branch searched exactly, which
+        # reads the partition (IVFFlat's lists come from a random sample: some builds here miss Q's neighbours)
+        assert seq_scans(admin) == before or "(dense audit) failed: searched exactly" in used, (call, used)
     assert "chunk_pkey" in used, used
