@@ -396,15 +396,15 @@ def server_info(admin_dsn: str) -> dict[str, Any]:
                                                      "WHERE name = ANY(%s)", (names,)).fetchall())}
 
 
-# main sets them: --writers, --load-streams, --build-workers, --ef-search (hybrid.setting hnsw_ef_search; None: the engine's)
-WRITERS, LOAD_STREAMS, BUILD_WORKERS, EF_SEARCH = 1, 1, 2, None
+# main sets them: --writers, --load-streams, --build-workers, --ef-search (None: the engine's), --no-pg-textsearch (False)
+WRITERS, LOAD_STREAMS, BUILD_WORKERS, EF_SEARCH, TEXTSEARCH = 1, 1, 2, None, None
 
 
 def setup_database(admin_dsn: str, db: str, size: int) -> tuple[str, list[float]]:
     """A fresh database with the engine installed and N_TENANTS tenants: its DSN, the ms of each create_tenant."""
     fresh_database(admin_dsn, db, APP_ROLE)
     db_dsn, create_ms = dsn_for(admin_dsn, db), []
-    migrate.upgrade(db_dsn)
+    migrate.upgrade(db_dsn, pg_textsearch=TEXTSEARCH)
     with psycopg.connect(db_dsn, autocommit=True) as conn:  # each tenant placed as maintenance.place_tenants leaves it
         limit = int(conn.execute("SELECT coalesce((SELECT value FROM hybrid.setting WHERE key = k.key), k.default_value) "
                                  "FROM hybrid.setting_keys() k WHERE k.key = 'pool_max_chunks'").fetchone()[0])
@@ -918,8 +918,8 @@ def run_size(args: argparse.Namespace, admin_dsn: str, size: int) -> dict[str, A
             mem.phase = "reindex"
             with psycopg.connect(db_dsn, autocommit=True) as conn:
                 # none after a bulk load: bulk_load() just built them (index_rebuild_s)
-                for name, idx in [] if bulk else [("hnsw", "hybrid.chunk_embedding_hnsw"), ("bm25", "hybrid.chunk_content_bm25"),
-                                                  ("gin_tsv", "hybrid.chunk_tsv_gin")]:
+                for name, idx in ([] if bulk else [("hnsw", "hybrid.chunk_embedding_hnsw"), ("gin_tsv", "hybrid.chunk_tsv_gin")]
+                                  + ([("bm25", "hybrid.chunk_content_bm25")] if TEXTSEARCH is None else [])):
                     t0 = time.perf_counter()
                     conn.execute(sql.SQL("REINDEX INDEX {}").format(sql.SQL(idx)))
                     timings[f"reindex_{name}_s"] = time.perf_counter() - t0
@@ -1165,13 +1165,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine-ab", type=Path, metavar="DIR", help="time hybrid_retrieve of DIR's engine (git archive REV | tar -x "
                     "-C DIR) against this checkout's, installed alternately by round: --rounds, ABBA (default 8)")
     ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--no-pg-textsearch", action="store_true", help="install without pg_textsearch's index (BM25 by the SQL scorer)")
     args = ap.parse_args(argv)
     args.sizes = args.sizes or args.resume or [100000]  # --resume N alone measures N, not a fresh 100k as well
-    global EF_SEARCH, N_TENANTS, PICKS, METHODS, WRITERS, LOAD_STREAMS, BUILD_WORKERS
+    global EF_SEARCH, N_TENANTS, PICKS, METHODS, WRITERS, LOAD_STREAMS, BUILD_WORKERS, TEXTSEARCH
     METHODS = METHODS[:2] + (list(BM25_AB) if args.bm25_ab else []) + METHODS[2:] \
         + (["aio_one_call", "aio_parallel"] if args.parallel else [])  # pyhybrid.aio
     EF_SEARCH, N_TENANTS, PICKS, WRITERS, LOAD_STREAMS, BUILD_WORKERS = (args.ef_search, args.tenants, list(args.picks), args.writers,
                                                                         args.load_streams, args.build_workers)
+    TEXTSEARCH = False if args.no_pg_textsearch else None
     if args.tenants < len(args.picks):
         ap.error("--tenants must be at least the number of --picks")
     if args.rebuild and not args.resume:
